@@ -1,0 +1,581 @@
+/*
+ * The gateway's configuration: the YAML schema on top of lib/config.c.
+ * Every key is known, typed and range-checked; anything else is refused with
+ * file:line:column.  docs/configuration.md documents each key.
+ */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "config.h"
+#include "gw.h"
+#include "safeid.h"
+
+/* The built-in default: for trying the gateway on one machine. */
+const char conf_builtin[] =
+    "# built-in default configuration (see config/gateway.yaml)\n"
+    "listen:\n"
+    "  - address: 127.0.0.1:8080\n"
+    "admin:\n"
+    "  address: 127.0.0.1:9090\n"
+    "domains: [localhost]\n"
+    "sandboxes:\n"
+    "  - id: local\n"
+    "    address: 127.0.0.1\n"
+    "    ports:\n"
+    "      - port: 1-65535\n"
+    "        access: public\n"
+    "    tunnel:\n"
+    "      listen_port: 8766\n";
+
+#define DAY_MS	(86400ULL * 1000)
+
+static const char *const top_keys[] = { "log", "listen", "admin", "domains",
+	"timeouts", "limits", "sandboxes", NULL };
+static const char *const log_keys[] = { "level", "format", "file", NULL };
+static const char *const listen_keys[] = { "address", NULL };
+static const char *const admin_keys[] = { "address", "token", NULL };
+static const char *const timeout_keys[] = { "request_header", "connect",
+	"keepalive", "upstream_idle", "upstream_response", "idle", NULL };
+static const char *const limit_keys[] = { "max_connections",
+	"max_header_size", "max_headers", "max_body_size", NULL };
+static const char *const sandbox_keys[] = { "id", "address", "ports",
+	"tunnel", NULL };
+static const char *const port_keys[] = { "port", "access", "host_rewrite",
+	NULL };
+static const char *const tunnel_keys[] = { "listen_port", "mode", NULL };
+static const char *const level_names[] = { "debug", "info", "warn", "error",
+	NULL };
+static const char *const format_names[] = { "text", "json", NULL };
+static const char *const access_names[] = { "public", "private", NULL };
+static const char *const mode_names[] = { "terminate", "forward", NULL };
+
+/* Set the defaults every configuration starts from. */
+static void
+conf_defaults(struct gw_config *cf)
+{
+	cf->cf_log_level = LOG_LVL_INFO;
+	cf->cf_log_format = LOG_FMT_TEXT;
+	cf->cf_header_timeout = 10 * 1000;
+	cf->cf_connect_timeout = 5 * 1000;
+	cf->cf_keepalive_timeout = 75 * 1000;
+	cf->cf_upstream_idle = 5 * 1000;
+	cf->cf_response_timeout = 0;
+	cf->cf_idle_timeout = 300 * 1000;
+	cf->cf_max_connections = 10000;
+	cf->cf_max_header_size = 32 * 1024;
+	cf->cf_max_headers = 100;
+	cf->cf_max_body_size = 0;
+}
+
+/* Parse one listener address node. */
+static int
+conf_address(const struct cfg_doc *doc, const struct cfg_node *n,
+    const char *what, struct gw_listen *l, char **cause)
+{
+	char	*why;
+
+	if (cfg_get_string(doc, n, what, &l->l_address, cause) != 0)
+		return (-1);
+	if (addr_parse_hostport(l->l_address, &l->l_ss, &l->l_sslen,
+	    &why) != 0) {
+		cfg_error(doc, n, cause, "%s: %s", what, why);
+		free(why);
+		return (-1);
+	}
+	return (0);
+}
+
+/* Parse the log section. */
+static int
+conf_log(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node	*v;
+	int		 i;
+
+	if (cfg_check_map(doc, n, "log", log_keys, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "level")) != NULL) {
+		if (cfg_get_enum(doc, v, "log.level", level_names, &i,
+		    cause) != 0)
+			return (-1);
+		cf->cf_log_level = (enum log_level)i;
+	}
+	if ((v = cfg_map_get(n, "format")) != NULL) {
+		if (cfg_get_enum(doc, v, "log.format", format_names, &i,
+		    cause) != 0)
+			return (-1);
+		cf->cf_log_format = (enum log_format)i;
+	}
+	if ((v = cfg_map_get(n, "file")) != NULL &&
+	    cfg_get_string(doc, v, "log.file", &cf->cf_log_file, cause) != 0)
+		return (-1);
+	return (0);
+}
+
+/* Parse the listen list. */
+static int
+conf_listen(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node	*item, *v;
+	size_t		 i, j;
+
+	if (cfg_check_seq(doc, n, "listen", cause) != 0)
+		return (-1);
+	if (n->n_count == 0)
+		return (cfg_error(doc, n, cause, "listen needs at least one "
+		    "listener"));
+	cf->cf_listen = xcalloc(n->n_count, sizeof *cf->cf_listen);
+	for (i = 0; i < n->n_count; i++) {
+		item = n->n_items[i];
+		if (cfg_check_map(doc, item, "a listener", listen_keys,
+		    cause) != 0)
+			return (-1);
+		if ((v = cfg_map_get(item, "address")) == NULL)
+			return (cfg_error(doc, item, cause,
+			    "a listener needs an address"));
+		cf->cf_nlisten++;
+		if (conf_address(doc, v, "listen.address",
+		    &cf->cf_listen[i], cause) != 0)
+			return (-1);
+		for (j = 0; j < i; j++) {
+			if (strcmp(cf->cf_listen[j].l_address,
+			    cf->cf_listen[i].l_address) == 0)
+				return (cfg_error(doc, v, cause,
+				    "listener %s is declared twice",
+				    cf->cf_listen[i].l_address));
+		}
+	}
+	return (0);
+}
+
+/* Parse the admin section. */
+static int
+conf_admin(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node	*v;
+
+	if (cfg_check_map(doc, n, "admin", admin_keys, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "address")) != NULL) {
+		free(cf->cf_admin.l_address);
+		cf->cf_admin.l_address = NULL;
+		if (conf_address(doc, v, "admin.address", &cf->cf_admin,
+		    cause) != 0)
+			return (-1);
+	}
+	if ((v = cfg_map_get(n, "token")) != NULL &&
+	    cfg_get_string(doc, v, "admin.token", &cf->cf_admin_token,
+	    cause) != 0)
+		return (-1);
+	return (0);
+}
+
+/* Is s a valid lowercase DNS name for the host form? */
+static int
+conf_valid_domain(const char *s)
+{
+	size_t	 len = strlen(s), label = 0;
+
+	if (len == 0 || len > 253 || *s == '.' || s[len - 1] == '.')
+		return (0);
+	for (; *s != '\0'; s++) {
+		if (*s == '.') {
+			if (label == 0)
+				return (0);
+			label = 0;
+			continue;
+		}
+		if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) &&
+		    *s != '-')
+			return (0);
+		if (++label > 63)
+			return (0);
+	}
+	return (1);
+}
+
+/* Parse the domains list. */
+static int
+conf_domains(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	size_t	 i;
+	char	*d;
+
+	if (cfg_check_seq(doc, n, "domains", cause) != 0)
+		return (-1);
+	cf->cf_domains = xcalloc(n->n_count + 1, sizeof *cf->cf_domains);
+	for (i = 0; i < n->n_count; i++) {
+		if (cfg_get_string(doc, n->n_items[i], "a domain", &d,
+		    cause) != 0)
+			return (-1);
+		cf->cf_domains[cf->cf_ndomains++] = d;
+		if (!conf_valid_domain(d))
+			return (cfg_error(doc, n->n_items[i], cause,
+			    "'%s' is not a valid lowercase domain name", d));
+	}
+	return (0);
+}
+
+/* Parse the timeouts section. */
+static int
+conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	static const struct {
+		const char	*key;
+		size_t		 off;
+		uint64_t	 min;
+	} t[] = {
+		{ "request_header", offsetof(struct gw_config,
+		    cf_header_timeout), 100 },
+		{ "connect", offsetof(struct gw_config, cf_connect_timeout),
+		    100 },
+		{ "keepalive", offsetof(struct gw_config,
+		    cf_keepalive_timeout), 100 },
+		{ "upstream_idle", offsetof(struct gw_config,
+		    cf_upstream_idle), 0 },
+		{ "upstream_response", offsetof(struct gw_config,
+		    cf_response_timeout), 0 },
+		{ "idle", offsetof(struct gw_config, cf_idle_timeout), 100 },
+	};
+	struct cfg_node	*v;
+	char		 what[64];
+	size_t		 i;
+
+	if (cfg_check_map(doc, n, "timeouts", timeout_keys, cause) != 0)
+		return (-1);
+	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+		if ((v = cfg_map_get(n, t[i].key)) == NULL)
+			continue;
+		snprintf(what, sizeof what, "timeouts.%s", t[i].key);
+		if (cfg_get_duration(doc, v, what, t[i].min, DAY_MS,
+		    (uint64_t *)((char *)cf + t[i].off), cause) != 0)
+			return (-1);
+	}
+	return (0);
+}
+
+/* Parse the limits section. */
+static int
+conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node	*v;
+	long long	 ll;
+
+	if (cfg_check_map(doc, n, "limits", limit_keys, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "max_connections")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.max_connections", 1, 1000000,
+		    &ll, cause) != 0)
+			return (-1);
+		cf->cf_max_connections = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "max_header_size")) != NULL &&
+	    cfg_get_size(doc, v, "limits.max_header_size", 1024, 1024 * 1024,
+	    &cf->cf_max_header_size, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "max_headers")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.max_headers", 1, 1000, &ll,
+		    cause) != 0)
+			return (-1);
+		cf->cf_max_headers = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "max_body_size")) != NULL &&
+	    cfg_get_size(doc, v, "limits.max_body_size", 0,
+	    (uint64_t)1 << 50, &cf->cf_max_body_size, cause) != 0)
+		return (-1);
+	return (0);
+}
+
+/* Parse a port or "lo-hi" range into a rule. */
+static int
+conf_port_range(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_port_rule *pr, char **cause)
+{
+	const char	*s = n->n_value;
+	unsigned long	 lo, hi;
+	char		*end;
+
+	if (n->n_type != CFG_SCALAR || *s < '0' || *s > '9')
+		goto bad;
+	lo = strtoul(s, &end, 10);
+	hi = lo;
+	if (*end == '-') {
+		s = end + 1;
+		if (*s < '0' || *s > '9')
+			goto bad;
+		hi = strtoul(s, &end, 10);
+	}
+	if (*end != '\0' || lo < 1 || hi > 65535 || lo > hi)
+		goto bad;
+	pr->pr_lo = (uint16_t)lo;
+	pr->pr_hi = (uint16_t)hi;
+	return (0);
+bad:
+	return (cfg_error(doc, n, cause, "port must be a port (1-65535) or a "
+	    "range such as 3000-3999, not '%s'",
+	    n->n_type == CFG_SCALAR ? n->n_value : cfg_type_name(n->n_type)));
+}
+
+/* Parse a sandbox's ports list. */
+static int
+conf_ports(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_sandbox *sb, char **cause)
+{
+	struct gw_port_rule	*pr;
+	struct cfg_node		*item, *v;
+	size_t			 i;
+	int			 access;
+
+	if (cfg_check_seq(doc, n, "ports", cause) != 0)
+		return (-1);
+	if (n->n_count == 0)
+		return (0);
+	sb->sb_ports = xcalloc(n->n_count, sizeof *sb->sb_ports);
+	for (i = 0; i < n->n_count; i++) {
+		item = n->n_items[i];
+		pr = &sb->sb_ports[i];
+		if (cfg_check_map(doc, item, "a port", port_keys, cause) != 0)
+			return (-1);
+		sb->sb_nports++;
+		if ((v = cfg_map_get(item, "port")) == NULL)
+			return (cfg_error(doc, item, cause,
+			    "a port entry needs port"));
+		if (conf_port_range(doc, v, pr, cause) != 0)
+			return (-1);
+		if ((v = cfg_map_get(item, "access")) != NULL) {
+			if (cfg_get_enum(doc, v, "access", access_names,
+			    &access, cause) != 0)
+				return (-1);
+			pr->pr_private = access == 1;
+			if (pr->pr_private)
+				return (cfg_error(doc, v, cause, "access: "
+				    "private needs token support, which this "
+				    "version does not have yet"));
+		}
+		if ((v = cfg_map_get(item, "host_rewrite")) != NULL) {
+			if (cfg_get_string(doc, v, "host_rewrite",
+			    &pr->pr_host_rewrite, cause) != 0)
+				return (-1);
+			if (*pr->pr_host_rewrite == '\0' ||
+			    strpbrk(pr->pr_host_rewrite, " \t\r\n") != NULL)
+				return (cfg_error(doc, v, cause, "host_rewrite "
+				    "must be a host such as "
+				    "\"localhost:${port}\""));
+		}
+	}
+	return (0);
+}
+
+/* Parse a sandbox's tunnel section (listen ports only, for now). */
+static int
+conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_sandbox *sb, char **cause)
+{
+	struct cfg_node	*v, *p;
+	size_t		 i, count;
+	long long	 port;
+	int		 mode;
+
+	if (cfg_check_map(doc, n, "tunnel", tunnel_keys, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "mode")) != NULL) {
+		if (cfg_get_enum(doc, v, "tunnel.mode", mode_names, &mode,
+		    cause) != 0)
+			return (-1);
+		sb->sb_tunnel_mode = (enum gw_tunnel_mode)mode;
+	}
+	if ((v = cfg_map_get(n, "listen_port")) == NULL)
+		return (cfg_error(doc, n, cause, "tunnel needs listen_port"));
+	count = v->n_type == CFG_SEQ ? v->n_count : 1;
+	if (count == 0)
+		return (cfg_error(doc, v, cause, "tunnel.listen_port needs at "
+		    "least one port"));
+	sb->sb_tunnel_ports = xcalloc(count, sizeof *sb->sb_tunnel_ports);
+	for (i = 0; i < count; i++) {
+		p = v->n_type == CFG_SEQ ? v->n_items[i] : v;
+		if (cfg_get_int(doc, p, "tunnel.listen_port", 2, 65535, &port,
+		    cause) != 0)
+			return (-1);
+		sb->sb_tunnel_ports[sb->sb_ntunnel_ports++] = (uint16_t)port;
+	}
+	return (0);
+}
+
+/* Parse one sandbox entry. */
+static int
+conf_sandbox(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct gw_sandbox	*sb = &cf->cf_sandboxes[cf->cf_nsandboxes];
+	struct cfg_node		*v, *idn;
+	size_t			 i;
+
+	if (cfg_check_map(doc, n, "a sandbox", sandbox_keys, cause) != 0)
+		return (-1);
+	cf->cf_nsandboxes++;
+	if ((idn = cfg_map_get(n, "id")) == NULL)
+		return (cfg_error(doc, n, cause, "a sandbox needs an id"));
+	if (cfg_get_string(doc, idn, "sandbox id", &sb->sb_id, cause) != 0)
+		return (-1);
+	if (*sb->sb_id == '\0' || strlen(sb->sb_id) > 200)
+		return (cfg_error(doc, idn, cause,
+		    "a sandbox id must be 1 to 200 bytes"));
+	for (i = 0; sb->sb_id[i] != '\0'; i++) {
+		if ((unsigned char)sb->sb_id[i] <= ' ' ||
+		    sb->sb_id[i] == 0x7f)
+			return (cfg_error(doc, idn, cause, "a sandbox id must "
+			    "not contain spaces or control characters"));
+	}
+	sb->sb_safe_id = safeid_make(sb->sb_id);
+	for (i = 0; i + 1 < cf->cf_nsandboxes; i++) {
+		if (strcmp(cf->cf_sandboxes[i].sb_id, sb->sb_id) == 0 ||
+		    strcmp(cf->cf_sandboxes[i].sb_safe_id,
+		    sb->sb_safe_id) == 0)
+			return (cfg_error(doc, idn, cause, "sandbox '%s' has "
+			    "the same id or safe id as sandbox '%s'",
+			    sb->sb_id, cf->cf_sandboxes[i].sb_id));
+	}
+	if ((v = cfg_map_get(n, "address")) == NULL)
+		return (cfg_error(doc, n, cause, "sandbox '%s' needs an "
+		    "address", sb->sb_id));
+	if (cfg_get_string(doc, v, "address", &sb->sb_address, cause) != 0)
+		return (-1);
+	if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr,
+	    &sb->sb_addrlen) != 0)
+		return (cfg_error(doc, v, cause, "address must be a literal "
+		    "IPv4 or IPv6 address, not '%s'", sb->sb_address));
+	if ((v = cfg_map_get(n, "ports")) != NULL &&
+	    conf_ports(doc, v, sb, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "tunnel")) != NULL &&
+	    conf_tunnel(doc, v, sb, cause) != 0)
+		return (-1);
+	return (0);
+}
+
+/* Build a configuration from a parsed document. */
+static struct gw_config *
+conf_build(const struct cfg_doc *doc, char **cause)
+{
+	struct gw_config	*cf;
+	struct cfg_node		*root = doc->d_root, *v;
+	size_t			 i;
+
+	cf = xcalloc(1, sizeof *cf);
+	cf->cf_file = xstrdup(doc->d_file);
+	conf_defaults(cf);
+	if (root != NULL && cfg_check_map(doc, root, "the configuration",
+	    top_keys, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "log")) != NULL &&
+	    conf_log(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "listen")) == NULL) {
+		cfg_error(doc, root, cause, "the configuration needs a listen "
+		    "section");
+		goto fail;
+	}
+	if (conf_listen(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "admin")) != NULL &&
+	    conf_admin(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "domains")) != NULL) {
+		if (conf_domains(doc, v, cf, cause) != 0)
+			goto fail;
+	} else {
+		cf->cf_domains = xcalloc(2, sizeof *cf->cf_domains);
+		cf->cf_domains[cf->cf_ndomains++] = xstrdup("localhost");
+	}
+	if ((v = cfg_map_get(root, "timeouts")) != NULL &&
+	    conf_timeouts(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "limits")) != NULL &&
+	    conf_limits(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "sandboxes")) != NULL) {
+		if (cfg_check_seq(doc, v, "sandboxes", cause) != 0)
+			goto fail;
+		if (v->n_count > 0)
+			cf->cf_sandboxes = xcalloc(v->n_count,
+			    sizeof *cf->cf_sandboxes);
+		for (i = 0; i < v->n_count; i++) {
+			if (conf_sandbox(doc, v->n_items[i], cf, cause) != 0)
+				goto fail;
+		}
+	}
+	return (cf);
+fail:
+	conf_free(cf);
+	return (NULL);
+}
+
+/* Load and check a configuration file. */
+struct gw_config *
+conf_load(const char *path, char **cause)
+{
+	struct cfg_doc		*doc;
+	struct gw_config	*cf;
+
+	if ((doc = cfg_parse_file(path, cause)) == NULL)
+		return (NULL);
+	cf = conf_build(doc, cause);
+	cfg_doc_free(doc);
+	return (cf);
+}
+
+/* Load and check a configuration held in a string; name is for messages. */
+struct gw_config *
+conf_load_string(const char *name, const char *text, char **cause)
+{
+	struct cfg_doc		*doc;
+	struct gw_config	*cf;
+
+	if ((doc = cfg_parse_string(name, text, strlen(text), cause)) == NULL)
+		return (NULL);
+	cf = conf_build(doc, cause);
+	cfg_doc_free(doc);
+	return (cf);
+}
+
+/* Free a configuration. */
+void
+conf_free(struct gw_config *cf)
+{
+	struct gw_sandbox	*sb;
+	size_t			 i, j;
+
+	if (cf == NULL)
+		return;
+	for (i = 0; i < cf->cf_nsandboxes; i++) {
+		sb = &cf->cf_sandboxes[i];
+		for (j = 0; j < sb->sb_nports; j++)
+			free(sb->sb_ports[j].pr_host_rewrite);
+		free(sb->sb_ports);
+		free(sb->sb_tunnel_ports);
+		free(sb->sb_address);
+		free(sb->sb_safe_id);
+		free(sb->sb_id);
+	}
+	free(cf->cf_sandboxes);
+	for (i = 0; i < cf->cf_ndomains; i++)
+		free(cf->cf_domains[i]);
+	free(cf->cf_domains);
+	for (i = 0; i < cf->cf_nlisten; i++)
+		free(cf->cf_listen[i].l_address);
+	free(cf->cf_listen);
+	free(cf->cf_admin.l_address);
+	free(cf->cf_admin_token);
+	free(cf->cf_log_file);
+	free(cf->cf_file);
+	free(cf);
+}

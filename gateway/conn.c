@@ -1,0 +1,554 @@
+/*
+ * Client connections on the public listeners.  One struct conn per
+ * connection with an explicit state; callbacks are swapped per phase; one
+ * close path logs the reason and frees from the loop, never from inside a
+ * callback of the object being freed.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "clock.h"
+#include "gw.h"
+
+/* How long a closing connection drains input after its answer. */
+#define CONN_LINGER_MS	2000
+/* Output low watermark: the relay resumes below this. */
+#define CONN_LOW	(64 * 1024)
+
+static void	conn_read_cb(struct bufferevent *, void *);
+static void	conn_write_cb(struct bufferevent *, void *);
+static void	conn_event_cb(struct bufferevent *, short, void *);
+static void	conn_read_head(struct conn *);
+static void	conn_finish(struct conn *);
+
+/* Name of a state, for debug logs. */
+const char *
+conn_state_name(enum conn_state s)
+{
+	switch (s) {
+	case CONN_S_HEAD:
+		return ("head");
+	case CONN_S_BODY:
+		return ("body");
+	case CONN_S_WAIT:
+		return ("wait");
+	case CONN_S_ERROR:
+		return ("closing");
+	case CONN_S_DEAD:
+		return ("dead");
+	}
+	return ("?");
+}
+
+/* Arm the connection timer for ms milliseconds. */
+static void
+conn_timer_set(struct conn *c, uint64_t ms)
+{
+	struct timeval	 tv;
+
+	clock_msec_to_tv(ms, &tv);
+	evtimer_add(c->c_timer, &tv);
+}
+
+/* Free what belongs to the current request. */
+static void
+conn_reset_exchange(struct conn *c)
+{
+	http1_msg_reset(&c->c_req);
+	memset(&c->c_req_body, 0, sizeof c->c_req_body);
+	memset(&c->c_resp_body, 0, sizeof c->c_resp_body);
+	free(c->c_target);
+	free(c->c_host);
+	free(c->c_method);
+	free(c->c_path);
+	c->c_target = c->c_host = c->c_method = c->c_path = NULL;
+	c->c_sandbox = NULL;
+	c->c_rule = NULL;
+	c->c_port = 0;
+	c->c_status = 0;
+	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
+	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
+	    CONN_F_RETRIED);
+}
+
+/* Free a connection; called from the loop after conn_close. */
+static void
+conn_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+
+	(void)fd;
+	(void)events;
+	conn_reset_exchange(c);
+	if (c->c_bev != NULL)
+		bufferevent_free(c->c_bev);
+	if (c->c_timer != NULL)
+		event_free(c->c_timer);
+	free(c);
+}
+
+/* Close a connection, logging why; it is freed from the loop. */
+void
+conn_close(struct conn *c, const char *reason)
+{
+	struct gw	*g = c->c_gw;
+	struct timeval	 tv = { 0, 0 };
+
+	if (c->c_state == CONN_S_DEAD)
+		return;
+	log_debug("conn %llu %s: closed in state %s: %s",
+	    (unsigned long long)c->c_id, c->c_peer,
+	    conn_state_name(c->c_state), reason);
+	if (c->c_up != NULL)
+		upstream_close(c->c_up, "client connection closed");
+	c->c_up = NULL;
+	c->c_state = CONN_S_DEAD;
+	bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
+	evtimer_del(c->c_timer);
+	TAILQ_REMOVE(&g->g_conns, c, c_entry);
+	g->g_nconns--;
+	event_base_once(g->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
+}
+
+/* Log one line for a finished request; the query string is never logged. */
+static void
+conn_log_access(struct conn *c)
+{
+	uint64_t	 ms = (clock_mono_usec() - c->c_start_us) / 1000;
+
+	log_info("conn %llu %s: \"%s %s\" %d sandbox=%s port=%d in=%llu "
+	    "out=%llu %llums", (unsigned long long)c->c_id, c->c_peer_ip,
+	    c->c_method != NULL ? c->c_method : "-",
+	    c->c_path != NULL ? c->c_path : "-", c->c_status,
+	    c->c_sandbox != NULL ? c->c_sandbox->sb_id : "-", c->c_port,
+	    (unsigned long long)c->c_req_body.b_total,
+	    (unsigned long long)c->c_resp_body.b_total,
+	    (unsigned long long)ms);
+}
+
+/* Start the next exchange on a kept-alive connection. */
+static void
+conn_next(struct conn *c)
+{
+	conn_reset_exchange(c);
+	c->c_state = CONN_S_HEAD;
+	conn_timer_set(c, c->c_gw->g_conf->cf_keepalive_timeout);
+	bufferevent_enable(c->c_bev, EV_READ);
+	/* A pipelined request already buffered: parse it from the loop. */
+	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0)
+		bufferevent_trigger(c->c_bev, EV_READ,
+		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * Finish with a connection that will not be reused: once the output has
+ * drained, shut down our side and drain the client's input for a moment,
+ * so a response is not destroyed by a reset.
+ */
+static void
+conn_finish(struct conn *c)
+{
+	if (c->c_up != NULL)
+		upstream_close(c->c_up, "client connection finishing");
+	c->c_up = NULL;
+	c->c_state = CONN_S_ERROR;
+	bufferevent_setwatermark(c->c_bev, EV_WRITE, 0, 0);
+	bufferevent_enable(c->c_bev, EV_WRITE);
+	bufferevent_disable(c->c_bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(c->c_bev)) == 0)
+		conn_write_cb(c->c_bev, c);
+}
+
+/* Is the request a browser navigation, which gets HTML errors? */
+static int
+conn_wants_html(const struct conn *c)
+{
+	const struct http1_header	*h;
+
+	if (c->c_req.m_buf == NULL)
+		return (0);
+	if ((h = http1_msg_find(&c->c_req, "sec-fetch-mode")) != NULL &&
+	    strcasecmp(h->value, "navigate") == 0)
+		return (1);
+	if ((h = http1_msg_find(&c->c_req, "accept")) != NULL &&
+	    strstr(h->value, "text/html") != NULL)
+		return (1);
+	return (0);
+}
+
+/*
+ * Answer the current request with a gateway error: e gives status and code,
+ * or, when e is NULL, the parser error err.  The request never reaches (or
+ * no longer uses) the upstream.
+ */
+void
+conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
+    const char *fmt, ...)
+{
+	va_list		 ap;
+	char		*msg;
+	const char	*code;
+	int		 status, keep;
+
+	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
+		return;
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	status = e != NULL ? e->e_status : http1_err_status(err);
+	code = e != NULL ? e->e_code : http1_err_code(err);
+	if (c->c_up != NULL) {
+		c->c_up->u_flags |= UP_F_NO_REUSE;
+		upstream_close(c->c_up, "request refused");
+		c->c_up = NULL;
+	}
+	if (c->c_flags & CONN_F_RESP_STARTED) {
+		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
+		    c->c_peer_ip, code, msg);
+		conn_close(c, code);
+		free(msg);
+		return;
+	}
+	/* Keep the connection only when the request was read in full. */
+	keep = e != NULL && (c->c_flags & CONN_F_KEEPALIVE) &&
+	    c->c_req.m_buf != NULL &&
+	    (c->c_req_body.b_kind == HTTP1_BODY_NONE ||
+	    c->c_req_body.b_done) && !(c->c_flags & CONN_F_CLIENT_EOF);
+	errpage_write(bufferevent_get_output(c->c_bev), status, code, msg,
+	    conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
+	c->c_status = status;
+	log_info("conn %llu %s: refused %d %s: %s",
+	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
+	free(msg);
+	if (c->c_req.m_buf != NULL)
+		conn_log_access(c);
+	if (keep)
+		conn_next(c);
+	else
+		conn_finish(c);
+}
+
+/* The response was relayed in full. */
+void
+conn_response_done(struct conn *c)
+{
+	struct upstream	*up = c->c_up;
+	int		 reusable;
+
+	reusable = c->c_req_body.b_done && c->c_resp_body.b_done;
+	conn_log_access(c);
+	if (up != NULL)
+		upstream_release(up, reusable);
+	c->c_up = NULL;
+	if ((c->c_flags & CONN_F_KEEPALIVE) && c->c_req_body.b_done &&
+	    !(c->c_flags & CONN_F_CLIENT_EOF))
+		conn_next(c);
+	else
+		conn_finish(c);
+}
+
+/* Copy the path of a target without its query, for the log. */
+static char *
+conn_log_path(const char *target)
+{
+	return (xstrndup(target, strcspn(target, "?")));
+}
+
+/* Route a parsed request to a sandbox port, or refuse it. */
+static void
+conn_route(struct conn *c)
+{
+	struct gw			*g = c->c_gw;
+	const struct http1_msg		*m = &c->c_req;
+	const struct http1_header	*h;
+	const char			*t = m->m_target, *slash;
+	size_t				 tlen = m->m_target_len;
+	enum route_result		 r;
+	char				*id = NULL;
+	int				 port = 0;
+
+	c->c_method = xstrndup(m->m_method, m->m_method_len);
+	if (tlen > 7 && strncasecmp(t, "http://", 7) == 0) {
+		/* absolute-form: the authority replaces Host. */
+		slash = memchr(t + 7, '/', tlen - 7);
+		if (slash == NULL)
+			slash = t + tlen;
+		c->c_host = xstrndup(t + 7, (size_t)(slash - t - 7));
+		if (slash == t + tlen)
+			c->c_target = xstrdup("/");
+		else
+			c->c_target = xstrndup(slash,
+			    (size_t)(t + tlen - slash));
+	} else if (*t == '/' || (tlen == 1 && *t == '*' &&
+	    strcmp(c->c_method, "OPTIONS") == 0)) {
+		c->c_target = xstrndup(t, tlen);
+		if ((h = http1_msg_find(m, "host")) != NULL)
+			c->c_host = xstrndup(h->value, h->value_len);
+	} else {
+		c->c_path = xstrdup("-");
+		conn_fail(c, gw_err_bad_target, "The request target must be "
+		    "a path such as /index.html.");
+		return;
+	}
+	c->c_path = conn_log_path(c->c_target);
+
+	r = ROUTE_NONE;
+	if (c->c_host != NULL)
+		r = route_parse_host(c->c_host, strlen(c->c_host),
+		    g->g_conf->cf_domains, g->g_conf->cf_ndomains, &port, &id);
+	if (r == ROUTE_BAD) {
+		conn_fail(c, gw_err_bad_host, "The host '%s' is not a port "
+		    "URL: write it as {port}-{sandbox}.%s, for example "
+		    "8000-mysandbox.%s.", c->c_host, g->g_conf->cf_domains[0],
+		    g->g_conf->cf_domains[0]);
+		return;
+	}
+	if (r == ROUTE_NONE) {
+		conn_fail(c, gw_err_no_route, "This gateway serves sandbox "
+		    "ports at http://{port}-{sandbox}.%s/; '%s' is not such an "
+		    "address.", g->g_conf->cf_domains[0],
+		    c->c_host != NULL ? c->c_host : "(no host)");
+		return;
+	}
+	c->c_port = port;
+	if ((c->c_sandbox = route_find_sandbox(g->g_conf, id)) == NULL) {
+		conn_fail(c, gw_err_sandbox_not_found, "No sandbox '%s' is "
+		    "known to this gateway.", id);
+		free(id);
+		return;
+	}
+	free(id);
+	if ((c->c_rule = route_find_port(g, c->c_sandbox, port)) == NULL) {
+		conn_fail(c, gw_err_port_not_published, "Sandbox '%s' does not "
+		    "publish port %d.", c->c_sandbox->sb_id, port);
+		return;
+	}
+	if (g->g_conf->cf_max_body_size != 0 &&
+	    m->m_body == HTTP1_BODY_LENGTH &&
+	    m->m_content_length > g->g_conf->cf_max_body_size) {
+		c->c_flags &= ~CONN_F_KEEPALIVE;
+		conn_fail(c, gw_err_body_too_large, "The request body of %llu "
+		    "bytes is larger than the %llu bytes this gateway accepts.",
+		    (unsigned long long)m->m_content_length,
+		    (unsigned long long)g->g_conf->cf_max_body_size);
+		return;
+	}
+	proxy_start(c);
+}
+
+/* Parse a request head from the input, then route it. */
+static void
+conn_read_head(struct conn *c)
+{
+	struct evbuffer	*in = bufferevent_get_input(c->c_bev);
+	enum http1_err	 err = HTTP1_E_NONE;
+	int		 r;
+
+	if (evbuffer_get_length(in) == 0)
+		return;
+	if (!(c->c_flags & CONN_F_HEAD_STARTED)) {
+		/* A whole-head deadline, not an idle timer. */
+		c->c_flags |= CONN_F_HEAD_STARTED;
+		c->c_start_us = clock_mono_usec();
+		conn_timer_set(c, c->c_gw->g_conf->cf_header_timeout);
+	}
+	r = http1_parse_request(in, &c->c_gw->g_limits, &c->c_req, &err);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		http1_msg_reset(&c->c_req);
+		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
+		return;
+	}
+	evtimer_del(c->c_timer);
+	if (c->c_req.m_minor == 1)
+		c->c_flags |= (c->c_req.m_flags & HTTP1_F_CONN_CLOSE) ? 0 :
+		    CONN_F_KEEPALIVE;
+	else if (c->c_req.m_flags & HTTP1_F_CONN_KEEPALIVE)
+		c->c_flags |= CONN_F_KEEPALIVE;
+	if (c->c_req.m_method_len == 4 &&
+	    memcmp(c->c_req.m_method, "HEAD", 4) == 0)
+		c->c_flags |= CONN_F_HEAD_REQ;
+	conn_route(c);
+}
+
+/* Bytes from the client. */
+static void
+conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn	*c = arg;
+
+	switch (c->c_state) {
+	case CONN_S_HEAD:
+		conn_read_head(c);
+		break;
+	case CONN_S_BODY:
+		proxy_request_body(c);
+		break;
+	case CONN_S_WAIT:
+		break;
+	case CONN_S_ERROR:
+		/* Lingering: discard what the client still sends. */
+		evbuffer_drain(bufferevent_get_input(bev),
+		    evbuffer_get_length(bufferevent_get_input(bev)));
+		break;
+	case CONN_S_DEAD:
+		break;
+	}
+}
+
+/* The client's output drained below the low watermark. */
+static void
+conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn	*c = arg;
+
+	if (c->c_state == CONN_S_DEAD)
+		return;
+	if (c->c_state != CONN_S_ERROR) {
+		proxy_client_drained(c);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
+	    (c->c_flags & CONN_F_LINGER))
+		return;
+	c->c_flags |= CONN_F_LINGER;
+	if (c->c_flags & CONN_F_CLIENT_EOF) {
+		conn_close(c, "done");
+		return;
+	}
+	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	bufferevent_enable(bev, EV_READ);
+	conn_timer_set(c, CONN_LINGER_MS);
+}
+
+/* EOF or error from the client. */
+static void
+conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn	*c = arg;
+	char		 why[128];
+
+	(void)bev;
+	if (c->c_state == CONN_S_DEAD)
+		return;
+	if (what & BEV_EVENT_ERROR) {
+		snprintf(why, sizeof why, "client error: %s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		conn_close(c, why);
+		return;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	c->c_flags |= CONN_F_CLIENT_EOF;
+	switch (c->c_state) {
+	case CONN_S_HEAD:
+		conn_close(c, (c->c_flags & CONN_F_HEAD_STARTED) ?
+		    "client closed mid-head" : "client closed");
+		break;
+	case CONN_S_BODY:
+		conn_close(c, "client closed mid-body");
+		break;
+	case CONN_S_WAIT:
+		/* Half-close: still send the response, then close. */
+		break;
+	case CONN_S_ERROR:
+		if (c->c_flags & CONN_F_LINGER)
+			conn_close(c, "done");
+		break;
+	case CONN_S_DEAD:
+		break;
+	}
+}
+
+/* The header deadline, keep-alive idle or linger timer fired. */
+static void
+conn_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct conn	*c = arg;
+
+	(void)fd;
+	(void)events;
+	switch (c->c_state) {
+	case CONN_S_HEAD:
+		if (!(c->c_flags & CONN_F_HEAD_STARTED)) {
+			conn_close(c, "keep-alive idle timeout");
+			break;
+		}
+		conn_fail(c, gw_err_request_timeout, "The request head did not "
+		    "arrive within %llums.",
+		    (unsigned long long)c->c_gw->g_conf->cf_header_timeout);
+		break;
+	case CONN_S_ERROR:
+		conn_close(c, (c->c_flags & CONN_F_LINGER) ? "linger timeout" :
+		    "timeout writing an error");
+		break;
+	default:
+		break;
+	}
+}
+
+/* A new client connection from a listener. */
+void
+conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
+    int local_port)
+{
+	struct conn	*c;
+	int		 one = 1;
+	size_t		 high;
+
+	(void)salen;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c = xcalloc(1, sizeof *c);
+	c->c_gw = g;
+	c->c_id = ++g->g_conn_ids;
+	c->c_local_port = local_port;
+	c->c_start_us = clock_mono_usec();
+	addr_format(sa, c->c_peer, sizeof c->c_peer);
+	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
+	c->c_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
+	bufferevent_setcb(c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb,
+	    c);
+	/* Input stops at the high watermark: a head, or body backpressure. */
+	high = g->g_conf->cf_max_header_size + 4096;
+	if (high < 64 * 1024)
+		high = 64 * 1024;
+	bufferevent_setwatermark(c->c_bev, EV_READ, 0, high);
+	bufferevent_setwatermark(c->c_bev, EV_WRITE, CONN_LOW, 0);
+	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
+	g->g_nconns++;
+	log_debug("conn %llu %s: accepted on port %d",
+	    (unsigned long long)c->c_id, c->c_peer, local_port);
+	if (g->g_nconns > g->g_conf->cf_max_connections) {
+		conn_fail(c, gw_err_too_many_connections, "The gateway is at "
+		    "its limit of %llu connections; try again shortly.",
+		    (unsigned long long)g->g_conf->cf_max_connections);
+		return;
+	}
+	c->c_state = CONN_S_HEAD;
+	conn_timer_set(c, g->g_conf->cf_keepalive_timeout);
+	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+}
+
+/* Close every connection (shutdown). */
+void
+conn_close_all(struct gw *g)
+{
+	struct conn	*c;
+
+	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL)
+		conn_close(c, "gateway stopping");
+}

@@ -1,0 +1,153 @@
+/*
+ * akgateway: options, configuration, signals and the event loop.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "gw.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: akgateway [-c FILE] [--check] [--version] [--help]\n"
+	    "\n"
+	    "The public entry for sandbox port URLs.\n"
+	    "\n"
+	    "  -c, --config FILE  read the configuration from FILE; without\n"
+	    "                     it a built-in default serves 127.0.0.1:8080\n"
+	    "                     for a sandbox 'local' at 127.0.0.1\n"
+	    "      --check        check the configuration, print any error\n"
+	    "                     as file:line:column, and exit\n"
+	    "  -V, --version      print the version and exit\n"
+	    "  -h, --help         print this help and exit\n"
+	    "\n"
+	    "Try: make run, then curl http://8000-local.localhost:8080/\n");
+}
+
+/* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
+static void
+main_signal_cb(evutil_socket_t sig, short events, void *arg)
+{
+	struct gw	*g = arg;
+
+	(void)events;
+	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	listener_stop(g);
+	conn_close_all(g);
+	upstream_pool_flush(g);
+	event_del(g->g_sigint);
+	event_del(g->g_sigterm);
+	/* Let the deferred frees run, then leave. */
+	event_base_loopexit(g->g_base, NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct gw		 g;
+	struct gw_config	*cf;
+	const char		*file = NULL;
+	char			*cause = NULL;
+	int			 ch, check = 0;
+
+	while ((ch = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			file = optarg;
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'V':
+			printf("akgateway %s\n", AK_VERSION);
+			return (0);
+		case 'h':
+			usage(stdout);
+			return (0);
+		default:
+			usage(stderr);
+			return (2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "akgateway: unexpected argument '%s'\n",
+		    argv[optind]);
+		usage(stderr);
+		return (2);
+	}
+
+	if (file != NULL)
+		cf = conf_load(file, &cause);
+	else
+		cf = conf_load_string("<built-in>", conf_builtin, &cause);
+	if (cf == NULL) {
+		fprintf(stderr, "akgateway: %s\n", cause);
+		free(cause);
+		return (1);
+	}
+	if (check) {
+		printf("akgateway: %s: configuration is valid\n",
+		    file != NULL ? file : "<built-in>");
+		conf_free(cf);
+		return (0);
+	}
+	if (log_open(cf->cf_log_level, cf->cf_log_format, cf->cf_log_file,
+	    &cause) != 0) {
+		fprintf(stderr, "akgateway: %s\n", cause);
+		free(cause);
+		conf_free(cf);
+		return (1);
+	}
+
+	memset(&g, 0, sizeof g);
+	g.g_conf = cf;
+	g.g_limits.max_head = cf->cf_max_header_size;
+	g.g_limits.max_line = cf->cf_max_header_size < 8192 ?
+	    cf->cf_max_header_size : 8192;
+	g.g_limits.max_headers = cf->cf_max_headers;
+	TAILQ_INIT(&g.g_conns);
+	TAILQ_INIT(&g.g_idle);
+	if ((g.g_base = event_base_new()) == NULL) {
+		fprintf(stderr, "akgateway: cannot create the event loop\n");
+		return (1);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	g.g_sigint = evsignal_new(g.g_base, SIGINT, main_signal_cb, &g);
+	g.g_sigterm = evsignal_new(g.g_base, SIGTERM, main_signal_cb, &g);
+	evsignal_add(g.g_sigint, NULL);
+	evsignal_add(g.g_sigterm, NULL);
+
+	if (listener_start(&g, &cause) != 0) {
+		log_error("%s", cause);
+		free(cause);
+		return (1);
+	}
+	log_info("akgateway %s started with %s (%zu sandboxes)", AK_VERSION,
+	    file != NULL ? file : "the built-in configuration",
+	    cf->cf_nsandboxes);
+	event_base_dispatch(g.g_base);
+	/* Run the deferred frees queued while stopping. */
+	event_base_loop(g.g_base, EVLOOP_NONBLOCK);
+
+	event_free(g.g_sigint);
+	event_free(g.g_sigterm);
+	event_base_free(g.g_base);
+	conf_free(cf);
+	log_info("stopped");
+	log_close();
+	return (0);
+}

@@ -1,0 +1,594 @@
+/*
+ * The HTTP/1.1 relay between a client connection and an upstream
+ * connection: request head rewriting, bodies streamed in both directions
+ * with watermarks, and response framing chosen for the client.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "gw.h"
+
+/*
+ * Output watermarks: a writer stops reading its source when the other
+ * side's output buffer holds PROXY_HIGH bytes and resumes below PROXY_LOW.
+ */
+#define PROXY_HIGH	(256 * 1024)
+#define PROXY_LOW	(64 * 1024)
+/* Most data moved in one step, so one connection cannot starve others. */
+#define PROXY_STEP	(256 * 1024)
+
+static void	proxy_upstream_read_cb(struct bufferevent *, void *);
+static void	proxy_upstream_write_cb(struct bufferevent *, void *);
+static void	proxy_response_body(struct conn *);
+
+/* Hop-by-hop fields, never forwarded in either direction. */
+static const char *const proxy_hop[] = { "connection", "keep-alive",
+	"proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+	"proxy-authorization", "proxy-authenticate", "content-length", NULL };
+
+/* Is field name hop-by-hop for this message (fixed list or named in Connection)? */
+static int
+proxy_is_hop(const struct http1_msg *m, const struct http1_header *h)
+{
+	const struct http1_header	*ch;
+	size_t				 i;
+
+	for (i = 0; proxy_hop[i] != NULL; i++) {
+		if (strcasecmp(h->name, proxy_hop[i]) == 0)
+			return (1);
+	}
+	for (i = 0; i < m->m_nheaders; i++) {
+		ch = &m->m_headers[i];
+		if (strcasecmp(ch->name, "connection") == 0 &&
+		    http1_list_has(ch->value, ch->value_len, h->name))
+			return (1);
+	}
+	return (0);
+}
+
+/* Bytes waiting in a bufferevent's output. */
+static size_t
+proxy_out_len(struct bufferevent *bev)
+{
+	return (evbuffer_get_length(bufferevent_get_output(bev)));
+}
+
+/*
+ * Move body bytes from src to dst according to b's framing.  Returns 1 when
+ * the body is complete, 0 when more input (or room) is needed, -1 on a
+ * framing error with *err set.
+ */
+static int
+proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
+    enum http1_err *err)
+{
+	struct evbuffer	*tmp;
+	size_t		 n, moved;
+	int		 r;
+
+	switch (b->b_kind) {
+	case HTTP1_BODY_NONE:
+		return (1);
+	case HTTP1_BODY_LENGTH:
+		n = evbuffer_get_length(src);
+		if (n > b->b_left)
+			n = (size_t)b->b_left;
+		if (n > PROXY_STEP)
+			n = PROXY_STEP;
+		if (n > 0) {
+			evbuffer_remove_buffer(src, dst, n);
+			b->b_left -= n;
+			b->b_total += n;
+		}
+		return (b->b_left == 0);
+	case HTTP1_BODY_EOF:
+		n = evbuffer_get_length(src);
+		if (n > PROXY_STEP)
+			n = PROXY_STEP;
+		if (n == 0)
+			return (0);
+		if (b->b_out_chunked)
+			http1_chunk_header(dst, n);
+		evbuffer_remove_buffer(src, dst, n);
+		if (b->b_out_chunked)
+			http1_chunk_trailer(dst);
+		b->b_total += n;
+		return (0);
+	case HTTP1_BODY_CHUNKED:
+		tmp = evbuffer_new();
+		r = http1_chunked_decode(&b->b_chunked, src, tmp, PROXY_STEP,
+		    &moved, err);
+		if (moved > 0) {
+			if (b->b_out_chunked)
+				http1_chunk_header(dst, moved);
+			evbuffer_add_buffer(dst, tmp);
+			if (b->b_out_chunked)
+				http1_chunk_trailer(dst);
+			b->b_total += moved;
+		}
+		evbuffer_free(tmp);
+		if (r == 1 && b->b_out_chunked)
+			http1_chunk_last(dst);
+		return (r);
+	}
+	return (-1);
+}
+
+/* Append "Name: value\r\n". */
+static void
+proxy_add_header(struct evbuffer *out, const char *name, const char *value,
+    size_t len)
+{
+	evbuffer_add_printf(out, "%s: ", name);
+	evbuffer_add(out, value, len);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* Write the request head for the upstream. */
+static void
+proxy_write_request_head(struct conn *c, struct evbuffer *out)
+{
+	const struct http1_msg		*m = &c->c_req;
+	const struct http1_header	*h;
+	const struct gw_port_rule	*pr = c->c_rule;
+	char				*rewrite, *p;
+	const char			*xff = NULL, *via = NULL;
+	size_t				 i, xff_len = 0, via_len = 0;
+
+	evbuffer_add(out, m->m_method, m->m_method_len);
+	evbuffer_add(out, " ", 1);
+	evbuffer_add(out, c->c_target, strlen(c->c_target));
+	evbuffer_add(out, " HTTP/1.1\r\n", 11);
+	for (i = 0; i < m->m_nheaders; i++) {
+		h = &m->m_headers[i];
+		if (proxy_is_hop(m, h))
+			continue;
+		if (strcasecmp(h->name, "host") == 0) {
+			if (pr->pr_host_rewrite == NULL)
+				proxy_add_header(out, "Host", h->value,
+				    h->value_len);
+			continue;
+		}
+		if (strcasecmp(h->name, "x-forwarded-for") == 0) {
+			xff = h->value;
+			xff_len = h->value_len;
+			continue;
+		}
+		if (strcasecmp(h->name, "via") == 0) {
+			via = h->value;
+			via_len = h->value_len;
+			continue;
+		}
+		if (strcasecmp(h->name, "x-forwarded-proto") == 0 ||
+		    strcasecmp(h->name, "x-forwarded-host") == 0)
+			continue;
+		proxy_add_header(out, h->name, h->value, h->value_len);
+	}
+	if (pr->pr_host_rewrite != NULL) {
+		rewrite = xstrdup(pr->pr_host_rewrite);
+		if ((p = strstr(rewrite, "${port}")) != NULL) {
+			*p = '\0';
+			evbuffer_add_printf(out, "Host: %s%d%s\r\n", rewrite,
+			    c->c_port, p + 7);
+		} else
+			evbuffer_add_printf(out, "Host: %s\r\n", rewrite);
+		free(rewrite);
+	}
+	if (c->c_host != NULL)
+		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n",
+		    c->c_host);
+	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
+	if (xff != NULL) {
+		evbuffer_add(out, "X-Forwarded-For: ", 17);
+		evbuffer_add(out, xff, xff_len);
+		evbuffer_add_printf(out, ", %s\r\n", c->c_peer_ip);
+	} else
+		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n",
+		    c->c_peer_ip);
+	if (via != NULL) {
+		evbuffer_add(out, "Via: ", 5);
+		evbuffer_add(out, via, via_len);
+		evbuffer_add_printf(out, ", 1.%d akgateway\r\n", m->m_minor);
+	} else
+		evbuffer_add_printf(out, "Via: 1.%d akgateway\r\n",
+		    m->m_minor);
+	switch (c->c_req_body.b_kind) {
+	case HTTP1_BODY_LENGTH:
+		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
+		    (unsigned long long)m->m_content_length);
+		break;
+	case HTTP1_BODY_CHUNKED:
+		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+		break;
+	default:
+		/* A body-less POST keeps its explicit zero length. */
+		if (http1_msg_find(m, "content-length") != NULL)
+			evbuffer_add_printf(out, "Content-Length: 0\r\n");
+		break;
+	}
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* Begin relaying the current request of conn c. */
+void
+proxy_start(struct conn *c)
+{
+	struct gw_body	*b = &c->c_req_body;
+
+	memset(b, 0, sizeof *b);
+	b->b_kind = c->c_req.m_body;
+	b->b_left = c->c_req.m_content_length;
+	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
+	c->c_state = CONN_S_BODY;
+	c->c_up = upstream_get(c->c_gw, c, c->c_sandbox, c->c_port,
+	    c->c_flags & CONN_F_RETRIED);
+	if (c->c_up->u_state == UP_S_ACTIVE)
+		proxy_upstream_ready(c->c_up);
+}
+
+/* The upstream is connected (or came from the pool): send the request. */
+void
+proxy_upstream_ready(struct upstream *up)
+{
+	struct conn	*c = up->u_conn;
+	struct timeval	 tv;
+
+	if (c == NULL) {
+		upstream_close(up, "client went away");
+		return;
+	}
+	up->u_flags |= UP_F_SENT;
+	proxy_write_request_head(c, bufferevent_get_output(up->u_bev));
+	bufferevent_setcb(up->u_bev, proxy_upstream_read_cb,
+	    proxy_upstream_write_cb, upstream_event_cb, up);
+	bufferevent_setwatermark(up->u_bev, EV_WRITE, PROXY_LOW, 0);
+	if (c->c_gw->g_conf->cf_response_timeout != 0) {
+		clock_msec_to_tv(c->c_gw->g_conf->cf_response_timeout, &tv);
+		evtimer_add(up->u_timer, &tv);
+	}
+	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
+	proxy_request_body(c);
+}
+
+/* Relay request body bytes from the client to the upstream. */
+void
+proxy_request_body(struct conn *c)
+{
+	struct upstream	*up = c->c_up;
+	struct gw_body	*b = &c->c_req_body;
+	struct evbuffer	*in = bufferevent_get_input(c->c_bev);
+	enum http1_err	 err = HTTP1_E_NONE;
+	uint64_t	 max = c->c_gw->g_conf->cf_max_body_size;
+	int		 r;
+
+	if (c->c_state != CONN_S_BODY || up == NULL ||
+	    up->u_state != UP_S_ACTIVE)
+		return;
+	while (!b->b_done) {
+		if (proxy_out_len(up->u_bev) >= PROXY_HIGH) {
+			/* Backpressure: resume from the upstream write cb. */
+			bufferevent_disable(c->c_bev, EV_READ);
+			return;
+		}
+		r = proxy_move_body(b, in, bufferevent_get_output(up->u_bev),
+		    &err);
+		if (r < 0) {
+			up->u_flags |= UP_F_NO_REUSE;
+			conn_refuse(c, NULL, err, "%s", http1_err_message(err));
+			return;
+		}
+		if (max != 0 && b->b_total > max) {
+			up->u_flags |= UP_F_NO_REUSE;
+			conn_refuse(c, gw_err_body_too_large, 0, "The request "
+			    "body is larger than the %llu bytes this gateway "
+			    "accepts.", (unsigned long long)max);
+			return;
+		}
+		if (r == 1) {
+			b->b_done = 1;
+			break;
+		}
+		if (evbuffer_get_length(in) == 0)
+			break;
+	}
+	if (b->b_done) {
+		c->c_state = CONN_S_WAIT;
+		/* Pipelined requests wait in the input buffer. */
+		bufferevent_disable(c->c_bev, EV_READ);
+		if (c->c_flags & CONN_F_RESP_DONE)
+			conn_response_done(c);
+	} else
+		bufferevent_enable(c->c_bev, EV_READ);
+}
+
+/* The upstream output drained below the low watermark. */
+static void
+proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream	*up = arg;
+
+	(void)bev;
+	if (up->u_state != UP_S_ACTIVE || up->u_conn == NULL)
+		return;
+	proxy_request_body(up->u_conn);
+}
+
+/* The client output drained below the low watermark. */
+void
+proxy_client_drained(struct conn *c)
+{
+	struct upstream	*up = c->c_up;
+
+	if (up == NULL || up->u_state != UP_S_ACTIVE)
+		return;
+	if (!(c->c_flags & CONN_F_RESP_STARTED))
+		return;
+	proxy_response_body(c);
+}
+
+/* Write the response head for the client. */
+static void
+proxy_write_response_head(struct conn *c, const struct http1_msg *m,
+    struct evbuffer *out)
+{
+	const struct http1_header	*h;
+	struct gw_body			*b = &c->c_resp_body;
+	size_t				 i;
+
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", m->m_status,
+	    m->m_reason[0] != '\0' ? m->m_reason : errpage_reason(m->m_status));
+	for (i = 0; i < m->m_nheaders; i++) {
+		h = &m->m_headers[i];
+		if (proxy_is_hop(m, h))
+			continue;
+		proxy_add_header(out, h->name, h->value, h->value_len);
+	}
+	switch (b->b_kind) {
+	case HTTP1_BODY_LENGTH:
+		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
+		    (unsigned long long)m->m_content_length);
+		break;
+	case HTTP1_BODY_NONE:
+		/* HEAD and 304 keep the length of the body they describe. */
+		if (m->m_status != 204 && m->m_status >= 200 &&
+		    (h = http1_msg_find(m, "content-length")) != NULL)
+			proxy_add_header(out, "Content-Length", h->value,
+			    h->value_len);
+		break;
+	case HTTP1_BODY_CHUNKED:
+	case HTTP1_BODY_EOF:
+		if (b->b_out_chunked)
+			evbuffer_add_printf(out, "Transfer-Encoding: "
+			    "chunked\r\n");
+		break;
+	}
+	if (!(c->c_flags & CONN_F_KEEPALIVE))
+		evbuffer_add_printf(out, "Connection: close\r\n");
+	else if (c->c_req.m_minor == 0)
+		evbuffer_add_printf(out, "Connection: keep-alive\r\n");
+	evbuffer_add(out, "\r\n", 2);
+}
+
+/* A complete response head arrived: decide framing and send it on. */
+static int
+proxy_response_head(struct conn *c, struct upstream *up)
+{
+	struct http1_msg	*m = &up->u_resp;
+	struct gw_body		*b = &c->c_resp_body;
+
+	memset(b, 0, sizeof *b);
+	b->b_kind = m->m_body;
+	b->b_left = m->m_content_length;
+	if (m->m_status == 101) {
+		/* WebSocket upgrades come with the port-URL work. */
+		conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
+		    "switched protocols, which this gateway does not relay "
+		    "yet.", c->c_sandbox->sb_id, c->c_port);
+		return (-1);
+	}
+	if (m->m_flags & HTTP1_F_TE_OTHER) {
+		conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
+		    "answered with a transfer coding other than chunked.",
+		    c->c_sandbox->sb_id, c->c_port);
+		return (-1);
+	}
+	if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0)
+		up->u_flags |= UP_F_NO_REUSE;
+	if (b->b_kind == HTTP1_BODY_EOF || b->b_kind == HTTP1_BODY_CHUNKED) {
+		/* An HTTP/1.0 client only understands close-delimited. */
+		if (c->c_req.m_minor == 0) {
+			c->c_flags &= ~CONN_F_KEEPALIVE;
+			b->b_out_chunked = 0;
+		} else
+			b->b_out_chunked = 1;
+	}
+	c->c_status = m->m_status;
+	c->c_flags |= CONN_F_RESP_STARTED;
+	proxy_write_response_head(c, m, bufferevent_get_output(c->c_bev));
+	return (0);
+}
+
+/* Relay response body bytes from the upstream to the client. */
+static void
+proxy_response_body(struct conn *c)
+{
+	struct upstream	*up = c->c_up;
+	struct gw_body	*b = &c->c_resp_body;
+	enum http1_err	 err = HTTP1_E_NONE;
+	int		 r;
+
+	while (!b->b_done) {
+		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
+			/* Backpressure: resume from the client write cb. */
+			bufferevent_disable(up->u_bev, EV_READ);
+			return;
+		}
+		r = proxy_move_body(b, bufferevent_get_input(up->u_bev),
+		    bufferevent_get_output(c->c_bev), &err);
+		if (r < 0) {
+			log_warn("conn %llu: bad response body from sandbox "
+			    "'%s' port %d: %s", (unsigned long long)c->c_id,
+			    c->c_sandbox->sb_id, c->c_port,
+			    http1_err_message(err));
+			conn_close(c, "bad upstream response body");
+			return;
+		}
+		if (r == 1) {
+			b->b_done = 1;
+			break;
+		}
+		if (evbuffer_get_length(bufferevent_get_input(up->u_bev)) == 0)
+			break;
+	}
+	if (!b->b_done) {
+		bufferevent_enable(up->u_bev, EV_READ);
+		return;
+	}
+	c->c_flags |= CONN_F_RESP_DONE;
+	evtimer_del(up->u_timer);
+	if (c->c_state == CONN_S_WAIT)
+		conn_response_done(c);
+	else {
+		/* Answered before the request body ended. */
+		up->u_flags |= UP_F_NO_REUSE;
+		c->c_flags &= ~CONN_F_KEEPALIVE;
+		conn_response_done(c);
+	}
+}
+
+/* The upstream sent bytes: a response head, interim responses or body. */
+static void
+proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream	*up = arg;
+	struct conn	*c = up->u_conn;
+	struct evbuffer	*in = bufferevent_get_input(bev);
+	enum http1_err	 err = HTTP1_E_NONE;
+	int		 r;
+
+	if (up->u_state != UP_S_ACTIVE || c == NULL)
+		return;
+	while (!(c->c_flags & CONN_F_RESP_STARTED)) {
+		r = http1_parse_response(in, &c->c_gw->g_limits,
+		    c->c_flags & CONN_F_HEAD_REQ, &up->u_resp, &err);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
+			    "sent a malformed response: %s", c->c_sandbox->sb_id,
+			    c->c_port, http1_err_message(err));
+			return;
+		}
+		up->u_flags |= UP_F_GOT_BYTES;
+		if (up->u_resp.m_status >= 100 && up->u_resp.m_status < 200 &&
+		    up->u_resp.m_status != 101) {
+			/* Interim response: pass it on to HTTP/1.1 clients. */
+			if (c->c_req.m_minor == 1)
+				evbuffer_add_printf(
+				    bufferevent_get_output(c->c_bev),
+				    "HTTP/1.1 %d %s\r\n\r\n",
+				    up->u_resp.m_status,
+				    up->u_resp.m_status == 100 ? "Continue" :
+				    "Early Hints");
+			http1_msg_reset(&up->u_resp);
+			continue;
+		}
+		if (proxy_response_head(c, up) != 0)
+			return;
+	}
+	proxy_response_body(c);
+}
+
+/* EOF, error or timeout on an active upstream. */
+void
+proxy_upstream_event(struct upstream *up, short what)
+{
+	struct conn	*c = up->u_conn;
+	struct gw_body	*b;
+
+	if (c == NULL) {
+		upstream_close(up, "event without a client");
+		return;
+	}
+	b = &c->c_resp_body;
+	if ((what & BEV_EVENT_EOF) && (c->c_flags & CONN_F_RESP_STARTED) &&
+	    b->b_kind == HTTP1_BODY_EOF) {
+		/* Close-delimited body: flush what is buffered, then end. */
+		proxy_response_body(c);
+		if (c->c_up != up || c->c_state == CONN_S_DEAD)
+			return;
+		if (b->b_out_chunked)
+			http1_chunk_last(bufferevent_get_output(c->c_bev));
+		b->b_done = 1;
+		c->c_flags |= CONN_F_RESP_DONE;
+		up->u_flags |= UP_F_NO_REUSE;
+		if (c->c_state != CONN_S_WAIT)
+			c->c_flags &= ~CONN_F_KEEPALIVE;
+		conn_response_done(c);
+		return;
+	}
+	if (c->c_flags & CONN_F_RESP_STARTED) {
+		/* Nothing can be said to the client mid-body: close it. */
+		upstream_close(up, "closed mid-response");
+		conn_close(c, "upstream closed mid-response");
+		return;
+	}
+	if ((up->u_flags & UP_F_REUSED) && !(up->u_flags & UP_F_GOT_BYTES) &&
+	    c->c_req_body.b_kind == HTTP1_BODY_NONE &&
+	    !(c->c_flags & CONN_F_RETRIED)) {
+		/* A pooled connection the server had closed: try a new one. */
+		upstream_close(up, "stale pooled connection");
+		c->c_flags |= CONN_F_RETRIED;
+		proxy_start(c);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		conn_fail(c, gw_err_upstream_timeout, "Sandbox '%s' port %d "
+		    "did not answer in time.", c->c_sandbox->sb_id, c->c_port);
+	else
+		conn_fail(c, gw_err_upstream_closed, "Sandbox '%s' port %d "
+		    "closed the connection without answering.",
+		    c->c_sandbox->sb_id, c->c_port);
+}
+
+/* The response-header timer fired. */
+void
+proxy_response_timeout(struct upstream *up)
+{
+	struct conn	*c = up->u_conn;
+
+	if (c == NULL || (c->c_flags & CONN_F_RESP_STARTED))
+		return;
+	conn_fail(c, gw_err_upstream_timeout, "Sandbox '%s' port %d did not "
+	    "send a response head within %llums.", c->c_sandbox->sb_id,
+	    c->c_port,
+	    (unsigned long long)c->c_gw->g_conf->cf_response_timeout);
+}
+
+/* Connecting failed for good: tell the client. */
+void
+proxy_upstream_failed(struct upstream *up, const struct gw_error *e,
+    const char *why)
+{
+	struct conn	*c = up->u_conn;
+	struct gw	*g = up->u_gw;
+
+	upstream_close(up, why);
+	if (c == NULL)
+		return;
+	if (e == gw_err_upstream_timeout)
+		conn_fail(c, e, "Sandbox '%s' port %d did not accept a "
+		    "connection within %llums.", c->c_sandbox->sb_id,
+		    c->c_port,
+		    (unsigned long long)g->g_conf->cf_connect_timeout);
+	else
+		conn_fail(c, e, "Nothing is listening on port %d in sandbox "
+		    "'%s' (%s).", c->c_port, c->c_sandbox->sb_id, why);
+}

@@ -1,0 +1,137 @@
+/*
+ * Routing: which sandbox and port a request is for.  The host form is
+ * "{port}-{id}.{domain}"; the id in a host is a safe id, compared without
+ * regard to case because host names are case-insensitive.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "gw.h"
+
+/*
+ * Parse a Host value against the configured domains.  Returns ROUTE_OK with
+ * *port and *id (xmalloc'd) set, ROUTE_NONE when the host is not under any
+ * domain as a port URL (an IP, the bare domain, another name), or ROUTE_BAD
+ * when it is under a domain but the first label is not "{port}-{id}".
+ */
+enum route_result
+route_parse_host(const char *host, size_t len, char *const *domains,
+    size_t ndomains, int *port, char **id)
+{
+	const char	*label, *dash, *p, *colon;
+	size_t		 i, dlen, llen;
+	long		 v;
+
+	if (len == 0 || *host == '[')
+		return (ROUTE_NONE);
+	/* Drop a :port suffix. */
+	if ((colon = memchr(host, ':', len)) != NULL) {
+		for (p = colon + 1; p < host + len; p++) {
+			if (*p < '0' || *p > '9')
+				return (ROUTE_BAD);
+		}
+		len = (size_t)(colon - host);
+	}
+	if (len > 0 && host[len - 1] == '.')
+		len--;		/* a fully qualified name */
+	for (i = 0; i < ndomains; i++) {
+		dlen = strlen(domains[i]);
+		if (len < dlen + 2 || host[len - dlen - 1] != '.' ||
+		    strncasecmp(host + len - dlen, domains[i], dlen) != 0)
+			continue;
+		label = host;
+		llen = len - dlen - 1;
+		if (memchr(label, '.', llen) != NULL)
+			return (ROUTE_BAD);	/* a deeper name */
+		if ((dash = memchr(label, '-', llen)) == NULL ||
+		    dash == label || dash == label + llen - 1 ||
+		    dash - label > 5)
+			return (ROUTE_BAD);
+		v = 0;
+		for (p = label; p < dash; p++) {
+			if (*p < '0' || *p > '9')
+				return (ROUTE_BAD);
+			v = v * 10 + (*p - '0');
+		}
+		if (*label == '0' || v < 1 || v > 65535)
+			return (ROUTE_BAD);
+		for (p = dash + 1; p < label + llen; p++) {
+			if (!((*p >= 'a' && *p <= 'z') ||
+			    (*p >= 'A' && *p <= 'Z') ||
+			    (*p >= '0' && *p <= '9') || *p == '-'))
+				return (ROUTE_BAD);
+		}
+		*port = (int)v;
+		*id = xstrndup(dash + 1, (size_t)(label + llen - dash - 1));
+		return (ROUTE_OK);
+	}
+	return (ROUTE_NONE);
+}
+
+/* Find a sandbox by raw id, then by safe id (case-insensitively). */
+const struct gw_sandbox *
+route_find_sandbox(const struct gw_config *cf, const char *id)
+{
+	size_t	 i;
+
+	for (i = 0; i < cf->cf_nsandboxes; i++) {
+		if (strcmp(cf->cf_sandboxes[i].sb_id, id) == 0)
+			return (&cf->cf_sandboxes[i]);
+	}
+	for (i = 0; i < cf->cf_nsandboxes; i++) {
+		if (strcasecmp(cf->cf_sandboxes[i].sb_safe_id, id) == 0)
+			return (&cf->cf_sandboxes[i]);
+	}
+	return (NULL);
+}
+
+/* Could a connection to sandbox address sb at port reach listener l? */
+static int
+route_hits_listener(const struct gw_sandbox *sb, const struct gw_listen *l,
+    int port)
+{
+	const struct sockaddr	*la = (const struct sockaddr *)&l->l_ss;
+	const struct sockaddr	*sa = (const struct sockaddr *)&sb->sb_addr;
+	char			 a[ADDR_STRLEN], b[ADDR_STRLEN];
+
+	if (l->l_address == NULL || addr_port(la) != port)
+		return (0);
+	if (addr_is_loopback_or_any(sa) || addr_is_loopback_or_any(la))
+		return (1);
+	addr_format_ip(la, a, sizeof a);
+	addr_format_ip(sa, b, sizeof b);
+	return (strcmp(a, b) == 0);
+}
+
+/*
+ * The rule publishing port on sandbox sb, or NULL.  The gateway's own
+ * listeners and the sandbox's tunnel ports are never published, so a
+ * request cannot loop back into the gateway or reach the admin API.
+ */
+const struct gw_port_rule *
+route_find_port(const struct gw *g, const struct gw_sandbox *sb, int port)
+{
+	const struct gw_config	*cf = g->g_conf;
+	size_t			 i;
+
+	for (i = 0; i < sb->sb_ntunnel_ports; i++) {
+		if (port == sb->sb_tunnel_ports[i] ||
+		    port == sb->sb_tunnel_ports[i] - 1)
+			return (NULL);
+	}
+	for (i = 0; i < cf->cf_nlisten; i++) {
+		if (route_hits_listener(sb, &cf->cf_listen[i], port))
+			return (NULL);
+	}
+	if (route_hits_listener(sb, &cf->cf_admin, port))
+		return (NULL);
+	for (i = 0; i < sb->sb_nports; i++) {
+		if (port >= sb->sb_ports[i].pr_lo &&
+		    port <= sb->sb_ports[i].pr_hi)
+			return (&sb->sb_ports[i]);
+	}
+	return (NULL);
+}

@@ -1,0 +1,290 @@
+/*
+ * Connections to sandbox ports, and the pool of idle keep-alive ones.  A
+ * pooled connection is keyed by the sandbox id and the address and port it
+ * reaches, so a connection is never reused for another sandbox even when two
+ * sandboxes share an address.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "clock.h"
+#include "gw.h"
+
+/* Connection attempts before a port counts as not listening. */
+#define UP_ATTEMPTS	5
+
+static void	upstream_connect(struct upstream *);
+static void	upstream_idle_read_cb(struct bufferevent *, void *);
+static void	upstream_idle_event_cb(struct bufferevent *, short, void *);
+
+/* Free an upstream; only from outside its own callbacks' use of it. */
+static void
+upstream_free(struct upstream *up)
+{
+	if (up->u_bev != NULL)
+		bufferevent_free(up->u_bev);
+	if (up->u_timer != NULL)
+		event_free(up->u_timer);
+	http1_msg_reset(&up->u_resp);
+	free(up->u_key);
+	free(up);
+}
+
+/* Deferred free, run from the event loop. */
+static void
+upstream_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	upstream_free(arg);
+}
+
+/* Close an upstream connection, logging why; it is freed from the loop. */
+void
+upstream_close(struct upstream *up, const char *reason)
+{
+	struct timeval	 tv = { 0, 0 };
+
+	if (up->u_state == UP_S_DEAD)
+		return;
+	log_debug("upstream %s closed: %s", up->u_key, reason);
+	if (up->u_state == UP_S_IDLE)
+		TAILQ_REMOVE(&up->u_gw->g_idle, up, u_entry);
+	up->u_state = UP_S_DEAD;
+	if (up->u_conn != NULL && up->u_conn->c_up == up)
+		up->u_conn->c_up = NULL;
+	up->u_conn = NULL;
+	if (up->u_bev != NULL)
+		bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
+	if (up->u_timer != NULL)
+		event_del(up->u_timer);
+	event_base_once(up->u_gw->g_base, -1, EV_TIMEOUT, upstream_free_cb,
+	    up, &tv);
+}
+
+/* The retry or idle timer fired. */
+static void
+upstream_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct upstream	*up = arg;
+
+	(void)fd;
+	(void)events;
+	if (up->u_state == UP_S_DEAD)
+		return;
+	if (up->u_state == UP_S_IDLE) {
+		upstream_close(up, "idle timeout");
+		return;
+	}
+	if (up->u_state == UP_S_CONNECTING)
+		upstream_connect(up);
+	else
+		proxy_response_timeout(up);
+}
+
+/*
+ * A connection attempt failed: retry after 100, 200, 400, 400 ms to ride
+ * over a port that is just starting, then give up.
+ */
+static void
+upstream_attempt_failed(struct upstream *up, const char *why)
+{
+	struct timeval	 tv;
+	uint64_t	 delay;
+
+	if (up->u_bev != NULL) {
+		bufferevent_free(up->u_bev);
+		up->u_bev = NULL;
+	}
+	if (up->u_attempt >= UP_ATTEMPTS) {
+		proxy_upstream_failed(up, gw_err_port_not_listening, why);
+		return;
+	}
+	delay = 100u << (up->u_attempt - 1);
+	if (delay > 400)
+		delay = 400;
+	log_debug("upstream %s: attempt %d failed (%s), retry in %llums",
+	    up->u_key, up->u_attempt, why, (unsigned long long)delay);
+	clock_msec_to_tv(delay, &tv);
+	evtimer_add(up->u_timer, &tv);
+}
+
+/* Start a connection attempt; runs from the timer, never from the caller. */
+static void
+upstream_connect(struct upstream *up)
+{
+	struct gw	*g = up->u_gw;
+	struct timeval	 tv;
+	int		 one = 1;
+	evutil_socket_t	 fd;
+
+	up->u_attempt++;
+	fd = socket(up->u_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (fd == -1) {
+		upstream_attempt_failed(up, strerror(errno));
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	up->u_bev = bufferevent_socket_new(g->g_base, fd,
+	    BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
+	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
+	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
+	if (bufferevent_socket_connect(up->u_bev,
+	    (struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0)
+		upstream_attempt_failed(up, "cannot start a connection");
+}
+
+/* Connection events while connecting or active. */
+void
+upstream_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct upstream	*up = arg;
+	char		 why[128];
+
+	(void)bev;
+	if (up->u_state == UP_S_DEAD)
+		return;
+	if (up->u_state != UP_S_CONNECTING) {
+		proxy_upstream_event(up, what);
+		return;
+	}
+	if (what & BEV_EVENT_CONNECTED) {
+		up->u_state = UP_S_ACTIVE;
+		bufferevent_set_timeouts(up->u_bev, NULL, NULL);
+		proxy_upstream_ready(up);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		proxy_upstream_failed(up, gw_err_upstream_timeout,
+		    "connect timeout");
+		return;
+	}
+	snprintf(why, sizeof why, "%s",
+	    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	upstream_attempt_failed(up, why);
+}
+
+/* Take a pooled connection for key, or NULL. */
+static struct upstream *
+upstream_pool_take(struct gw *g, const char *key)
+{
+	struct upstream	*up;
+
+	TAILQ_FOREACH(up, &g->g_idle, u_entry) {
+		if (strcmp(up->u_key, key) != 0)
+			continue;
+		TAILQ_REMOVE(&g->g_idle, up, u_entry);
+		event_del(up->u_timer);
+		up->u_state = UP_S_ACTIVE;
+		up->u_flags = UP_F_REUSED;
+		return (up);
+	}
+	return (NULL);
+}
+
+/*
+ * An upstream connection for conn c to port on sandbox sb: a pooled one,
+ * already UP_S_ACTIVE, or a new one in UP_S_CONNECTING that will call
+ * proxy_upstream_ready or proxy_upstream_failed.
+ */
+struct upstream *
+upstream_get(struct gw *g, struct conn *c, const struct gw_sandbox *sb,
+    int port, int fresh)
+{
+	struct upstream	*up;
+	struct timeval	 tv;
+	char		 addr[ADDR_STRLEN], *key;
+
+	addr_set_port((struct sockaddr_storage *)&sb->sb_addr, port);
+	addr_format((const struct sockaddr *)&sb->sb_addr, addr, sizeof addr);
+	addr_set_port((struct sockaddr_storage *)&sb->sb_addr, 0);
+	xasprintf(&key, "%s|%s", sb->sb_id, addr);
+	if (!fresh && (up = upstream_pool_take(g, key)) != NULL) {
+		free(key);
+		up->u_conn = c;
+		bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
+		return (up);
+	}
+	up = xcalloc(1, sizeof *up);
+	up->u_gw = g;
+	up->u_key = key;
+	up->u_conn = c;
+	up->u_state = UP_S_CONNECTING;
+	memcpy(&up->u_addr, &sb->sb_addr, sb->sb_addrlen);
+	up->u_addrlen = sb->sb_addrlen;
+	addr_set_port(&up->u_addr, port);
+	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
+	/* Connect from the loop so the caller never sees a callback. */
+	tv.tv_sec = tv.tv_usec = 0;
+	evtimer_add(up->u_timer, &tv);
+	return (up);
+}
+
+/* A pooled connection became readable: the server closed it or misbehaved. */
+static void
+upstream_idle_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	upstream_close(arg, "unexpected data on an idle connection");
+}
+
+/* A pooled connection had an event: it is gone. */
+static void
+upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	upstream_close(arg, "closed while idle");
+}
+
+/* Done with an exchange: pool the connection if reusable, else close it. */
+void
+upstream_release(struct upstream *up, int reusable)
+{
+	struct gw	*g = up->u_gw;
+	struct timeval	 tv;
+
+	if (up->u_state != UP_S_ACTIVE)
+		return;
+	if (up->u_conn != NULL && up->u_conn->c_up == up)
+		up->u_conn->c_up = NULL;
+	up->u_conn = NULL;
+	http1_msg_reset(&up->u_resp);
+	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
+	    g->g_conf->cf_upstream_idle == 0 ||
+	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0) {
+		upstream_close(up, "not reusable");
+		return;
+	}
+	up->u_state = UP_S_IDLE;
+	up->u_flags = 0;
+	bufferevent_setwatermark(up->u_bev, EV_WRITE, 0, 0);
+	bufferevent_setcb(up->u_bev, upstream_idle_read_cb, NULL,
+	    upstream_idle_event_cb, up);
+	bufferevent_set_timeouts(up->u_bev, NULL, NULL);
+	bufferevent_enable(up->u_bev, EV_READ);
+	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
+	evtimer_add(up->u_timer, &tv);
+	TAILQ_INSERT_HEAD(&g->g_idle, up, u_entry);
+}
+
+/* Close every pooled connection (shutdown). */
+void
+upstream_pool_flush(struct gw *g)
+{
+	struct upstream	*up;
+
+	while ((up = TAILQ_FIRST(&g->g_idle)) != NULL)
+		upstream_close(up, "pool flushed");
+}

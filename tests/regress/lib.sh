@@ -1,0 +1,83 @@
+# Shared helpers for end-to-end tests; sourced by each tests/regress/*.sh.
+#
+# Each test runs in its own scratch directory $T, starts real processes on
+# loopback, and everything it started is killed on exit.
+
+set -u
+BUILD=${BUILD:-build}
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+case "$BUILD" in /*) ;; *) BUILD="$TOP/$BUILD" ;; esac
+AKGW="$BUILD/akgateway"
+AKTUN="$BUILD/aktunnel"
+CERTS="$BUILD/certs"
+if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/akgw-test.XXXXXX")
+PIDS=""
+
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	for p in $PIDS; do
+		i=0
+		while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do
+			sleep 0.1; i=$((i + 1))
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$T"/*.log; do
+		[ -f "$f" ] || continue
+		echo "--- $f" >&2; tail -n 30 "$f" >&2
+	done
+	exit 1
+}
+
+ok() { echo "ok: $*"; }
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Wait until something listens on 127.0.0.1:$1 (5 s at most).
+wait_port() {
+	i=0
+	while [ $i -lt 100 ]; do
+		if $PY -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "nothing listens on port $1"
+}
+
+# Start a command in the background, remember its pid, log to $T/$1.log.
+spawn() {
+	name=$1; shift
+	"$@" >"$T/$name.log" 2>&1 &
+	PIDS="$PIDS $!"
+	LAST_PID=$!
+}
+
+# Start akgateway with the YAML on stdin; waits for port $1.
+spawn_gateway() {
+	port=$1
+	cat >"$T/gateway.yaml"
+	spawn gateway "$AKGW" -c "$T/gateway.yaml"
+	GW_PID=$LAST_PID
+	wait_port "$port"
+}
+
+# assert_eq WHAT EXPECTED ACTUAL
+assert_eq() {
+	[ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
+}
+
+# assert_contains WHAT NEEDLE HAYSTACK
+assert_contains() {
+	case "$3" in *"$2"*) ;; *) fail "$1: '$2' not found in: $3" ;; esac
+}

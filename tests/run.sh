@@ -1,0 +1,46 @@
+#!/bin/sh
+# Run every unit test binary given as an argument, then every end-to-end
+# script in tests/regress/, and print one closing line "N passed, N failed".
+# A failing test's output is shown; a passing one's is kept in the log dir.
+#
+# TESTS=pattern limits the regress scripts to names matching the pattern.
+
+BUILD=${BUILD:-build}
+LOGDIR=$BUILD/test-logs
+mkdir -p "$LOGDIR"
+pass=0
+fail=0
+failed=""
+
+run_one() {
+	name=$1; shift
+	log="$LOGDIR/$name.log"
+	start=$(date +%s)
+	if "$@" >"$log" 2>&1; then
+		pass=$((pass + 1))
+		echo "PASS  $name ($(( $(date +%s) - start ))s)"
+	else
+		fail=$((fail + 1))
+		failed="$failed $name"
+		echo "FAIL  $name ($(( $(date +%s) - start ))s)"
+		tail -n 60 "$log" | sed 's/^/    | /'
+	fi
+}
+
+for t in "$@"; do
+	run_one "unit/$(basename "$t")" "$t"
+done
+
+for s in tests/regress/*.sh; do
+	[ -f "$s" ] || continue
+	n=$(basename "$s" .sh)
+	case "$n" in lib) continue ;; esac
+	if [ -n "$TESTS" ]; then
+		case "$n" in $TESTS) ;; *) continue ;; esac
+	fi
+	run_one "regress/$n" env BUILD="$BUILD" timeout 600 sh "$s"
+done
+
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
