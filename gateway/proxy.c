@@ -266,6 +266,7 @@ proxy_request_body(struct conn *c)
 	struct evbuffer	*in = bufferevent_get_input(c->c_bev);
 	enum http1_err	 err = HTTP1_E_NONE;
 	uint64_t	 max = c->c_gw->g_conf->cf_max_body_size;
+	size_t		 before;
 	int		 r;
 
 	if (c->c_state != CONN_S_BODY || up == NULL ||
@@ -277,6 +278,7 @@ proxy_request_body(struct conn *c)
 			bufferevent_disable(c->c_bev, EV_READ);
 			return;
 		}
+		before = evbuffer_get_length(in);
 		r = proxy_move_body(b, in, bufferevent_get_output(up->u_bev),
 		    &err);
 		if (r < 0) {
@@ -295,8 +297,8 @@ proxy_request_body(struct conn *c)
 			b->b_done = 1;
 			break;
 		}
-		if (evbuffer_get_length(in) == 0)
-			break;
+		if (evbuffer_get_length(in) == before)
+			break;		/* needs more input */
 	}
 	if (b->b_done) {
 		c->c_state = CONN_S_WAIT;
@@ -421,7 +423,9 @@ proxy_response_body(struct conn *c)
 {
 	struct upstream	*up = c->c_up;
 	struct gw_body	*b = &c->c_resp_body;
+	struct evbuffer	*in = bufferevent_get_input(up->u_bev);
 	enum http1_err	 err = HTTP1_E_NONE;
+	size_t		 before;
 	int		 r;
 
 	while (!b->b_done) {
@@ -430,8 +434,9 @@ proxy_response_body(struct conn *c)
 			bufferevent_disable(up->u_bev, EV_READ);
 			return;
 		}
-		r = proxy_move_body(b, bufferevent_get_input(up->u_bev),
-		    bufferevent_get_output(c->c_bev), &err);
+		before = evbuffer_get_length(in);
+		r = proxy_move_body(b, in, bufferevent_get_output(c->c_bev),
+		    &err);
 		if (r < 0) {
 			log_warn("conn %llu: bad response body from sandbox "
 			    "'%s' port %d: %s", (unsigned long long)c->c_id,
@@ -444,8 +449,8 @@ proxy_response_body(struct conn *c)
 			b->b_done = 1;
 			break;
 		}
-		if (evbuffer_get_length(bufferevent_get_input(up->u_bev)) == 0)
-			break;
+		if (evbuffer_get_length(in) == before)
+			break;		/* needs more input */
 	}
 	if (!b->b_done) {
 		bufferevent_enable(up->u_bev, EV_READ);

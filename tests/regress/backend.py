@@ -1,0 +1,117 @@
+"""A test backend for the end-to-end tests.
+
+Serves HTTP/1.1 with keep-alive on 127.0.0.1 and records every request it
+receives (method, path, headers) as one JSON line in --log, so a test can
+check what reached the upstream and that refused requests never did.
+
+  /echo        JSON: method, path, headers, body length and sha256
+  /chunked     a chunked response of --n parts ("part 0\n" ...)
+  /eof         a response without framing, ended by closing
+  /status/N    an empty response with status N
+  /connection  JSON: the client port of this TCP connection
+  anything else: 200 "ok"
+"""
+import argparse
+import hashlib
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def record(self, body_len):
+        with LOCK, open(self.server.logpath, "a") as f:
+            f.write(json.dumps({"method": self.command, "path": self.path,
+                                "headers": [[k, v] for k, v in self.headers.items()],
+                                "body_len": body_len,
+                                "peer_port": self.client_address[1]}) + "\n")
+
+    def read_body(self):
+        te = self.headers.get("Transfer-Encoding", "")
+        if te.lower() == "chunked":
+            data = b""
+            while True:
+                line = self.rfile.readline()
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def send_body(self, status, body, ctype="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def handle_any(self):
+        body = self.read_body()
+        self.record(len(body))
+        path = self.path.split("?")[0]
+        if path == "/echo":
+            out = {"method": self.command, "path": self.path,
+                   "headers": [[k, v] for k, v in self.headers.items()],
+                   "body_len": len(body),
+                   "body_sha256": hashlib.sha256(body).hexdigest()}
+            self.send_body(200, json.dumps(out).encode())
+        elif path == "/chunked":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(self.server.nparts):
+                part = ("part %d\n" % i).encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        elif path == "/eof":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"until close\n")
+            self.close_connection = True
+        elif path.startswith("/status/"):
+            code = int(path[len("/status/"):])
+            self.send_response(code)
+            if code not in (204, 304):
+                self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/connection":
+            self.send_body(200, json.dumps({"port": self.client_address[1]}).encode())
+        else:
+            self.send_body(200, b"ok\n", "text/plain")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = handle_any
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--n", type=int, default=3)
+    a = ap.parse_args()
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    srv.daemon_threads = True
+    srv.logpath = a.log
+    srv.nparts = a.n
+    open(a.log, "w").close()
+    print("ready", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
