@@ -1,0 +1,355 @@
+/*
+ * libFuzzer harness for lib/http1.c.  Every input is parsed as a request
+ * head, a response head and a chunked body, once in one piece, once split
+ * at a point derived from the data and, for small inputs, one byte at a
+ * time.  The results must agree, satisfy the documented invariants and
+ * leave nothing allocated.
+ */
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http1.h"
+
+/* Abort with the failed condition, so libFuzzer saves the input. */
+#define FUZZ_ASSERT(c) do {						\
+	if (!(c)) {							\
+		fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c);	\
+		abort();						\
+	}								\
+} while (0)
+
+/* Small limits so the 431 paths are reached. */
+static const struct http1_limits fuzz_limits = {
+	.max_head = 2048,
+	.max_line = 512,
+	.max_headers = 24,
+};
+
+/* Outcome of parsing one head. */
+struct fuzz_head {
+	struct http1_msg	 msg;
+	enum http1_err		 err;
+	int			 rv;
+	size_t			 left;
+};
+
+/* Outcome of decoding one chunked body. */
+struct fuzz_body {
+	struct evbuffer		*out;
+	enum http1_err		 err;
+	int			 rv;
+	size_t			 left;
+};
+
+int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+/* Does p point into the size bytes at buf? */
+static int
+fuzz_inside(const char *p, const char *buf, size_t size)
+{
+	return (p >= buf && p < buf + size);
+}
+
+/* Check what a parse returned against the header's contract. */
+static void
+fuzz_check_head(const struct fuzz_head *h, size_t size, int request)
+{
+	const struct http1_msg		*m = &h->msg;
+	const struct http1_header	*hd;
+	size_t				 i;
+
+	FUZZ_ASSERT(h->rv >= -1 && h->rv <= 1);
+	if (h->rv != -1)
+		FUZZ_ASSERT(h->err == HTTP1_E_NONE);
+	if (h->rv == -1) {
+		FUZZ_ASSERT(h->err > HTTP1_E_NONE && h->err < HTTP1_E__COUNT);
+		FUZZ_ASSERT(http1_err_status(h->err) >= 400);
+		FUZZ_ASSERT(http1_err_code(h->err) != NULL);
+		FUZZ_ASSERT(http1_err_message(h->err) != NULL);
+		FUZZ_ASSERT(m->m_buf == NULL && m->m_headers == NULL);
+		FUZZ_ASSERT(h->left == size);
+		return;
+	}
+	if (h->rv == 0) {
+		FUZZ_ASSERT(h->left == size);
+		FUZZ_ASSERT(size <= fuzz_limits.max_head);
+		FUZZ_ASSERT(m->m_buf == NULL);
+		return;
+	}
+
+	FUZZ_ASSERT(m->m_head_len >= 4 && m->m_head_len <= size);
+	FUZZ_ASSERT(m->m_head_len <= fuzz_limits.max_head);
+	FUZZ_ASSERT(h->left == size - m->m_head_len);
+	FUZZ_ASSERT(m->m_buf != NULL);
+	FUZZ_ASSERT(m->m_minor == 0 || m->m_minor == 1);
+	FUZZ_ASSERT(m->m_nheaders <= fuzz_limits.max_headers);
+	FUZZ_ASSERT(m->m_nheaders == 0 || m->m_headers != NULL);
+	if (request) {
+		FUZZ_ASSERT(fuzz_inside(m->m_method, m->m_buf, m->m_head_len));
+		FUZZ_ASSERT(fuzz_inside(m->m_target, m->m_buf, m->m_head_len));
+		FUZZ_ASSERT(strlen(m->m_method) == m->m_method_len);
+		FUZZ_ASSERT(strlen(m->m_target) == m->m_target_len);
+		FUZZ_ASSERT(m->m_method_len > 0 && m->m_target_len > 0);
+		FUZZ_ASSERT(m->m_body != HTTP1_BODY_EOF);
+		FUZZ_ASSERT(m->m_reason == NULL);
+	} else {
+		FUZZ_ASSERT(m->m_status >= 100 && m->m_status <= 599);
+		FUZZ_ASSERT(fuzz_inside(m->m_reason, m->m_buf, m->m_head_len));
+		FUZZ_ASSERT(m->m_method == NULL && m->m_target == NULL);
+	}
+	for (i = 0; i < m->m_nheaders; i++) {
+		hd = &m->m_headers[i];
+		FUZZ_ASSERT(fuzz_inside(hd->name, m->m_buf, m->m_head_len));
+		FUZZ_ASSERT(fuzz_inside(hd->value, m->m_buf, m->m_head_len));
+		FUZZ_ASSERT(hd->name_len > 0);
+		FUZZ_ASSERT(strlen(hd->name) == hd->name_len);
+		FUZZ_ASSERT(strlen(hd->value) == hd->value_len);
+		FUZZ_ASSERT(http1_msg_find(m, hd->name) != NULL);
+		(void)http1_list_has(hd->value, hd->value_len, "close");
+	}
+	switch (m->m_body) {
+	case HTTP1_BODY_NONE:
+		FUZZ_ASSERT(m->m_content_length == 0);
+		break;
+	case HTTP1_BODY_LENGTH:
+		FUZZ_ASSERT(m->m_content_length > 0);
+		FUZZ_ASSERT(m->m_content_length <= (uint64_t)1 << 62);
+		break;
+	case HTTP1_BODY_CHUNKED:
+		FUZZ_ASSERT(http1_msg_find(m, "transfer-encoding") != NULL);
+		break;
+	case HTTP1_BODY_EOF:
+		FUZZ_ASSERT(!request);
+		break;
+	default:
+		FUZZ_ASSERT(0);
+	}
+	if (request && m->m_minor == 1)
+		FUZZ_ASSERT(http1_msg_find(m, "host") != NULL);
+}
+
+/* Two results of parsing the same bytes must be identical. */
+static void
+fuzz_same_head(const struct fuzz_head *a, const struct fuzz_head *b)
+{
+	const struct http1_msg	*x = &a->msg, *y = &b->msg;
+	size_t			 i;
+
+	FUZZ_ASSERT(a->rv == b->rv);
+	FUZZ_ASSERT(a->err == b->err);
+	FUZZ_ASSERT(a->left == b->left);
+	if (a->rv != 1)
+		return;
+	FUZZ_ASSERT(x->m_head_len == y->m_head_len);
+	FUZZ_ASSERT(memcmp(x->m_buf, y->m_buf, x->m_head_len) == 0);
+	FUZZ_ASSERT(x->m_status == y->m_status);
+	FUZZ_ASSERT(x->m_minor == y->m_minor);
+	FUZZ_ASSERT(x->m_body == y->m_body);
+	FUZZ_ASSERT(x->m_content_length == y->m_content_length);
+	FUZZ_ASSERT(x->m_flags == y->m_flags);
+	FUZZ_ASSERT(x->m_nheaders == y->m_nheaders);
+	for (i = 0; i < x->m_nheaders; i++) {
+		FUZZ_ASSERT(x->m_headers[i].name - x->m_buf ==
+		    y->m_headers[i].name - y->m_buf);
+		FUZZ_ASSERT(x->m_headers[i].value_len ==
+		    y->m_headers[i].value_len);
+	}
+}
+
+/*
+ * Parse a head from data, adding first bytes then step bytes at a time
+ * and calling the parser after each addition.  Leaves the rest of the
+ * input in *inp when inp is not NULL.
+ */
+static void
+fuzz_head(struct fuzz_head *h, const uint8_t *data, size_t size,
+    size_t first, size_t step, int request, int head_request,
+    struct evbuffer **inp)
+{
+	struct evbuffer	*in;
+	size_t		 fed, n;
+
+	memset(h, 0, sizeof *h);
+	in = evbuffer_new();
+	FUZZ_ASSERT(in != NULL);
+	fed = 0;
+	n = first;
+	for (;;) {
+		if (n > size - fed)
+			n = size - fed;
+		evbuffer_add(in, data + fed, n);
+		fed += n;
+		if (request)
+			h->rv = http1_parse_request(in, &fuzz_limits, &h->msg,
+			    &h->err);
+		else
+			h->rv = http1_parse_response(in, &fuzz_limits,
+			    head_request, &h->msg, &h->err);
+		if (h->rv != 0 || fed == size)
+			break;
+		FUZZ_ASSERT(evbuffer_get_length(in) == fed);
+		n = step;
+	}
+	/* What was never fed counts as left in the input too. */
+	if (fed < size)
+		evbuffer_add(in, data + fed, size - fed);
+	h->left = evbuffer_get_length(in);
+	if (inp != NULL)
+		*inp = in;
+	else
+		evbuffer_free(in);
+}
+
+/*
+ * Decode a chunked body from data, adding first bytes then step bytes at a
+ * time, moving at most max data bytes per call.
+ */
+static void
+fuzz_body(struct fuzz_body *b, const uint8_t *data, size_t size,
+    size_t first, size_t step, size_t max)
+{
+	struct http1_chunked	 ck;
+	struct evbuffer		*in;
+	size_t			 fed, n, moved, before, out_before;
+
+	memset(b, 0, sizeof *b);
+	memset(&ck, 0, sizeof ck);
+	in = evbuffer_new();
+	b->out = evbuffer_new();
+	FUZZ_ASSERT(in != NULL && b->out != NULL);
+	fed = 0;
+	n = first;
+	for (;;) {
+		before = evbuffer_get_length(in);
+		out_before = evbuffer_get_length(b->out);
+		b->rv = http1_chunked_decode(&ck, in, b->out, max, &moved,
+		    &b->err);
+		FUZZ_ASSERT(b->rv >= -1 && b->rv <= 1);
+		FUZZ_ASSERT(moved <= max);
+		FUZZ_ASSERT(evbuffer_get_length(b->out) == out_before + moved);
+		if (b->rv == -1) {
+			FUZZ_ASSERT(b->err == HTTP1_E_BAD_CHUNK_SIZE ||
+			    b->err == HTTP1_E_CHUNK_TOO_LARGE ||
+			    b->err == HTTP1_E_BAD_CHUNK ||
+			    b->err == HTTP1_E_BAD_TRAILER);
+			break;
+		}
+		FUZZ_ASSERT(b->err == HTTP1_E_NONE);
+		if (b->rv == 1)
+			break;
+		if (moved != 0 || evbuffer_get_length(in) != before)
+			continue;
+		if (fed == size)
+			break;
+		if (n > size - fed)
+			n = size - fed;
+		evbuffer_add(in, data + fed, n);
+		fed += n;
+		n = step;
+	}
+	b->left = evbuffer_get_length(in) + (size - fed);
+	evbuffer_free(in);
+}
+
+/* Two decodes of the same bytes must give the same data and result. */
+static void
+fuzz_same_body(struct fuzz_body *a, struct fuzz_body *b)
+{
+	size_t	 len;
+
+	FUZZ_ASSERT(a->rv == b->rv);
+	FUZZ_ASSERT(a->err == b->err);
+	FUZZ_ASSERT(a->left == b->left);
+	len = evbuffer_get_length(a->out);
+	FUZZ_ASSERT(len == evbuffer_get_length(b->out));
+	if (len != 0)
+		FUZZ_ASSERT(memcmp(evbuffer_pullup(a->out, len),
+		    evbuffer_pullup(b->out, len), len) == 0);
+}
+
+/* Parse data as a head both ways and, if chunked, decode the body. */
+static void
+fuzz_one_head(const uint8_t *data, size_t size, size_t split, int request,
+    int head_request)
+{
+	struct fuzz_head	 whole, part, bytes;
+	struct fuzz_body	 body;
+	struct http1_chunked	 ck;
+	struct evbuffer		*in, *out;
+	enum http1_err		 err;
+	size_t			 moved;
+
+	fuzz_head(&whole, data, size, size, size, request, head_request, &in);
+	fuzz_check_head(&whole, size, request);
+
+	fuzz_head(&part, data, size, split, size, request, head_request, NULL);
+	fuzz_check_head(&part, size, request);
+	fuzz_same_head(&whole, &part);
+	http1_msg_reset(&part.msg);
+
+	if (size <= 1024) {
+		fuzz_head(&bytes, data, size, 1, 1, request, head_request,
+		    NULL);
+		fuzz_check_head(&bytes, size, request);
+		fuzz_same_head(&whole, &bytes);
+		http1_msg_reset(&bytes.msg);
+	}
+
+	/* Decode the body of a chunked message from what follows. */
+	if (whole.rv == 1 && whole.msg.m_body == HTTP1_BODY_CHUNKED) {
+		memset(&ck, 0, sizeof ck);
+		out = evbuffer_new();
+		FUZZ_ASSERT(out != NULL);
+		if (http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved,
+		    &err) == -1)
+			FUZZ_ASSERT(err != HTTP1_E_NONE);
+		FUZZ_ASSERT(evbuffer_get_length(out) == moved);
+		evbuffer_free(out);
+
+		fuzz_body(&body, data + whole.msg.m_head_len,
+		    size - whole.msg.m_head_len, split % 7 + 1, 3, 5);
+		evbuffer_free(body.out);
+	}
+	http1_msg_reset(&whole.msg);
+	FUZZ_ASSERT(whole.msg.m_buf == NULL && whole.msg.m_headers == NULL);
+	evbuffer_free(in);
+}
+
+/* Entry point: every input goes through every parser. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fuzz_body	 whole, part, bytes;
+	uint32_t		 hash;
+	size_t			 i, split, max;
+
+	/* A cheap hash picks the split point and the per-call limit. */
+	hash = 2166136261u;
+	for (i = 0; i < size; i++)
+		hash = (hash ^ data[i]) * 16777619u;
+	split = size == 0 ? 0 : hash % (size + 1);
+	max = (hash >> 16) % 64;
+
+	fuzz_one_head(data, size, split, 1, 0);
+	fuzz_one_head(data, size, split, 0, hash & 1);
+
+	fuzz_body(&whole, data, size, size, size, SIZE_MAX);
+	fuzz_body(&part, data, size, split, size, max + 1);
+	fuzz_same_body(&whole, &part);
+	evbuffer_free(part.out);
+	if (size <= 1024) {
+		fuzz_body(&bytes, data, size, 1, 1, max);
+		/* max may be 0: then no data moves, but framing must agree. */
+		if (max != 0)
+			fuzz_same_body(&whole, &bytes);
+		evbuffer_free(bytes.out);
+	}
+	evbuffer_free(whole.out);
+	return (0);
+}

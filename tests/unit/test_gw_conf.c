@@ -1,0 +1,274 @@
+/*
+ * The configuration loader: good files load with the right values, bad
+ * ones are refused with the exact file:line:column message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "gw.h"
+
+/* Load text and expect it to fail with exactly want. */
+static void
+expect_error(const char *text, const char *want)
+{
+	struct gw_config	*cf;
+	char			*cause = NULL;
+
+	cf = conf_load_string("t.yaml", text, &cause);
+	if (cf != NULL)
+		fail_msg("loaded, expected: %s", want);
+	assert_non_null(cause);
+	assert_string_equal(cause, want);
+	free(cause);
+}
+
+/* Load text that must be valid. */
+static struct gw_config *
+expect_ok(const char *text)
+{
+	struct gw_config	*cf;
+	char			*cause = NULL;
+
+	cf = conf_load_string("t.yaml", text, &cause);
+	if (cf == NULL)
+		fail_msg("refused: %s", cause);
+	return (cf);
+}
+
+static void
+test_builtin(void **state)
+{
+	struct gw_config	*cf;
+
+	(void)state;
+	cf = expect_ok(conf_builtin);
+	assert_int_equal(cf->cf_nlisten, 1);
+	assert_string_equal(cf->cf_listen[0].l_address, "127.0.0.1:8080");
+	assert_string_equal(cf->cf_admin.l_address, "127.0.0.1:9090");
+	assert_int_equal(cf->cf_ndomains, 1);
+	assert_string_equal(cf->cf_domains[0], "localhost");
+	assert_int_equal(cf->cf_nsandboxes, 1);
+	assert_string_equal(cf->cf_sandboxes[0].sb_id, "local");
+	assert_string_equal(cf->cf_sandboxes[0].sb_address, "127.0.0.1");
+	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_lo, 1);
+	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_hi, 65535);
+	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_ports[0], 8766);
+	assert_int_equal(cf->cf_header_timeout, 10000);
+	assert_int_equal(cf->cf_connect_timeout, 5000);
+	assert_int_equal(cf->cf_keepalive_timeout, 75000);
+	assert_int_equal(cf->cf_upstream_idle, 5000);
+	conf_free(cf);
+}
+
+static void
+test_full(void **state)
+{
+	struct gw_config	*cf;
+
+	(void)state;
+	cf = expect_ok(
+	    "log:\n"
+	    "  level: debug\n"
+	    "  format: json\n"
+	    "  file: /tmp/x.log\n"
+	    "listen:\n"
+	    "  - address: 0.0.0.0:80\n"
+	    "  - address: \"[::1]:8081\"\n"
+	    "admin:\n"
+	    "  address: 127.0.0.1:9999\n"
+	    "  token: s3cret\n"
+	    "domains: [gw.example, localhost]\n"
+	    "timeouts:\n"
+	    "  request_header: 2s\n"
+	    "  connect: 500ms\n"
+	    "  keepalive: 1m\n"
+	    "  upstream_idle: 0\n"
+	    "  upstream_response: 1h\n"
+	    "limits:\n"
+	    "  max_connections: 100\n"
+	    "  max_header_size: 16KiB\n"
+	    "  max_headers: 50\n"
+	    "  max_body_size: 1MiB\n"
+	    "sandboxes:\n"
+	    "  - id: sandbox@v1/foo.bar_baz\n"
+	    "    address: \"::1\"\n"
+	    "    ports:\n"
+	    "      - port: 3000-3999\n"
+	    "      - port: 8000\n"
+	    "        access: public\n"
+	    "        host_rewrite: \"localhost:${port}\"\n"
+	    "    tunnel:\n"
+	    "      listen_port: [8766, 9000]\n"
+	    "      mode: forward\n");
+	assert_int_equal(cf->cf_log_level, LOG_LVL_DEBUG);
+	assert_int_equal(cf->cf_log_format, LOG_FMT_JSON);
+	assert_string_equal(cf->cf_log_file, "/tmp/x.log");
+	assert_int_equal(cf->cf_nlisten, 2);
+	assert_string_equal(cf->cf_admin_token, "s3cret");
+	assert_string_equal(cf->cf_domains[0], "gw.example");
+	assert_int_equal(cf->cf_header_timeout, 2000);
+	assert_int_equal(cf->cf_connect_timeout, 500);
+	assert_int_equal(cf->cf_keepalive_timeout, 60000);
+	assert_int_equal(cf->cf_upstream_idle, 0);
+	assert_int_equal(cf->cf_response_timeout, 3600000);
+	assert_int_equal(cf->cf_max_connections, 100);
+	assert_int_equal(cf->cf_max_header_size, 16384);
+	assert_int_equal(cf->cf_max_headers, 50);
+	assert_int_equal(cf->cf_max_body_size, 1048576);
+	assert_string_equal(cf->cf_sandboxes[0].sb_safe_id,
+	    "sandbox-at-v1-foo-bar-baz");
+	assert_int_equal(cf->cf_sandboxes[0].sb_nports, 2);
+	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_lo, 3000);
+	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_hi, 3999);
+	assert_string_equal(cf->cf_sandboxes[0].sb_ports[1].pr_host_rewrite,
+	    "localhost:${port}");
+	assert_int_equal(cf->cf_sandboxes[0].sb_ntunnel_ports, 2);
+	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_ports[1], 9000);
+	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_mode, GW_TUNNEL_FORWARD);
+	conf_free(cf);
+}
+
+static void
+test_errors(void **state)
+{
+	(void)state;
+	expect_error("listen:\n  - address: 127.0.0.1:80\nbogus: 1\n",
+	    "t.yaml:3:1: unknown key 'bogus' in the configuration (expected "
+	    "one of: log, listen, admin, domains, timeouts, limits, "
+	    "sandboxes)");
+	expect_error("listen:\n  - address: 127.0.0.1:80\n    tls: x\n",
+	    "t.yaml:3:5: unknown key 'tls' in a listener (expected one of: "
+	    "address)");
+	expect_error("log: {level: loud}\nlisten: [{address: 127.0.0.1:1}]\n",
+	    "t.yaml:1:14: log.level must be debug, info, warn or error, not "
+	    "'loud'");
+	expect_error("listen:\n  - address: localhost:80\n",
+	    "t.yaml:2:14: listen.address: 'localhost' is not a literal IPv4 "
+	    "or IPv6 address");
+	expect_error("listen:\n  - address: 127.0.0.1:99999\n",
+	    "t.yaml:2:14: listen.address: '127.0.0.1:99999' has no valid port "
+	    "(1-65535)");
+	expect_error("listen:\n  - address: 127.0.0.1:80\n"
+	    "  - address: 127.0.0.1:80\n",
+	    "t.yaml:3:14: listener 127.0.0.1:80 is declared twice");
+	expect_error("domains: [localhost]\n",
+	    "t.yaml:1:1: the configuration needs a listen section");
+	expect_error("listen: {address: 127.0.0.1:80}\n",
+	    "t.yaml:1:9: listen must be a list, not a mapping");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "timeouts:\n  connect: 5 seconds\n",
+	    "t.yaml:3:12: timeouts.connect must be a duration such as 500ms, "
+	    "10s, 5m or 1h, not '5 seconds'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "timeouts:\n  keepalive: 2d\n",
+	    "t.yaml:3:14: timeouts.keepalive must be between 100ms and "
+	    "86400s, not 2d");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "limits:\n  max_headers: 0\n",
+	    "t.yaml:3:16: limits.max_headers must be between 1 and 1000, "
+	    "not 0");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "limits:\n  max_connections: lots\n",
+	    "t.yaml:3:20: limits.max_connections must be an integer, not "
+	    "'lots'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "limits:\n  max_header_size: 10 MB\n",
+	    "t.yaml:3:20: limits.max_header_size must be a size such as "
+	    "4096, 16KiB or 1MiB, not '10 MB'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "domains: [Example.COM]\n",
+	    "t.yaml:2:11: 'Example.COM' is not a valid lowercase domain name");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - address: 127.0.0.1\n",
+	    "t.yaml:3:5: a sandbox needs an id");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - id: a\n    address: sandbox.example\n",
+	    "t.yaml:4:14: address must be a literal IPv4 or IPv6 address, "
+	    "not 'sandbox.example'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - id: a.b\n    address: 127.0.0.1\n"
+	    "  - id: a_b\n    address: 127.0.0.1\n",
+	    "t.yaml:5:9: sandbox 'a_b' has the same id or safe id as sandbox "
+	    "'a.b'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+	    "    ports:\n      - port: 9000-80\n",
+	    "t.yaml:6:15: port must be a port (1-65535) or a range such as "
+	    "3000-3999, not '9000-80'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+	    "    ports:\n      - port: 80\n        access: secret\n",
+	    "t.yaml:7:17: access must be public or private, not 'secret'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+	    "    tunnel:\n      listen_port: 1\n",
+	    "t.yaml:6:20: tunnel.listen_port must be between 2 and 65535, "
+	    "not 1");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+	    "listen: [{address: 127.0.0.1:81}]\n",
+	    "t.yaml:2:1: duplicate key 'listen' (first at line 1)");
+	expect_error("listen: [{address: 127.0.0.1:80}\n",
+	    "t.yaml:2:1: did not find expected ',' or ']' while parsing a "
+	    "flow sequence");
+	expect_error("a: &x 1\nb: *x\n", "t.yaml:1:4: anchors are not "
+	    "supported");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n---\nx: 1\n",
+	    "t.yaml:2:1: only one YAML document is allowed");
+}
+
+static void
+test_missing_file(void **state)
+{
+	char	*cause = NULL;
+
+	(void)state;
+	assert_null(conf_load("/nonexistent/gw.yaml", &cause));
+	assert_string_equal(cause,
+	    "/nonexistent/gw.yaml: No such file or directory");
+	free(cause);
+}
+
+static void
+test_units(void **state)
+{
+	uint64_t	 v;
+
+	(void)state;
+	assert_int_equal(cfg_parse_duration("10", &v), 0);
+	assert_int_equal(v, 10000);
+	assert_int_equal(cfg_parse_duration("250ms", &v), 0);
+	assert_int_equal(v, 250);
+	assert_int_equal(cfg_parse_duration("2h", &v), 0);
+	assert_int_equal(v, 7200000);
+	assert_int_equal(cfg_parse_duration("-1s", &v), -1);
+	assert_int_equal(cfg_parse_duration("1.5s", &v), -1);
+	assert_int_equal(cfg_parse_duration("99999999999999999999d", &v), -1);
+	assert_int_equal(cfg_parse_size("64k", &v), 0);
+	assert_int_equal(v, 65536);
+	assert_int_equal(cfg_parse_size("2GiB", &v), 0);
+	assert_int_equal(v, 2147483648ULL);
+	assert_int_equal(cfg_parse_size("1TB", &v), -1);
+	assert_int_equal(cfg_parse_size("", &v), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_builtin),
+		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_units),
+	};
+
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
