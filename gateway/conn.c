@@ -144,6 +144,7 @@ conn_next(struct conn *c)
 {
 	conn_reset_exchange(c);
 	c->c_state = CONN_S_HEAD;
+	bufferevent_set_timeouts(c->c_bev, NULL, NULL);
 	conn_timer_set(c, c->c_gw->g_conf->cf_keepalive_timeout);
 	bufferevent_enable(c->c_bev, EV_READ);
 	/* A pipelined request already buffered: parse it from the loop. */
@@ -448,6 +449,12 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof why, "client error: %s",
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		conn_close(c, why);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT) {
+		conn_close(c, (what & BEV_EVENT_READING) ?
+		    "client sent nothing for the idle timeout" :
+		    "client read nothing for the idle timeout");
 		return;
 	}
 	if (!(what & BEV_EVENT_EOF))

@@ -221,12 +221,15 @@ void
 proxy_start(struct conn *c)
 {
 	struct gw_body	*b = &c->c_req_body;
+	struct timeval	 tv;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = c->c_req.m_body;
 	b->b_left = c->c_req.m_content_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	c->c_state = CONN_S_BODY;
+	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+	bufferevent_set_timeouts(c->c_bev, &tv, &tv);
 	c->c_up = upstream_get(c->c_gw, c, c->c_sandbox, c->c_port,
 	    c->c_flags & CONN_F_RETRIED);
 	if (c->c_up->u_state == UP_S_ACTIVE)
@@ -249,6 +252,9 @@ proxy_upstream_ready(struct upstream *up)
 	bufferevent_setcb(up->u_bev, proxy_upstream_read_cb,
 	    proxy_upstream_write_cb, upstream_event_cb, up);
 	bufferevent_setwatermark(up->u_bev, EV_WRITE, PROXY_LOW, 0);
+	/* No progress either way for this long ends the exchange. */
+	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+	bufferevent_set_timeouts(up->u_bev, &tv, &tv);
 	if (c->c_gw->g_conf->cf_response_timeout != 0) {
 		clock_msec_to_tv(c->c_gw->g_conf->cf_response_timeout, &tv);
 		evtimer_add(up->u_timer, &tv);

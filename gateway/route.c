@@ -99,8 +99,12 @@ route_hits_listener(const struct gw_sandbox *sb, const struct gw_listen *l,
 
 	if (l->l_address == NULL || addr_port(la) != port)
 		return (0);
-	if (addr_is_loopback_or_any(sa) || addr_is_loopback_or_any(la))
-		return (1);
+	/*
+	 * A loopback sandbox reaches loopback and wildcard listeners; any
+	 * other sandbox address reaches a listener bound to that address.
+	 */
+	if (addr_is_loopback_or_any(sa))
+		return (addr_is_loopback_or_any(la));
 	addr_format_ip(la, a, sizeof a);
 	addr_format_ip(sa, b, sizeof b);
 	return (strcmp(a, b) == 0);
