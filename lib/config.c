@@ -29,6 +29,8 @@ struct cfg_parse {
 static struct cfg_node	*cfg_parse_node(struct cfg_parse *, yaml_event_t *,
 			     int);
 static void		 cfg_node_free(struct cfg_node *);
+static void		 cfg_mark_error(struct cfg_parse *, const yaml_mark_t *,
+			     const char *, ...) __attribute__((format(printf, 3, 4)));
 
 /* Name of a node type, for messages. */
 const char *

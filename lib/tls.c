@@ -1,0 +1,366 @@
+/*
+ * TLS: server and client contexts, client connections with name checks,
+ * and readable OpenSSL errors. Every OpenSSL call in the tree lives here.
+ */
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "alloc.h"
+#include "tls.h"
+
+/*
+ * TLS 1.2 suites offered by a server: forward secret key exchange and AEAD
+ * ciphers only. TLS 1.3 suites keep the OpenSSL defaults.
+ */
+#define TLS_SERVER_CIPHERS						\
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"	\
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"	\
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+/* Session id context: a cached session resumes only where it was made. */
+#define TLS_SESSION_ID_CTX	"akgateway"
+
+/* A server's ALPN preference list in wire format, kept in the context. */
+struct tls_alpn {
+	size_t		 ta_len;
+	unsigned char	 ta_wire[];
+};
+
+static pthread_once_t	 tls_once = PTHREAD_ONCE_INIT;
+static int		 tls_alpn_idx = -1;
+
+/* Free a context's ALPN list along with the context. */
+static void
+tls_alpn_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+    long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	free(ptr);
+}
+
+/* Initialise OpenSSL and our context slot; run once. */
+static void
+tls_init_once(void)
+{
+	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS |
+	    OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
+	tls_alpn_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL,
+	    tls_alpn_free_cb);
+	if (tls_alpn_idx < 0) {
+		fprintf(stderr, "fatal: cannot allocate TLS context slot\n");
+		abort();
+	}
+}
+
+/* Initialise the TLS library; safe to call more than once, from any thread. */
+void
+tls_init(void)
+{
+	pthread_once(&tls_once, tls_init_once);
+}
+
+/*
+ * Describe the oldest entry of this thread's OpenSSL error queue, then clear
+ * the queue. The oldest entry is the cause; later ones only wrap it ("system
+ * lib", "PEM lib"). The string lives in a thread-local buffer that the next
+ * call overwrites.
+ */
+const char *
+tls_last_error(void)
+{
+	static __thread char	 buf[256];
+	const char		*reason, *data;
+	unsigned long		 e;
+	int			 flags;
+
+	/* The data string belongs to the queue: copy it before clearing. */
+	if ((e = ERR_get_error_all(NULL, NULL, NULL, &data, &flags)) == 0)
+		return ("unknown TLS error");
+	if (ERR_SYSTEM_ERROR(e))
+		snprintf(buf, sizeof buf, "%s", strerror(ERR_GET_REASON(e)));
+	else if ((reason = ERR_reason_error_string(e)) == NULL)
+		ERR_error_string_n(e, buf, sizeof buf);
+	else if ((flags & ERR_TXT_STRING) && data != NULL && *data != '\0')
+		snprintf(buf, sizeof buf, "%s (%s)", reason, data);
+	else
+		snprintf(buf, sizeof buf, "%s", reason);
+	ERR_clear_error();
+	return (buf);
+}
+
+/* Fill cause with a formatted message, a colon and the OpenSSL reason. */
+static void __attribute__((format(printf, 2, 3)))
+tls_cause(char **cause, const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	xasprintf(cause, "%s: %s", msg, tls_last_error());
+	free(msg);
+}
+
+/* Refuse to prompt for a key passphrase; encrypted keys are not supported. */
+static int
+tls_no_passwd_cb(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)arg;
+	return (0);
+}
+
+/* Pick the first protocol of the server's list that the client offers. */
+static int
+tls_alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+    const unsigned char *in, unsigned int inlen, void *arg)
+{
+	struct tls_alpn	*ta = arg;
+
+	(void)ssl;
+	if (ta == NULL || SSL_select_next_proto((unsigned char **)out, outlen,
+	    ta->ta_wire, (unsigned int)ta->ta_len, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return (SSL_TLSEXT_ERR_NOACK);
+	return (SSL_TLSEXT_ERR_OK);
+}
+
+/*
+ * Set the protocols a server context negotiates with ALPN, most preferred
+ * first. Each name must be 1 to 255 bytes. Returns 0, or -1 for a bad list
+ * (the context keeps its previous list).
+ */
+int
+tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
+{
+	struct tls_alpn	*ta, *old;
+	size_t		 i, len, total;
+
+	tls_init();
+	if (n == 0)
+		return (-1);
+	total = 0;
+	for (i = 0; i < n; i++) {
+		len = strlen(protos[i]);
+		if (len == 0 || len > 255)
+			return (-1);
+		total += 1 + len;
+		if (total > 0xffff)
+			return (-1);
+	}
+
+	ta = xmalloc(sizeof *ta + total);
+	ta->ta_len = total;
+	total = 0;
+	for (i = 0; i < n; i++) {
+		len = strlen(protos[i]);
+		ta->ta_wire[total++] = (unsigned char)len;
+		memcpy(ta->ta_wire + total, protos[i], len);
+		total += len;
+	}
+
+	old = SSL_CTX_get_ex_data(ctx, tls_alpn_idx);
+	if (!SSL_CTX_set_ex_data(ctx, tls_alpn_idx, ta)) {
+		ERR_clear_error();
+		free(ta);
+		return (-1);
+	}
+	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select_cb, ta);
+	free(old);
+	return (0);
+}
+
+/*
+ * Make a server context from a PEM certificate chain file (leaf first) and
+ * a PEM key file: TLS 1.2 or later, ECDHE with AEAD for TLS 1.2, session
+ * cache on, ALPN selecting http/1.1. Returns NULL and fills cause on error;
+ * free the context with tls_ctx_free.
+ */
+SSL_CTX *
+tls_server_ctx_new(const char *cert_file, const char *key_file, char **cause)
+{
+	static const char *const	 alpn[] = { "http/1.1" };
+	SSL_CTX				*ctx;
+	unsigned long			 e;
+
+	tls_init();
+	ERR_clear_error();
+	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+		tls_cause(cause, "cannot create TLS server context");
+		return (NULL);
+	}
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
+	    !SSL_CTX_set_cipher_list(ctx, TLS_SERVER_CIPHERS) ||
+	    !SSL_CTX_set_session_id_context(ctx,
+	    (const unsigned char *)TLS_SESSION_ID_CTX,
+	    sizeof TLS_SESSION_ID_CTX - 1)) {
+		tls_cause(cause, "cannot configure TLS server context");
+		goto fail;
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION |
+	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+	SSL_CTX_set_default_passwd_cb(ctx, tls_no_passwd_cb);
+
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		tls_cause(cause, "cannot load certificate %s", cert_file);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+		e = ERR_peek_error();
+		if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
+		    (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
+		    ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
+			ERR_clear_error();
+			xasprintf(cause, "key %s does not match certificate %s",
+			    key_file, cert_file);
+		} else
+			tls_cause(cause, "cannot load key %s", key_file);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ERR_clear_error();
+		xasprintf(cause, "key %s does not match certificate %s",
+		    key_file, cert_file);
+		goto fail;
+	}
+	if (tls_server_set_alpn(ctx, alpn, 1) != 0) {
+		xasprintf(cause, "cannot set ALPN protocols");
+		goto fail;
+	}
+	return (ctx);
+
+fail:
+	SSL_CTX_free(ctx);
+	return (NULL);
+}
+
+/*
+ * Make a client context, TLS 1.2 or later. With verify set, peers are
+ * verified against ca_file, or the system store when ca_file is NULL; with
+ * verify 0 nothing is verified and the caller must say so in its log. A
+ * given ca_file is loaded either way, so a wrong path is always an error.
+ * Returns NULL and fills cause on error; free with tls_ctx_free.
+ */
+SSL_CTX *
+tls_client_ctx_new(const char *ca_file, int verify, char **cause)
+{
+	SSL_CTX	*ctx;
+
+	tls_init();
+	ERR_clear_error();
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+		tls_cause(cause, "cannot create TLS client context");
+		return (NULL);
+	}
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)) {
+		tls_cause(cause, "cannot configure TLS client context");
+		goto fail;
+	}
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION |
+	    SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+
+	if (ca_file != NULL) {
+		if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+			tls_cause(cause, "cannot load CA file %s", ca_file);
+			goto fail;
+		}
+	} else if (verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		tls_cause(cause, "cannot load the system CA certificates");
+		goto fail;
+	}
+	SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
+	    NULL);
+	return (ctx);
+
+fail:
+	SSL_CTX_free(ctx);
+	return (NULL);
+}
+
+/*
+ * Make a client connection to host, a DNS name or an IP literal (v4 or v6,
+ * without brackets). Names are sent as SNI; when the context verifies, the
+ * certificate must match the name or address. Returns NULL and fills cause
+ * on error; the caller owns the SSL (usually handed to a bufferevent).
+ */
+SSL *
+tls_client_ssl_new(SSL_CTX *ctx, const char *host, char **cause)
+{
+	struct in_addr	 a4;
+	struct in6_addr	 a6;
+	SSL		*ssl;
+	int		 is_ip;
+
+	if (host == NULL || *host == '\0') {
+		xasprintf(cause, "empty TLS host name");
+		return (NULL);
+	}
+	is_ip = inet_pton(AF_INET, host, &a4) == 1 ||
+	    inet_pton(AF_INET6, host, &a6) == 1;
+
+	ERR_clear_error();
+	if ((ssl = SSL_new(ctx)) == NULL) {
+		tls_cause(cause, "cannot create TLS connection");
+		return (NULL);
+	}
+	SSL_set_connect_state(ssl);
+	if (!is_ip && SSL_set_tlsext_host_name(ssl, host) != 1) {
+		tls_cause(cause, "cannot set TLS server name %s", host);
+		goto fail;
+	}
+	if (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) {
+		if (is_ip) {
+			if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
+			    host) != 1) {
+				tls_cause(cause, "cannot verify address %s",
+				    host);
+				goto fail;
+			}
+		} else {
+			SSL_set_hostflags(ssl,
+			    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+			if (SSL_set1_host(ssl, host) != 1) {
+				tls_cause(cause, "cannot verify host name %s",
+				    host);
+				goto fail;
+			}
+		}
+	}
+	return (ssl);
+
+fail:
+	SSL_free(ssl);
+	return (NULL);
+}
+
+/* Free a context made by this module; NULL is ignored. */
+void
+tls_ctx_free(SSL_CTX *ctx)
+{
+	SSL_CTX_free(ctx);
+}
+
+/* Describe the result of verifying the peer's certificate, "ok" if none. */
+const char *
+tls_verify_error(SSL *ssl)
+{
+	return (X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+}
