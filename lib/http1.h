@@ -72,7 +72,7 @@ struct http1_header {
  */
 struct http1_msg {
 	size_t			 m_scan;	/* bytes already searched */
-	size_t			 m_line;	/* end of the start line, once seen */
+	size_t			 m_line;	/* start line end, if seen */
 	char			*m_buf;		/* owned copy of the head */
 	size_t			 m_head_len;	/* head bytes drained */
 

@@ -23,10 +23,10 @@ static const struct http1_limits test_limits = {
 
 /* Result of one parse, with the bytes left in the input buffer. */
 struct test_parse {
-	struct http1_msg	 msg;
-	enum http1_err		 err;
-	int			 rv;
-	size_t			 left;
+	struct http1_msg msg;
+	enum http1_err err;
+	int rv;
+	size_t left;
 };
 
 /* Parse len bytes of s as a request (or a response) in one piece. */
@@ -34,7 +34,7 @@ static int
 test_parse_len(struct test_parse *t, const char *s, size_t len, int request,
     int head_request, const struct http1_limits *lim)
 {
-	struct evbuffer	*in;
+	struct evbuffer *in;
 
 	memset(t, 0, sizeof *t);
 	in = evbuffer_new();
@@ -43,8 +43,8 @@ test_parse_len(struct test_parse *t, const char *s, size_t len, int request,
 	if (request)
 		t->rv = http1_parse_request(in, lim, &t->msg, &t->err);
 	else
-		t->rv = http1_parse_response(in, lim, head_request, &t->msg,
-		    &t->err);
+		t->rv = http1_parse_response(
+		    in, lim, head_request, &t->msg, &t->err);
 	t->left = evbuffer_get_length(in);
 	evbuffer_free(in);
 	return (t->rv);
@@ -61,15 +61,14 @@ test_req(struct test_parse *t, const char *s)
 static int
 test_resp(struct test_parse *t, const char *s, int head_request)
 {
-	return (test_parse_len(t, s, strlen(s), 0, head_request,
-	    &test_limits));
+	return (test_parse_len(t, s, strlen(s), 0, head_request, &test_limits));
 }
 
 /* Assert that request s is refused with error e. */
 static void
 test_req_fails(const char *s, enum http1_err e)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	assert_int_equal(test_req(&t, s), -1);
 	assert_int_equal(t.err, e);
@@ -82,7 +81,7 @@ test_req_fails(const char *s, enum http1_err e)
 static void
 test_resp_fails(const char *s, enum http1_err e)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	assert_int_equal(test_resp(&t, s, 0), -1);
 	assert_int_equal(t.err, e);
@@ -93,7 +92,7 @@ test_resp_fails(const char *s, enum http1_err e)
 static void
 test_req_body(const char *s, enum http1_body body, uint64_t cl)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	assert_int_equal(test_req(&t, s), 1);
 	assert_int_equal(t.err, HTTP1_E_NONE);
@@ -106,12 +105,12 @@ test_req_body(const char *s, enum http1_body body, uint64_t cl)
 static void
 test_request_simple(void **state)
 {
-	struct test_parse	 t;
-	const char		*s = "GET /a?b=c HTTP/1.1\r\n"
-	    "Host: example.com\r\n"
-	    "X-Pad:  \t  spaced value \t \r\n"
-	    "X-Empty:\r\n"
-	    "\r\n";
+	struct test_parse t;
+	const char *s = "GET /a?b=c HTTP/1.1\r\n"
+			"Host: example.com\r\n"
+			"X-Pad:  \t  spaced value \t \r\n"
+			"X-Empty:\r\n"
+			"\r\n";
 
 	(void)state;
 	assert_int_equal(test_req(&t, s), 1);
@@ -144,10 +143,10 @@ test_request_simple(void **state)
 static void
 test_request_incomplete(void **state)
 {
-	struct http1_msg	 m;
-	struct evbuffer		*in;
-	enum http1_err		 err;
-	const char		*a = "GET / HTTP/1.1\r\nHost: a\r\n";
+	struct http1_msg m;
+	struct evbuffer *in;
+	enum http1_err err;
+	const char *a = "GET / HTTP/1.1\r\nHost: a\r\n";
 
 	(void)state;
 	memset(&m, 0, sizeof m);
@@ -172,81 +171,80 @@ test_request_incomplete(void **state)
 static void
 test_request_leading_crlf(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_req(&t, "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"),
-	    1);
+	assert_int_equal(
+	    test_req(&t, "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 1);
 	assert_string_equal(t.msg.m_method, "GET");
 	assert_int_equal(t.msg.m_head_len, 29);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_req(&t,
-	    "\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 1);
+	assert_int_equal(
+	    test_req(&t, "\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 1);
 	assert_string_equal(t.msg.m_target, "/");
 	http1_msg_reset(&t.msg);
 	test_req_fails("\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
 	    HTTP1_E_BAD_REQUEST_LINE);
 	/* Responses get no such leniency. */
-	test_resp_fails("\r\nHTTP/1.1 200 OK\r\n\r\n",
-	    HTTP1_E_BAD_STATUS_LINE);
+	test_resp_fails("\r\nHTTP/1.1 200 OK\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
 }
 
 /* The request line is method SP target SP version with single spaces. */
 static void
 test_request_line_bad(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_req(&t,
-	    "M-SEARCH! * HTTP/1.1\r\nHost: a\r\n\r\n"), 1);
+	assert_int_equal(
+	    test_req(&t, "M-SEARCH! * HTTP/1.1\r\nHost: a\r\n\r\n"), 1);
 	assert_string_equal(t.msg.m_method, "M-SEARCH!");
 	assert_string_equal(t.msg.m_target, "*");
 	http1_msg_reset(&t.msg);
 
-	test_req_fails("GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET /  HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails(" GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET /  HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    " GET / HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET / HTTP/1.1 \r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
 	test_req_fails("GET /\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("G(T / HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET /\x7f HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
 	test_req_fails("GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
 	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET / http/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET / HTTP/1.10\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
-	test_req_fails("GET / HTTP/11\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET / http/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET / HTTP/1.10\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
+	test_req_fails(
+	    "GET / HTTP/11\r\nHost: a\r\n\r\n", HTTP1_E_BAD_REQUEST_LINE);
 }
 
 /* Only HTTP/1.0 and HTTP/1.1; other well-formed versions are a 505. */
 static void
 test_request_version(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
 	assert_int_equal(test_req(&t, "GET / HTTP/1.0\r\n\r\n"), 1);
 	assert_int_equal(t.msg.m_minor, 0);
 	http1_msg_reset(&t.msg);
-	test_req_fails("GET / HTTP/2.0\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_VERSION);
-	test_req_fails("GET / HTTP/1.2\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BAD_VERSION);
+	test_req_fails(
+	    "GET / HTTP/2.0\r\nHost: a\r\n\r\n", HTTP1_E_BAD_VERSION);
+	test_req_fails(
+	    "GET / HTTP/1.2\r\nHost: a\r\n\r\n", HTTP1_E_BAD_VERSION);
 	test_req_fails("GET / HTTP/0.9\r\n\r\n", HTTP1_E_BAD_VERSION);
 	assert_int_equal(http1_err_status(HTTP1_E_BAD_VERSION), 505);
 }
@@ -255,16 +253,15 @@ test_request_version(void **state)
 static void
 test_request_line_too_long(void **state)
 {
-	struct http1_limits	 lim = test_limits;
-	struct test_parse	 t;
-	char			 buf[256];
+	struct http1_limits lim = test_limits;
+	struct test_parse t;
+	char buf[256];
 
 	(void)state;
 	lim.max_line = 20;
 	/* "GET /0123456 HTTP/1.1" is 21 bytes. */
 	snprintf(buf, sizeof buf, "GET /0123456 HTTP/1.1\r\nHost: a\r\n\r\n");
-	assert_int_equal(test_parse_len(&t, buf, strlen(buf), 1, 0, &lim),
-	    -1);
+	assert_int_equal(test_parse_len(&t, buf, strlen(buf), 1, 0, &lim), -1);
 	assert_int_equal(t.err, HTTP1_E_LINE_TOO_LONG);
 	assert_int_equal(http1_err_status(t.err), 431);
 	/* Exactly max_line bytes is fine. */
@@ -272,8 +269,8 @@ test_request_line_too_long(void **state)
 	assert_int_equal(test_parse_len(&t, buf, strlen(buf), 1, 0, &lim), 1);
 	http1_msg_reset(&t.msg);
 	/* Leading empty lines do not count towards the line. */
-	snprintf(buf, sizeof buf,
-	    "\r\n\r\nGET /012345 HTTP/1.1\r\nHost: a\r\n\r\n");
+	snprintf(
+	    buf, sizeof buf, "\r\n\r\nGET /012345 HTTP/1.1\r\nHost: a\r\n\r\n");
 	assert_int_equal(test_parse_len(&t, buf, strlen(buf), 1, 0, &lim), 1);
 	http1_msg_reset(&t.msg);
 	/* Detected without a line end, long before max_head. */
@@ -283,7 +280,8 @@ test_request_line_too_long(void **state)
 	assert_int_equal(test_parse_len(&t, buf, 20, 1, 0, &lim), 0);
 	/* Status lines too. */
 	assert_int_equal(test_parse_len(&t, "HTTP/1.1 200 OK, a long reason",
-	    30, 0, 0, &lim), -1);
+			     30, 0, 0, &lim),
+	    -1);
 	assert_int_equal(t.err, HTTP1_E_LINE_TOO_LONG);
 }
 
@@ -291,11 +289,11 @@ test_request_line_too_long(void **state)
 static void
 test_head_too_large(void **state)
 {
-	struct http1_limits	 lim = test_limits;
-	struct test_parse	 t;
-	const char		*s = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
-	size_t			 len = strlen(s);
-	char			 big[200];
+	struct http1_limits lim = test_limits;
+	struct test_parse t;
+	const char *s = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+	size_t len = strlen(s);
+	char big[200];
 
 	(void)state;
 	lim.max_head = len;
@@ -325,10 +323,10 @@ test_head_too_large(void **state)
 static void
 test_too_many_headers(void **state)
 {
-	struct http1_limits	 lim = test_limits;
-	struct test_parse	 t;
-	const char		*s = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\n"
-	    "B: 2\r\n\r\n";
+	struct http1_limits lim = test_limits;
+	struct test_parse t;
+	const char *s = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\n"
+			"B: 2\r\n\r\n";
 
 	(void)state;
 	lim.max_headers = 3;
@@ -346,14 +344,10 @@ static void
 test_bare_cr(void **state)
 {
 	(void)state;
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n",
-	    HTTP1_E_BARE_CR);
-	test_req_fails("GET /\r HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BARE_CR);
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\n\r\r\n",
-	    HTTP1_E_BARE_CR);
-	test_req_fails("GET / HTTP/1.1\r\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BARE_CR);
+	test_req_fails("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", HTTP1_E_BARE_CR);
+	test_req_fails("GET /\r HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BARE_CR);
+	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\n\r\r\n", HTTP1_E_BARE_CR);
+	test_req_fails("GET / HTTP/1.1\r\r\nHost: a\r\n\r\n", HTTP1_E_BARE_CR);
 	test_resp_fails("HTTP/1.1 200 OK\rX\r\n\r\n", HTTP1_E_BARE_CR);
 }
 
@@ -361,15 +355,14 @@ test_bare_cr(void **state)
 static void
 test_bare_lf(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
 	test_req_fails("GET / HTTP/1.1\nHost: a\n\n", HTTP1_E_BARE_LF);
 	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\n\n", HTTP1_E_BARE_LF);
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n",
-	    HTTP1_E_BARE_LF);
-	test_req_fails("\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
-	    HTTP1_E_BARE_LF);
+	test_req_fails(
+	    "GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", HTTP1_E_BARE_LF);
+	test_req_fails("\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", HTTP1_E_BARE_LF);
 	test_resp_fails("HTTP/1.1 200 OK\n\n", HTTP1_E_BARE_LF);
 	/* No head end yet, but the bare LF alone is enough. */
 	assert_int_equal(test_req(&t, "GET / HTTP/1.1\n"), -1);
@@ -383,10 +376,8 @@ test_obs_fold(void **state)
 	(void)state;
 	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n c\r\n\r\n",
 	    HTTP1_E_OBS_FOLD);
-	test_req_fails("GET / HTTP/1.1\r\n\tHost: a\r\n\r\n",
-	    HTTP1_E_OBS_FOLD);
-	test_req_fails("GET / HTTP/1.1\r\n Host: a\r\n\r\n",
-	    HTTP1_E_OBS_FOLD);
+	test_req_fails("GET / HTTP/1.1\r\n\tHost: a\r\n\r\n", HTTP1_E_OBS_FOLD);
+	test_req_fails("GET / HTTP/1.1\r\n Host: a\r\n\r\n", HTTP1_E_OBS_FOLD);
 }
 
 /* Whitespace between a field name and its colon is refused. */
@@ -394,10 +385,10 @@ static void
 test_space_before_colon(void **state)
 {
 	(void)state;
-	test_req_fails("GET / HTTP/1.1\r\nHost : a\r\n\r\n",
-	    HTTP1_E_SPACE_BEFORE_COLON);
+	test_req_fails(
+	    "GET / HTTP/1.1\r\nHost : a\r\n\r\n", HTTP1_E_SPACE_BEFORE_COLON);
 	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding\t: chunked\r\n\r\n",
+		       "Transfer-Encoding\t: chunked\r\n\r\n",
 	    HTTP1_E_SPACE_BEFORE_COLON);
 	test_resp_fails("HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\n",
 	    HTTP1_E_SPACE_BEFORE_COLON);
@@ -407,11 +398,13 @@ test_space_before_colon(void **state)
 static void
 test_bad_header_name(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost: a\r\n"
-	    "X-!#$%&'*+.^_`|~0: v\r\n\r\n"), 1);
+	assert_int_equal(test_req(&t,
+			     "GET / HTTP/1.1\r\nHost: a\r\n"
+			     "X-!#$%&'*+.^_`|~0: v\r\n\r\n"),
+	    1);
 	assert_string_equal(t.msg.m_headers[1].name, "X-!#$%&'*+.^_`|~0");
 	http1_msg_reset(&t.msg);
 	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n",
@@ -430,23 +423,25 @@ test_bad_header_name(void **state)
 static void
 test_bad_header_value(void **state)
 {
-	struct test_parse	 t;
-	const char		 nul[] = "GET / HTTP/1.1\r\nHost: a\0b\r\n\r\n";
+	struct test_parse t;
+	const char nul[] = "GET / HTTP/1.1\r\nHost: a\0b\r\n\r\n";
 
 	(void)state;
-	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost: a\r\n"
-	    "X: caf\xc3\xa9\tand \"quotes\"\r\n\r\n"), 1);
-	assert_string_equal(t.msg.m_headers[1].value,
-	    "caf\xc3\xa9\tand \"quotes\"");
+	assert_int_equal(test_req(&t,
+			     "GET / HTTP/1.1\r\nHost: a\r\n"
+			     "X: caf\xc3\xa9\tand \"quotes\"\r\n\r\n"),
+	    1);
+	assert_string_equal(
+	    t.msg.m_headers[1].value, "caf\xc3\xa9\tand \"quotes\"");
 	http1_msg_reset(&t.msg);
 
-	assert_int_equal(test_parse_len(&t, nul, sizeof nul - 1, 1, 0,
-	    &test_limits), -1);
+	assert_int_equal(
+	    test_parse_len(&t, nul, sizeof nul - 1, 1, 0, &test_limits), -1);
 	assert_int_equal(t.err, HTTP1_E_BAD_HEADER_VALUE);
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n",
-	    HTTP1_E_BAD_HEADER_VALUE);
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n",
-	    HTTP1_E_BAD_HEADER_VALUE);
+	test_req_fails(
+	    "GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", HTTP1_E_BAD_HEADER_VALUE);
+	test_req_fails(
+	    "GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n", HTTP1_E_BAD_HEADER_VALUE);
 	test_req_fails("GET / HTTP/1.1\r\nHost: a\x1b[0m\r\n\r\n",
 	    HTTP1_E_BAD_HEADER_VALUE);
 }
@@ -457,33 +452,42 @@ test_content_length(void **state)
 {
 	(void)state;
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 42\r\n"
-	    "\r\n", HTTP1_BODY_LENGTH, 42);
+		      "\r\n",
+	    HTTP1_BODY_LENGTH, 42);
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\ncontent-length:007 \r\n"
-	    "\r\n", HTTP1_BODY_LENGTH, 7);
+		      "\r\n",
+	    HTTP1_BODY_LENGTH, 7);
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n"
-	    "\r\n", HTTP1_BODY_NONE, 0);
+		      "\r\n",
+	    HTTP1_BODY_NONE, 0);
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Content-Length: 4611686018427387904\r\n\r\n", HTTP1_BODY_LENGTH,
-	    (uint64_t)1 << 62);
+		      "Content-Length: 4611686018427387904\r\n\r\n",
+	    HTTP1_BODY_LENGTH, (uint64_t)1 << 62);
 
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Content-Length: 4611686018427387905\r\n\r\n",
+		       "Content-Length: 4611686018427387905\r\n\r\n",
 	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Content-Length: 99999999999999999999999\r\n\r\n",
+		       "Content-Length: 99999999999999999999999\r\n\r\n",
 	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -5\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1 2\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x5\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n"
-	    "\r\n", HTTP1_E_BAD_CONTENT_LENGTH);
+		       "\r\n",
+	    HTTP1_E_BAD_CONTENT_LENGTH);
 }
 
 /* Any second Content-Length field is refused, even an identical one. */
@@ -492,11 +496,14 @@ test_dup_content_length(void **state)
 {
 	(void)state;
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
-	    "Content-Length: 5\r\n\r\n", HTTP1_E_DUP_CONTENT_LENGTH);
+		       "Content-Length: 5\r\n\r\n",
+	    HTTP1_E_DUP_CONTENT_LENGTH);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
-	    "content-length: 6\r\n\r\n", HTTP1_E_DUP_CONTENT_LENGTH);
+		       "content-length: 6\r\n\r\n",
+	    HTTP1_E_DUP_CONTENT_LENGTH);
 	test_resp_fails("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
-	    "Content-Length: 5\r\n\r\n", HTTP1_E_DUP_CONTENT_LENGTH);
+			"Content-Length: 5\r\n\r\n",
+	    HTTP1_E_DUP_CONTENT_LENGTH);
 }
 
 /* Content-Length with Transfer-Encoding is refused in both directions. */
@@ -505,12 +512,15 @@ test_cl_and_te(void **state)
 {
 	(void)state;
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", HTTP1_E_CL_AND_TE);
-	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
+		       "Transfer-Encoding: chunked\r\n\r\n",
+	    HTTP1_E_CL_AND_TE);
+	test_req_fails(
+	    "POST / HTTP/1.1\r\nHost: a\r\n"
 	    "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n",
 	    HTTP1_E_CL_AND_TE);
 	test_resp_fails("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", HTTP1_E_CL_AND_TE);
+			"Transfer-Encoding: chunked\r\n\r\n",
+	    HTTP1_E_CL_AND_TE);
 	assert_string_equal(http1_err_code(HTTP1_E_CL_AND_TE),
 	    "content_length_and_transfer_encoding");
 	assert_int_equal(http1_err_status(HTTP1_E_CL_AND_TE), 400);
@@ -522,9 +532,11 @@ test_te_chunked(void **state)
 {
 	(void)state;
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", HTTP1_BODY_CHUNKED, 0);
+		      "Transfer-Encoding: chunked\r\n\r\n",
+	    HTTP1_BODY_CHUNKED, 0);
 	test_req_body("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding:  CHUNKED \t\r\n\r\n", HTTP1_BODY_CHUNKED, 0);
+		      "Transfer-Encoding:  CHUNKED \t\r\n\r\n",
+	    HTTP1_BODY_CHUNKED, 0);
 }
 
 /* chunked not last, chunked twice, or empty elements: 400. */
@@ -533,30 +545,33 @@ test_te_bad(void **state)
 {
 	(void)state;
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: chunked, gzip\r\n\r\n",
+		       "Transfer-Encoding: chunked, gzip\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: chunked, chunked\r\n\r\n",
+		       "Transfer-Encoding: chunked, chunked\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
-	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
+	test_req_fails(
+	    "POST / HTTP/1.1\r\nHost: a\r\n"
 	    "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
-	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
+	test_req_fails(
+	    "POST / HTTP/1.1\r\nHost: a\r\n"
 	    "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: chunked,\r\n\r\n",
+		       "Transfer-Encoding: chunked,\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: , chunked\r\n\r\n",
+		       "Transfer-Encoding: , chunked\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding:\r\n\r\n", HTTP1_E_BAD_TRANSFER_ENCODING);
+		       "Transfer-Encoding:\r\n\r\n",
+	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: \"chunked\"\r\n\r\n",
+		       "Transfer-Encoding: \"chunked\"\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_resp_fails("HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: chunked, chunked\r\n\r\n",
+			"Transfer-Encoding: chunked, chunked\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 }
 
@@ -566,15 +581,18 @@ test_te_unsupported(void **state)
 {
 	(void)state;
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: gzip, chunked\r\n\r\n",
+		       "Transfer-Encoding: gzip, chunked\r\n\r\n",
 	    HTTP1_E_UNSUPPORTED_TE);
-	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
+	test_req_fails(
+	    "POST / HTTP/1.1\r\nHost: a\r\n"
 	    "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    HTTP1_E_UNSUPPORTED_TE);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: gzip\r\n\r\n", HTTP1_E_UNSUPPORTED_TE);
+		       "Transfer-Encoding: gzip\r\n\r\n",
+	    HTTP1_E_UNSUPPORTED_TE);
 	test_req_fails("POST / HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: identity\r\n\r\n", HTTP1_E_UNSUPPORTED_TE);
+		       "Transfer-Encoding: identity\r\n\r\n",
+	    HTTP1_E_UNSUPPORTED_TE);
 	assert_int_equal(http1_err_status(HTTP1_E_UNSUPPORTED_TE), 501);
 }
 
@@ -586,7 +604,8 @@ test_te_http10(void **state)
 	test_req_fails("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_resp_fails("HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n"
-	    "\r\n", HTTP1_E_BAD_TRANSFER_ENCODING);
+			"\r\n",
+	    HTTP1_E_BAD_TRANSFER_ENCODING);
 	test_req_body("POST / HTTP/1.0\r\nContent-Length: 3\r\n\r\n",
 	    HTTP1_BODY_LENGTH, 3);
 }
@@ -595,23 +614,26 @@ test_te_http10(void **state)
 static void
 test_host(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
 	test_req_fails("GET / HTTP/1.1\r\n\r\n", HTTP1_E_MISSING_HOST);
 	test_req_fails("GET / HTTP/1.1\r\nX: a\r\n\r\n", HTTP1_E_MISSING_HOST);
-	test_req_fails("GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n",
-	    HTTP1_E_DUP_HOST);
-	test_req_fails("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
-	    HTTP1_E_DUP_HOST);
+	test_req_fails(
+	    "GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n", HTTP1_E_DUP_HOST);
+	test_req_fails(
+	    "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", HTTP1_E_DUP_HOST);
 	assert_int_equal(test_req(&t, "GET / HTTP/1.0\r\n\r\n"), 1);
 	http1_msg_reset(&t.msg);
 	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost:\r\n\r\n"), 1);
 	assert_string_equal(http1_msg_find(&t.msg, "host")->value, "");
 	http1_msg_reset(&t.msg);
 	/* Responses may carry anything called Host. */
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\nHost: a\r\n"
-	    "Host: b\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\nHost: a\r\n"
+			     "Host: b\r\n\r\n",
+			     0),
+	    1);
 	http1_msg_reset(&t.msg);
 }
 
@@ -619,18 +641,23 @@ test_host(void **state)
 static void
 test_flags(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost: a\r\n"
-	    "Connection: Keep-Alive ,, Upgrade\r\nConnection: close\r\n"
-	    "Upgrade: websocket\r\nExpect: 100-Continue\r\n\r\n"), 1);
-	assert_int_equal(t.msg.m_flags, HTTP1_F_CONN_CLOSE |
-	    HTTP1_F_CONN_KEEPALIVE | HTTP1_F_CONN_UPGRADE | HTTP1_F_UPGRADE |
-	    HTTP1_F_EXPECT_CONTINUE);
+	assert_int_equal(
+	    test_req(&t,
+		"GET / HTTP/1.1\r\nHost: a\r\n"
+		"Connection: Keep-Alive ,, Upgrade\r\nConnection: close\r\n"
+		"Upgrade: websocket\r\nExpect: 100-Continue\r\n\r\n"),
+	    1);
+	assert_int_equal(t.msg.m_flags,
+	    HTTP1_F_CONN_CLOSE | HTTP1_F_CONN_KEEPALIVE | HTTP1_F_CONN_UPGRADE |
+		HTTP1_F_UPGRADE | HTTP1_F_EXPECT_CONTINUE);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost: a\r\n"
-	    "Connection: closed, upgrades\r\nExpect: 100-continue2\r\n\r\n"),
+	assert_int_equal(test_req(&t,
+			     "GET / HTTP/1.1\r\nHost: a\r\n"
+			     "Connection: closed, upgrades\r\nExpect: "
+			     "100-continue2\r\n\r\n"),
 	    1);
 	assert_int_equal(t.msg.m_flags, 0);
 	http1_msg_reset(&t.msg);
@@ -640,11 +667,14 @@ test_flags(void **state)
 static void
 test_response_simple(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Content-Length: 5\r\n\r\nhello", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Content-Length: 5\r\n\r\nhello",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_status, 200);
 	assert_string_equal(t.msg.m_reason, "OK");
 	assert_int_equal(t.msg.m_minor, 1);
@@ -653,8 +683,11 @@ test_response_simple(void **state)
 	assert_int_equal(t.left, 5);
 	assert_null(t.msg.m_method);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.0 404 Not  Found\t\xff\r\n"
-	    "Content-Length: 0\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.0 404 Not  Found\t\xff\r\n"
+			     "Content-Length: 0\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_minor, 0);
 	assert_int_equal(t.msg.m_status, 404);
 	assert_string_equal(t.msg.m_reason, "Not  Found\t\xff");
@@ -666,7 +699,7 @@ test_response_simple(void **state)
 static void
 test_status_line(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
 	assert_int_equal(test_resp(&t, "HTTP/1.1 599 \r\n\r\n", 0), 1);
@@ -686,10 +719,8 @@ test_status_line(void **state)
 	test_resp_fails("HTTP/1.1 2x0 OK\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
 	test_resp_fails("HTTP/2 200 OK\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
 	test_resp_fails("HTTP/2.0 200 OK\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
-	test_resp_fails("HTTP/1.1 200 O\x01K\r\n\r\n",
-	    HTTP1_E_BAD_STATUS_LINE);
-	test_resp_fails("HTTP/1.1 200 O\x7f\r\n\r\n",
-	    HTTP1_E_BAD_STATUS_LINE);
+	test_resp_fails("HTTP/1.1 200 O\x01K\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
+	test_resp_fails("HTTP/1.1 200 O\x7f\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
 	test_resp_fails("ICY 200 OK\r\n\r\n", HTTP1_E_BAD_STATUS_LINE);
 	assert_int_equal(http1_err_status(HTTP1_E_BAD_STATUS_LINE), 502);
 }
@@ -698,36 +729,52 @@ test_status_line(void **state)
 static void
 test_response_no_body(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Content-Length: 10\r\n\r\n", 1), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Content-Length: 10\r\n\r\n",
+			     1),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	assert_int_equal(t.msg.m_content_length, 0);
 	assert_true(t.msg.m_flags & HTTP1_F_HEAD_REQUEST);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", 1), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n",
+			     1),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 204 No Content\r\n\r\n", 0),
-	    1);
+	assert_int_equal(
+	    test_resp(&t, "HTTP/1.1 204 No Content\r\n\r\n", 0), 1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	assert_int_equal(t.msg.m_flags & HTTP1_F_HEAD_REQUEST, 0);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 304 Not Modified\r\n"
-	    "Content-Length: 99\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 304 Not Modified\r\n"
+			     "Content-Length: 99\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 100 Continue\r\n\r\n"
-	    "HTTP/1.1 200 OK\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 100 Continue\r\n\r\n"
+			     "HTTP/1.1 200 OK\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_status, 100);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	assert_int_equal(t.left, 19);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 101 Switching Protocols\r\n"
-	    "Upgrade: websocket\r\nConnection: upgrade\r\n\r\n", 0), 1);
+	assert_int_equal(
+	    test_resp(&t,
+		"HTTP/1.1 101 Switching Protocols\r\n"
+		"Upgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+		0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_NONE);
 	assert_int_equal(t.msg.m_flags, HTTP1_F_UPGRADE | HTTP1_F_CONN_UPGRADE);
 	http1_msg_reset(&t.msg);
@@ -740,30 +787,42 @@ test_response_no_body(void **state)
 static void
 test_response_framing(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
 	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n\r\nbody", 0), 1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_EOF);
 	assert_int_equal(t.left, 4);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_CHUNKED);
 	assert_int_equal(t.msg.m_flags, 0);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: gzip, chunked\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: gzip, chunked\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_CHUNKED);
 	assert_int_equal(t.msg.m_flags, HTTP1_F_TE_OTHER);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: gzip\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: gzip\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_EOF);
 	assert_int_equal(t.msg.m_flags, HTTP1_F_TE_OTHER);
 	http1_msg_reset(&t.msg);
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: chunked, gzip\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: chunked, gzip\r\n\r\n",
+			     0),
+	    1);
 	assert_int_equal(t.msg.m_body, HTTP1_BODY_EOF);
 	assert_int_equal(t.msg.m_flags, HTTP1_F_TE_OTHER);
 	http1_msg_reset(&t.msg);
@@ -773,7 +832,7 @@ test_response_framing(void **state)
 static void
 test_same_msg(const struct http1_msg *a, const struct http1_msg *b)
 {
-	size_t	 i;
+	size_t i;
 
 	assert_int_equal(a->m_head_len, b->m_head_len);
 	assert_int_equal(a->m_status, b->m_status);
@@ -791,8 +850,8 @@ test_same_msg(const struct http1_msg *a, const struct http1_msg *b)
 	assert_int_equal(a->m_nheaders, b->m_nheaders);
 	for (i = 0; i < a->m_nheaders; i++) {
 		assert_string_equal(a->m_headers[i].name, b->m_headers[i].name);
-		assert_string_equal(a->m_headers[i].value,
-		    b->m_headers[i].value);
+		assert_string_equal(
+		    a->m_headers[i].value, b->m_headers[i].value);
 	}
 }
 
@@ -800,23 +859,24 @@ test_same_msg(const struct http1_msg *a, const struct http1_msg *b)
 static void
 test_bytewise_one(const char *s, int request)
 {
-	struct test_parse	 t;
-	struct http1_msg	 m;
-	struct evbuffer		*in;
-	enum http1_err		 err;
-	size_t			 i, len = strlen(s);
-	int			 rv = 0;
+	struct test_parse t;
+	struct http1_msg m;
+	struct evbuffer *in;
+	enum http1_err err;
+	size_t i, len = strlen(s);
+	int rv = 0;
 
 	test_parse_len(&t, s, len, request, 0, &test_limits);
 	memset(&m, 0, sizeof m);
 	in = evbuffer_new();
 	for (i = 0; i < len; i++) {
-		evbuffer_add(in, s + i, 1);
+		/* A chain per byte, so the scan crosses chain ends. */
+		evbuffer_add_reference(in, s + i, 1, NULL, NULL);
 		if (request)
 			rv = http1_parse_request(in, &test_limits, &m, &err);
 		else
-			rv = http1_parse_response(in, &test_limits, 0, &m,
-			    &err);
+			rv = http1_parse_response(
+			    in, &test_limits, 0, &m, &err);
 		if (rv != 0)
 			break;
 		assert_int_equal(evbuffer_get_length(in), i + 1);
@@ -838,8 +898,10 @@ static void
 test_bytewise(void **state)
 {
 	(void)state;
-	test_bytewise_one("\r\nPOST /x HTTP/1.1\r\nHost: a\r\n"
-	    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n", 1);
+	test_bytewise_one(
+	    "\r\nPOST /x HTTP/1.1\r\nHost: a\r\n"
+	    "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+	    1);
 	test_bytewise_one("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", 0);
 	test_bytewise_one("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", 1);
 	test_bytewise_one("GET / HTTP/1.1\r\nHost: a\r\n\n", 1);
@@ -851,13 +913,13 @@ test_bytewise(void **state)
 static void
 test_pipelined(void **state)
 {
-	struct http1_msg	 m;
-	struct evbuffer		*in;
-	enum http1_err		 err;
-	const char		*s = "POST /1 HTTP/1.1\r\nHost: a\r\n"
-	    "Content-Length: 3\r\n\r\nabc"
-	    "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n";
-	char			 body[3];
+	struct http1_msg m;
+	struct evbuffer *in;
+	enum http1_err err;
+	const char *s = "POST /1 HTTP/1.1\r\nHost: a\r\n"
+			"Content-Length: 3\r\n\r\nabc"
+			"GET /2 HTTP/1.1\r\nHost: a\r\n\r\n";
+	char body[3];
 
 	(void)state;
 	memset(&m, 0, sizeof m);
@@ -881,11 +943,13 @@ test_pipelined(void **state)
 static void
 test_find_and_list(void **state)
 {
-	struct test_parse	 t;
+	struct test_parse t;
 
 	(void)state;
-	assert_int_equal(test_req(&t, "GET / HTTP/1.1\r\nHost: a\r\n"
-	    "X-Thing: 1\r\nx-thing: 2\r\n\r\n"), 1);
+	assert_int_equal(test_req(&t,
+			     "GET / HTTP/1.1\r\nHost: a\r\n"
+			     "X-Thing: 1\r\nx-thing: 2\r\n\r\n"),
+	    1);
 	assert_string_equal(http1_msg_find(&t.msg, "X-THING")->value, "1");
 	assert_null(http1_msg_find(&t.msg, "X-Thin"));
 	assert_null(http1_msg_find(&t.msg, "X-Things"));
@@ -905,8 +969,8 @@ test_find_and_list(void **state)
 static void
 test_err_tables(void **state)
 {
-	const char	*code, *msg, *p;
-	int		 e, status;
+	const char *code, *msg, *p;
+	int e, status;
 
 	(void)state;
 	for (e = 1; e < HTTP1_E__COUNT; e++) {
@@ -923,8 +987,8 @@ test_err_tables(void **state)
 		assert_int_equal(msg[strlen(msg) - 1], '.');
 	}
 	assert_int_equal(http1_err_status(HTTP1_E_BAD_REQUEST_LINE), 400);
-	assert_string_equal(http1_err_code(HTTP1_E_BAD_REQUEST_LINE),
-	    "bad_request_line");
+	assert_string_equal(
+	    http1_err_code(HTTP1_E_BAD_REQUEST_LINE), "bad_request_line");
 	assert_int_equal(http1_err_status(HTTP1_E__COUNT), 500);
 	assert_non_null(http1_err_code(HTTP1_E__COUNT));
 	assert_non_null(http1_err_message(HTTP1_E__COUNT));
@@ -932,28 +996,26 @@ test_err_tables(void **state)
 
 /* Result of decoding a chunked body. */
 struct test_chunked {
-	struct http1_chunked	 ck;
-	enum http1_err		 err;
-	int			 rv;
-	size_t			 moved;
-	char			 out[256];
-	size_t			 out_len;
-	size_t			 left;
+	struct http1_chunked ck;
+	enum http1_err err;
+	int rv;
+	size_t moved;
+	char out[256];
+	size_t out_len;
+	size_t left;
 };
 
 /* Decode len bytes of s as a chunked body in one call. */
 static int
-test_chunked_len(struct test_chunked *t, const char *s, size_t len,
-    size_t max)
+test_chunked_len(struct test_chunked *t, const char *s, size_t len, size_t max)
 {
-	struct evbuffer	*in, *out;
+	struct evbuffer *in, *out;
 
 	memset(t, 0, sizeof *t);
 	in = evbuffer_new();
 	out = evbuffer_new();
 	evbuffer_add(in, s, len);
-	t->rv = http1_chunked_decode(&t->ck, in, out, max, &t->moved,
-	    &t->err);
+	t->rv = http1_chunked_decode(&t->ck, in, out, max, &t->moved, &t->err);
 	t->out_len = evbuffer_get_length(out);
 	assert_true(t->out_len < sizeof t->out);
 	evbuffer_remove(out, t->out, t->out_len);
@@ -974,7 +1036,7 @@ test_chunked(struct test_chunked *t, const char *s)
 static void
 test_chunked_fails(const char *s, enum http1_err e)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	assert_int_equal(test_chunked(&t, s), -1);
 	assert_int_equal(t.err, e);
@@ -984,11 +1046,13 @@ test_chunked_fails(const char *s, enum http1_err e)
 static void
 test_chunked_simple(void **state)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	(void)state;
-	assert_int_equal(test_chunked(&t, "5\r\nhello\r\nA\r\n, world!!!\r\n"
-	    "0\r\n\r\n"), 1);
+	assert_int_equal(test_chunked(&t,
+			     "5\r\nhello\r\nA\r\n, world!!!\r\n"
+			     "0\r\n\r\n"),
+	    1);
 	assert_int_equal(t.err, HTTP1_E_NONE);
 	assert_int_equal(t.moved, 15);
 	assert_int_equal(t.out_len, 15);
@@ -1005,7 +1069,7 @@ test_chunked_simple(void **state)
 static void
 test_chunked_size_strict(void **state)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	(void)state;
 	assert_int_equal(test_chunked(&t, "00000000000000aB\r\n"), 0);
@@ -1030,11 +1094,13 @@ test_chunked_size_strict(void **state)
 static void
 test_chunked_extensions(void **state)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	(void)state;
-	assert_int_equal(test_chunked(&t, "5;foo=bar\r\nhello\r\n"
-	    "0 ; last ;q = \"a \\\"b\\\\\" ; z\r\n\r\n"), 1);
+	assert_int_equal(test_chunked(&t,
+			     "5;foo=bar\r\nhello\r\n"
+			     "0 ; last ;q = \"a \\\"b\\\\\" ; z\r\n\r\n"),
+	    1);
 	assert_int_equal(t.out_len, 5);
 	assert_memory_equal(t.out, "hello", 5);
 
@@ -1053,9 +1119,9 @@ test_chunked_extensions(void **state)
 static void
 test_chunked_line_too_long(void **state)
 {
-	struct test_chunked	 t;
-	char			*s;
-	size_t			 len = HTTP1_MAX_CHUNK_LINE + 2;
+	struct test_chunked t;
+	char *s;
+	size_t len = HTTP1_MAX_CHUNK_LINE + 2;
 
 	(void)state;
 	s = malloc(len + 1);
@@ -1077,13 +1143,15 @@ test_chunked_line_too_long(void **state)
 static void
 test_chunked_trailers(void **state)
 {
-	struct test_chunked	 t;
-	char			*s;
-	size_t			 len;
+	struct test_chunked t;
+	char *s;
+	size_t len;
 
 	(void)state;
-	assert_int_equal(test_chunked(&t, "3\r\nabc\r\n0\r\nX-Sum: 1\r\n"
-	    "Y:\t2 \r\n\r\n"), 1);
+	assert_int_equal(test_chunked(&t,
+			     "3\r\nabc\r\n0\r\nX-Sum: 1\r\n"
+			     "Y:\t2 \r\n\r\n"),
+	    1);
 	assert_int_equal(t.out_len, 3);
 	assert_int_equal(t.left, 0);
 	assert_int_equal(t.ck.ck_trailer, 19);
@@ -1121,23 +1189,22 @@ test_chunked_trailers(void **state)
 static void
 test_chunked_bytewise(void **state)
 {
-	struct http1_chunked	 ck;
-	struct evbuffer		*in, *out;
-	enum http1_err		 err;
-	const char		*s = "4;x=\"y\"\r\nWiki\r\n5\r\npedia\r\n"
-	    "E\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\nNEXT";
-	size_t			 i, moved, total = 0;
-	char			 buf[64];
-	int			 rv = 0;
+	struct http1_chunked ck;
+	struct evbuffer *in, *out;
+	enum http1_err err;
+	const char *s = "4;x=\"y\"\r\nWiki\r\n5\r\npedia\r\n"
+			"E\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\nNEXT";
+	size_t i, moved, total = 0;
+	char buf[64];
+	int rv = 0;
 
 	(void)state;
 	memset(&ck, 0, sizeof ck);
 	in = evbuffer_new();
 	out = evbuffer_new();
 	for (i = 0; i < strlen(s); i++) {
-		evbuffer_add(in, s + i, 1);
-		rv = http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved,
-		    &err);
+		evbuffer_add_reference(in, s + i, 1, NULL, NULL);
+		rv = http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved, &err);
 		assert_int_not_equal(rv, -1);
 		total += moved;
 		if (rv == 1)
@@ -1149,8 +1216,8 @@ test_chunked_bytewise(void **state)
 	assert_memory_equal(buf, "Wikipedia in\r\n\r\nchunks.", 23);
 	/* Called again after the end, it stays done and moves nothing. */
 	evbuffer_add(in, "NEXT", 4);
-	assert_int_equal(http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved,
-	    &err), 1);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved, &err), 1);
 	assert_int_equal(moved, 0);
 	assert_int_equal(evbuffer_get_length(in), 4);
 	evbuffer_free(out);
@@ -1161,7 +1228,7 @@ test_chunked_bytewise(void **state)
 static void
 test_chunked_missing_crlf(void **state)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	(void)state;
 	test_chunked_fails("5\r\nhelloX\r\n0\r\n\r\n", HTTP1_E_BAD_CHUNK);
@@ -1182,21 +1249,22 @@ test_chunked_bare(void **state)
 	test_chunked_fails("5\nhello\r\n0\r\n\r\n", HTTP1_E_BAD_CHUNK_SIZE);
 	test_chunked_fails("\n", HTTP1_E_BAD_CHUNK_SIZE);
 	test_chunked_fails("5\r\nhello\r\n0\n\r\n", HTTP1_E_BAD_CHUNK_SIZE);
-	test_chunked_fails("5\r\r\nhello\r\n0\r\n\r\n",
-	    HTTP1_E_BAD_CHUNK_SIZE);
-	test_chunked_fails("5;a\rb\r\nhello\r\n0\r\n\r\n",
-	    HTTP1_E_BAD_CHUNK_SIZE);
+	test_chunked_fails("5\r\r\nhello\r\n0\r\n\r\n", HTTP1_E_BAD_CHUNK_SIZE);
+	test_chunked_fails(
+	    "5;a\rb\r\nhello\r\n0\r\n\r\n", HTTP1_E_BAD_CHUNK_SIZE);
 }
 
 /* Bytes after the last chunk (the next message) stay in the input. */
 static void
 test_chunked_next_message(void **state)
 {
-	struct test_chunked	 t;
+	struct test_chunked t;
 
 	(void)state;
-	assert_int_equal(test_chunked(&t, "2\r\nhi\r\n0\r\n\r\n"
-	    "GET / HTTP/1.1\r\n"), 1);
+	assert_int_equal(test_chunked(&t,
+			     "2\r\nhi\r\n0\r\n\r\n"
+			     "GET / HTTP/1.1\r\n"),
+	    1);
 	assert_int_equal(t.out_len, 2);
 	assert_int_equal(t.left, 16);
 }
@@ -1205,30 +1273,30 @@ test_chunked_next_message(void **state)
 static void
 test_chunked_max(void **state)
 {
-	struct http1_chunked	 ck;
-	struct evbuffer		*in, *out;
-	enum http1_err		 err;
-	const char		*s = "5\r\nhello\r\n2\r\nhi\r\n0\r\n\r\n";
-	size_t			 moved;
+	struct http1_chunked ck;
+	struct evbuffer *in, *out;
+	enum http1_err err;
+	const char *s = "5\r\nhello\r\n2\r\nhi\r\n0\r\n\r\n";
+	size_t moved;
 
 	(void)state;
 	memset(&ck, 0, sizeof ck);
 	in = evbuffer_new();
 	out = evbuffer_new();
 	evbuffer_add(in, s, strlen(s));
-	assert_int_equal(http1_chunked_decode(&ck, in, out, 3, &moved, &err),
-	    0);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, in, out, 3, &moved, &err), 0);
 	assert_int_equal(moved, 3);
 	assert_int_equal(evbuffer_get_length(out), 3);
-	assert_int_equal(http1_chunked_decode(&ck, in, out, 0, &moved, &err),
-	    0);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, in, out, 0, &moved, &err), 0);
 	assert_int_equal(moved, 0);
 	assert_int_equal(evbuffer_get_length(out), 3);
-	assert_int_equal(http1_chunked_decode(&ck, in, out, 3, &moved, &err),
-	    0);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, in, out, 3, &moved, &err), 0);
 	assert_int_equal(moved, 3);
-	assert_int_equal(http1_chunked_decode(&ck, in, out, 3, &moved, &err),
-	    1);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, in, out, 3, &moved, &err), 1);
 	assert_int_equal(moved, 1);
 	assert_int_equal(evbuffer_get_length(out), 7);
 	assert_int_equal(evbuffer_get_length(in), 0);
@@ -1240,12 +1308,12 @@ test_chunked_max(void **state)
 static void
 test_chunk_writers(void **state)
 {
-	struct http1_chunked	 ck;
-	struct evbuffer		*buf, *out;
-	enum http1_err		 err;
-	size_t			 moved;
-	char			 s[64];
-	size_t			 len;
+	struct http1_chunked ck;
+	struct evbuffer *buf, *out;
+	enum http1_err err;
+	size_t moved;
+	char s[64];
+	size_t len;
 
 	(void)state;
 	buf = evbuffer_new();
@@ -1265,13 +1333,14 @@ test_chunk_writers(void **state)
 	http1_chunk_trailer(buf);
 	http1_chunk_last(buf);
 	memset(&ck, 0, sizeof ck);
-	assert_int_equal(http1_chunked_decode(&ck, buf, out, SIZE_MAX, &moved,
-	    &err), 1);
+	assert_int_equal(
+	    http1_chunked_decode(&ck, buf, out, SIZE_MAX, &moved, &err), 1);
 	assert_int_equal(moved, 3);
 	evbuffer_free(out);
 	evbuffer_free(buf);
 }
 
+/* Run every test. */
 int
 main(void)
 {
