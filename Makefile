@@ -57,7 +57,7 @@ else
 Q = @
 endif
 
-.PHONY: all deps test check unit regress fuzz run certs install clean \
+.PHONY: all deps test test-build check unit fuzz run certs install clean \
 	format format-check bench valgrind
 
 all: $(BUILD)/akgateway $(BUILD)/aktunnel $(BUILD)/libak.a
@@ -121,11 +121,11 @@ deps:
 	fi
 
 unit: $(UNIT_BIN)
-regress: all certs
+test-build: all certs $(UNIT_BIN)
 
 # Everything: unit tests then end-to-end tests, one summary line at the end.
 test: deps
-	$(Q)$(MAKE) --no-print-directory all certs $(UNIT_BIN)
+	$(Q)$(MAKE) --no-print-directory test-build
 	$(Q)BUILD=$(BUILD) sh tests/run.sh $(UNIT_BIN)
 
 check:

@@ -7,6 +7,8 @@
 
 BUILD=${BUILD:-build}
 LOGDIR=$BUILD/test-logs
+CERTS_DIR=$BUILD/certs
+export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
 pass=0
 fail=0
@@ -14,7 +16,7 @@ failed=""
 
 run_one() {
 	name=$1; shift
-	log="$LOGDIR/$name.log"
+	log="$LOGDIR/$(echo "$name" | tr / -).log"
 	start=$(date +%s)
 	if "$@" >"$log" 2>&1; then
 		pass=$((pass + 1))
