@@ -30,7 +30,7 @@ const char conf_builtin[] =
     "    tunnel:\n"
     "      listen_port: 8766\n";
 
-#define DAY_MS	(86400ULL * 1000)
+#define DAY_MS (86400ULL * 1000)
 
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
 	"timeouts", "limits", "sandboxes", NULL };
@@ -39,10 +39,10 @@ static const char *const listen_keys[] = { "address", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
 static const char *const timeout_keys[] = { "request_header", "connect",
 	"keepalive", "upstream_idle", "upstream_response", "idle", NULL };
-static const char *const limit_keys[] = { "max_connections",
-	"max_header_size", "max_headers", "max_body_size", NULL };
-static const char *const sandbox_keys[] = { "id", "address", "ports",
-	"tunnel", NULL };
+static const char *const limit_keys[] = { "max_connections", "max_header_size",
+	"max_headers", "max_body_size", NULL };
+static const char *const sandbox_keys[] = { "id", "address", "ports", "tunnel",
+	NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
 	NULL };
 static const char *const tunnel_keys[] = { "listen_port", "mode", NULL };
@@ -75,12 +75,12 @@ static int
 conf_address(const struct cfg_doc *doc, const struct cfg_node *n,
     const char *what, struct gw_listen *l, char **cause)
 {
-	char	*why;
+	char *why;
 
 	if (cfg_get_string(doc, n, what, &l->l_address, cause) != 0)
 		return (-1);
-	if (addr_parse_hostport(l->l_address, &l->l_ss, &l->l_sslen,
-	    &why) != 0) {
+	if (addr_parse_hostport(l->l_address, &l->l_ss, &l->l_sslen, &why) !=
+	    0) {
 		cfg_error(doc, n, cause, "%s: %s", what, why);
 		free(why);
 		return (-1);
@@ -93,20 +93,20 @@ static int
 conf_log(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	struct cfg_node	*v;
-	int		 i;
+	struct cfg_node *v;
+	int i;
 
 	if (cfg_check_map(doc, n, "log", log_keys, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "level")) != NULL) {
-		if (cfg_get_enum(doc, v, "log.level", level_names, &i,
-		    cause) != 0)
+		if (cfg_get_enum(doc, v, "log.level", level_names, &i, cause) !=
+		    0)
 			return (-1);
 		cf->cf_log_level = (enum log_level)i;
 	}
 	if ((v = cfg_map_get(n, "format")) != NULL) {
-		if (cfg_get_enum(doc, v, "log.format", format_names, &i,
-		    cause) != 0)
+		if (cfg_get_enum(
+			doc, v, "log.format", format_names, &i, cause) != 0)
 			return (-1);
 		cf->cf_log_format = (enum log_format)i;
 	}
@@ -121,30 +121,31 @@ static int
 conf_listen(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	struct cfg_node	*item, *v;
-	size_t		 i, j;
+	struct cfg_node *item, *v;
+	size_t i, j;
 
 	if (cfg_check_seq(doc, n, "listen", cause) != 0)
 		return (-1);
 	if (n->n_count == 0)
-		return (cfg_error(doc, n, cause, "listen needs at least one "
+		return (cfg_error(doc, n, cause,
+		    "listen needs at least one "
 		    "listener"));
 	cf->cf_listen = xcalloc(n->n_count, sizeof *cf->cf_listen);
 	for (i = 0; i < n->n_count; i++) {
 		item = n->n_items[i];
-		if (cfg_check_map(doc, item, "a listener", listen_keys,
-		    cause) != 0)
+		if (cfg_check_map(
+			doc, item, "a listener", listen_keys, cause) != 0)
 			return (-1);
 		if ((v = cfg_map_get(item, "address")) == NULL)
-			return (cfg_error(doc, item, cause,
-			    "a listener needs an address"));
+			return (cfg_error(
+			    doc, item, cause, "a listener needs an address"));
 		cf->cf_nlisten++;
-		if (conf_address(doc, v, "listen.address",
-		    &cf->cf_listen[i], cause) != 0)
+		if (conf_address(doc, v, "listen.address", &cf->cf_listen[i],
+			cause) != 0)
 			return (-1);
 		for (j = 0; j < i; j++) {
 			if (strcmp(cf->cf_listen[j].l_address,
-			    cf->cf_listen[i].l_address) == 0)
+				cf->cf_listen[i].l_address) == 0)
 				return (cfg_error(doc, v, cause,
 				    "listener %s is declared twice",
 				    cf->cf_listen[i].l_address));
@@ -158,20 +159,20 @@ static int
 conf_admin(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	struct cfg_node	*v;
+	struct cfg_node *v;
 
 	if (cfg_check_map(doc, n, "admin", admin_keys, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "address")) != NULL) {
 		free(cf->cf_admin.l_address);
 		cf->cf_admin.l_address = NULL;
-		if (conf_address(doc, v, "admin.address", &cf->cf_admin,
-		    cause) != 0)
+		if (conf_address(
+			doc, v, "admin.address", &cf->cf_admin, cause) != 0)
 			return (-1);
 	}
 	if ((v = cfg_map_get(n, "token")) != NULL &&
-	    cfg_get_string(doc, v, "admin.token", &cf->cf_admin_token,
-	    cause) != 0)
+	    cfg_get_string(doc, v, "admin.token", &cf->cf_admin_token, cause) !=
+		0)
 		return (-1);
 	return (0);
 }
@@ -180,7 +181,7 @@ conf_admin(const struct cfg_doc *doc, const struct cfg_node *n,
 static int
 conf_valid_domain(const char *s)
 {
-	size_t	 len = strlen(s), label = 0;
+	size_t len = strlen(s), label = 0;
 
 	if (len == 0 || len > 253 || *s == '.' || s[len - 1] == '.')
 		return (0);
@@ -191,8 +192,8 @@ conf_valid_domain(const char *s)
 			label = 0;
 			continue;
 		}
-		if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) &&
-		    *s != '-')
+		if (!islower((unsigned char)*s) &&
+		    !isdigit((unsigned char)*s) && *s != '-')
 			return (0);
 		if (++label > 63)
 			return (0);
@@ -205,15 +206,15 @@ static int
 conf_domains(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	size_t	 i;
-	char	*d;
+	size_t i;
+	char *d;
 
 	if (cfg_check_seq(doc, n, "domains", cause) != 0)
 		return (-1);
 	cf->cf_domains = xcalloc(n->n_count + 1, sizeof *cf->cf_domains);
 	for (i = 0; i < n->n_count; i++) {
-		if (cfg_get_string(doc, n->n_items[i], "a domain", &d,
-		    cause) != 0)
+		if (cfg_get_string(doc, n->n_items[i], "a domain", &d, cause) !=
+		    0)
 			return (-1);
 		cf->cf_domains[cf->cf_ndomains++] = d;
 		if (!conf_valid_domain(d))
@@ -229,25 +230,25 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
 	static const struct {
-		const char	*key;
-		size_t		 off;
-		uint64_t	 min;
+		const char *key;
+		size_t off;
+		uint64_t min;
 	} t[] = {
-		{ "request_header", offsetof(struct gw_config,
-		    cf_header_timeout), 100 },
+		{ "request_header",
+		    offsetof(struct gw_config, cf_header_timeout), 100 },
 		{ "connect", offsetof(struct gw_config, cf_connect_timeout),
 		    100 },
-		{ "keepalive", offsetof(struct gw_config,
-		    cf_keepalive_timeout), 100 },
-		{ "upstream_idle", offsetof(struct gw_config,
-		    cf_upstream_idle), 0 },
-		{ "upstream_response", offsetof(struct gw_config,
-		    cf_response_timeout), 0 },
+		{ "keepalive", offsetof(struct gw_config, cf_keepalive_timeout),
+		    100 },
+		{ "upstream_idle", offsetof(struct gw_config, cf_upstream_idle),
+		    0 },
+		{ "upstream_response",
+		    offsetof(struct gw_config, cf_response_timeout), 0 },
 		{ "idle", offsetof(struct gw_config, cf_idle_timeout), 100 },
 	};
-	struct cfg_node	*v;
-	char		 what[64];
-	size_t		 i;
+	struct cfg_node *v;
+	char what[64];
+	size_t i;
 
 	if (cfg_check_map(doc, n, "timeouts", timeout_keys, cause) != 0)
 		return (-1);
@@ -256,7 +257,7 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
 			continue;
 		snprintf(what, sizeof what, "timeouts.%s", t[i].key);
 		if (cfg_get_duration(doc, v, what, t[i].min, DAY_MS,
-		    (uint64_t *)((char *)cf + t[i].off), cause) != 0)
+			(uint64_t *)((char *)cf + t[i].off), cause) != 0)
 			return (-1);
 	}
 	return (0);
@@ -267,30 +268,30 @@ static int
 conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	struct cfg_node	*v;
-	long long	 ll;
+	struct cfg_node *v;
+	long long ll;
 
 	if (cfg_check_map(doc, n, "limits", limit_keys, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "max_connections")) != NULL) {
 		if (cfg_get_int(doc, v, "limits.max_connections", 1, 1000000,
-		    &ll, cause) != 0)
+			&ll, cause) != 0)
 			return (-1);
 		cf->cf_max_connections = (uint64_t)ll;
 	}
 	if ((v = cfg_map_get(n, "max_header_size")) != NULL &&
 	    cfg_get_size(doc, v, "limits.max_header_size", 1024, 1024 * 1024,
-	    &cf->cf_max_header_size, cause) != 0)
+		&cf->cf_max_header_size, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "max_headers")) != NULL) {
-		if (cfg_get_int(doc, v, "limits.max_headers", 1, 1000, &ll,
-		    cause) != 0)
+		if (cfg_get_int(
+			doc, v, "limits.max_headers", 1, 1000, &ll, cause) != 0)
 			return (-1);
 		cf->cf_max_headers = (uint64_t)ll;
 	}
 	if ((v = cfg_map_get(n, "max_body_size")) != NULL &&
-	    cfg_get_size(doc, v, "limits.max_body_size", 0,
-	    (uint64_t)1 << 50, &cf->cf_max_body_size, cause) != 0)
+	    cfg_get_size(doc, v, "limits.max_body_size", 0, (uint64_t)1 << 50,
+		&cf->cf_max_body_size, cause) != 0)
 		return (-1);
 	return (0);
 }
@@ -300,9 +301,9 @@ static int
 conf_port_range(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_port_rule *pr, char **cause)
 {
-	const char	*s = n->n_value;
-	unsigned long	 lo, hi;
-	char		*end;
+	const char *s = n->n_value;
+	unsigned long lo, hi;
+	char *end;
 
 	if (n->n_type != CFG_SCALAR || *s < '0' || *s > '9')
 		goto bad;
@@ -320,7 +321,8 @@ conf_port_range(const struct cfg_doc *doc, const struct cfg_node *n,
 	pr->pr_hi = (uint16_t)hi;
 	return (0);
 bad:
-	return (cfg_error(doc, n, cause, "port must be a port (1-65535) or a "
+	return (cfg_error(doc, n, cause,
+	    "port must be a port (1-65535) or a "
 	    "range such as 3000-3999, not '%s'",
 	    n->n_type == CFG_SCALAR ? n->n_value : cfg_type_name(n->n_type)));
 }
@@ -330,10 +332,10 @@ static int
 conf_ports(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_sandbox *sb, char **cause)
 {
-	struct gw_port_rule	*pr;
-	struct cfg_node		*item, *v;
-	size_t			 i;
-	int			 access;
+	struct gw_port_rule *pr;
+	struct cfg_node *item, *v;
+	size_t i;
+	int access;
 
 	if (cfg_check_seq(doc, n, "ports", cause) != 0)
 		return (-1);
@@ -347,27 +349,29 @@ conf_ports(const struct cfg_doc *doc, const struct cfg_node *n,
 			return (-1);
 		sb->sb_nports++;
 		if ((v = cfg_map_get(item, "port")) == NULL)
-			return (cfg_error(doc, item, cause,
-			    "a port entry needs port"));
+			return (cfg_error(
+			    doc, item, cause, "a port entry needs port"));
 		if (conf_port_range(doc, v, pr, cause) != 0)
 			return (-1);
 		if ((v = cfg_map_get(item, "access")) != NULL) {
 			if (cfg_get_enum(doc, v, "access", access_names,
-			    &access, cause) != 0)
+				&access, cause) != 0)
 				return (-1);
 			pr->pr_private = access == 1;
 			if (pr->pr_private)
-				return (cfg_error(doc, v, cause, "access: "
+				return (cfg_error(doc, v, cause,
+				    "access: "
 				    "private needs token support, which this "
 				    "version does not have yet"));
 		}
 		if ((v = cfg_map_get(item, "host_rewrite")) != NULL) {
 			if (cfg_get_string(doc, v, "host_rewrite",
-			    &pr->pr_host_rewrite, cause) != 0)
+				&pr->pr_host_rewrite, cause) != 0)
 				return (-1);
 			if (*pr->pr_host_rewrite == '\0' ||
 			    strpbrk(pr->pr_host_rewrite, " \t\r\n") != NULL)
-				return (cfg_error(doc, v, cause, "host_rewrite "
+				return (cfg_error(doc, v, cause,
+				    "host_rewrite "
 				    "must be a host such as "
 				    "\"localhost:${port}\""));
 		}
@@ -380,16 +384,16 @@ static int
 conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_sandbox *sb, char **cause)
 {
-	struct cfg_node	*v, *p;
-	size_t		 i, count;
-	long long	 port;
-	int		 mode;
+	struct cfg_node *v, *p;
+	size_t i, count;
+	long long port;
+	int mode;
 
 	if (cfg_check_map(doc, n, "tunnel", tunnel_keys, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "mode")) != NULL) {
-		if (cfg_get_enum(doc, v, "tunnel.mode", mode_names, &mode,
-		    cause) != 0)
+		if (cfg_get_enum(
+			doc, v, "tunnel.mode", mode_names, &mode, cause) != 0)
 			return (-1);
 		sb->sb_tunnel_mode = (enum gw_tunnel_mode)mode;
 	}
@@ -397,13 +401,14 @@ conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
 		return (cfg_error(doc, n, cause, "tunnel needs listen_port"));
 	count = v->n_type == CFG_SEQ ? v->n_count : 1;
 	if (count == 0)
-		return (cfg_error(doc, v, cause, "tunnel.listen_port needs at "
+		return (cfg_error(doc, v, cause,
+		    "tunnel.listen_port needs at "
 		    "least one port"));
 	sb->sb_tunnel_ports = xcalloc(count, sizeof *sb->sb_tunnel_ports);
 	for (i = 0; i < count; i++) {
 		p = v->n_type == CFG_SEQ ? v->n_items[i] : v;
 		if (cfg_get_int(doc, p, "tunnel.listen_port", 2, 65535, &port,
-		    cause) != 0)
+			cause) != 0)
 			return (-1);
 		sb->sb_tunnel_ports[sb->sb_ntunnel_ports++] = (uint16_t)port;
 	}
@@ -415,9 +420,9 @@ static int
 conf_sandbox(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
-	struct gw_sandbox	*sb = &cf->cf_sandboxes[cf->cf_nsandboxes];
-	struct cfg_node		*v, *idn;
-	size_t			 i;
+	struct gw_sandbox *sb = &cf->cf_sandboxes[cf->cf_nsandboxes];
+	struct cfg_node *v, *idn;
+	size_t i;
 
 	if (cfg_check_map(doc, n, "a sandbox", sandbox_keys, cause) != 0)
 		return (-1);
@@ -427,32 +432,36 @@ conf_sandbox(const struct cfg_doc *doc, const struct cfg_node *n,
 	if (cfg_get_string(doc, idn, "sandbox id", &sb->sb_id, cause) != 0)
 		return (-1);
 	if (*sb->sb_id == '\0' || strlen(sb->sb_id) > 200)
-		return (cfg_error(doc, idn, cause,
-		    "a sandbox id must be 1 to 200 bytes"));
+		return (cfg_error(
+		    doc, idn, cause, "a sandbox id must be 1 to 200 bytes"));
 	for (i = 0; sb->sb_id[i] != '\0'; i++) {
-		if ((unsigned char)sb->sb_id[i] <= ' ' ||
-		    sb->sb_id[i] == 0x7f)
-			return (cfg_error(doc, idn, cause, "a sandbox id must "
+		if ((unsigned char)sb->sb_id[i] <= ' ' || sb->sb_id[i] == 0x7f)
+			return (cfg_error(doc, idn, cause,
+			    "a sandbox id must "
 			    "not contain spaces or control characters"));
 	}
 	sb->sb_safe_id = safeid_make(sb->sb_id);
 	for (i = 0; i + 1 < cf->cf_nsandboxes; i++) {
 		if (strcmp(cf->cf_sandboxes[i].sb_id, sb->sb_id) == 0 ||
-		    strcmp(cf->cf_sandboxes[i].sb_safe_id,
-		    sb->sb_safe_id) == 0)
-			return (cfg_error(doc, idn, cause, "sandbox '%s' has "
+		    strcmp(cf->cf_sandboxes[i].sb_safe_id, sb->sb_safe_id) == 0)
+			return (cfg_error(doc, idn, cause,
+			    "sandbox '%s' has "
 			    "the same id or safe id as sandbox '%s'",
 			    sb->sb_id, cf->cf_sandboxes[i].sb_id));
 	}
 	if ((v = cfg_map_get(n, "address")) == NULL)
-		return (cfg_error(doc, n, cause, "sandbox '%s' needs an "
-		    "address", sb->sb_id));
+		return (cfg_error(doc, n, cause,
+		    "sandbox '%s' needs an "
+		    "address",
+		    sb->sb_id));
 	if (cfg_get_string(doc, v, "address", &sb->sb_address, cause) != 0)
 		return (-1);
-	if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr,
-	    &sb->sb_addrlen) != 0)
-		return (cfg_error(doc, v, cause, "address must be a literal "
-		    "IPv4 or IPv6 address, not '%s'", sb->sb_address));
+	if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr, &sb->sb_addrlen) !=
+	    0)
+		return (cfg_error(doc, v, cause,
+		    "address must be a literal "
+		    "IPv4 or IPv6 address, not '%s'",
+		    sb->sb_address));
 	if ((v = cfg_map_get(n, "ports")) != NULL &&
 	    conf_ports(doc, v, sb, cause) != 0)
 		return (-1);
@@ -466,21 +475,22 @@ conf_sandbox(const struct cfg_doc *doc, const struct cfg_node *n,
 static struct gw_config *
 conf_build(const struct cfg_doc *doc, char **cause)
 {
-	struct gw_config	*cf;
-	struct cfg_node		*root = doc->d_root, *v;
-	size_t			 i;
+	struct gw_config *cf;
+	struct cfg_node *root = doc->d_root, *v;
+	size_t i;
 
 	cf = xcalloc(1, sizeof *cf);
 	cf->cf_file = xstrdup(doc->d_file);
 	conf_defaults(cf);
-	if (root != NULL && cfg_check_map(doc, root, "the configuration",
-	    top_keys, cause) != 0)
+	if (root != NULL &&
+	    cfg_check_map(doc, root, "the configuration", top_keys, cause) != 0)
 		goto fail;
 	if ((v = cfg_map_get(root, "log")) != NULL &&
 	    conf_log(doc, v, cf, cause) != 0)
 		goto fail;
 	if ((v = cfg_map_get(root, "listen")) == NULL) {
-		cfg_error(doc, root, cause, "the configuration needs a listen "
+		cfg_error(doc, root, cause,
+		    "the configuration needs a listen "
 		    "section");
 		goto fail;
 	}
@@ -506,8 +516,8 @@ conf_build(const struct cfg_doc *doc, char **cause)
 		if (cfg_check_seq(doc, v, "sandboxes", cause) != 0)
 			goto fail;
 		if (v->n_count > 0)
-			cf->cf_sandboxes = xcalloc(v->n_count,
-			    sizeof *cf->cf_sandboxes);
+			cf->cf_sandboxes = xcalloc(
+			    v->n_count, sizeof *cf->cf_sandboxes);
 		for (i = 0; i < v->n_count; i++) {
 			if (conf_sandbox(doc, v->n_items[i], cf, cause) != 0)
 				goto fail;
@@ -523,8 +533,8 @@ fail:
 struct gw_config *
 conf_load(const char *path, char **cause)
 {
-	struct cfg_doc		*doc;
-	struct gw_config	*cf;
+	struct cfg_doc *doc;
+	struct gw_config *cf;
 
 	if ((doc = cfg_parse_file(path, cause)) == NULL)
 		return (NULL);
@@ -537,8 +547,8 @@ conf_load(const char *path, char **cause)
 struct gw_config *
 conf_load_string(const char *name, const char *text, char **cause)
 {
-	struct cfg_doc		*doc;
-	struct gw_config	*cf;
+	struct cfg_doc *doc;
+	struct gw_config *cf;
 
 	if ((doc = cfg_parse_string(name, text, strlen(text), cause)) == NULL)
 		return (NULL);
@@ -551,8 +561,8 @@ conf_load_string(const char *name, const char *text, char **cause)
 void
 conf_free(struct gw_config *cf)
 {
-	struct gw_sandbox	*sb;
-	size_t			 i, j;
+	struct gw_sandbox *sb;
+	size_t i, j;
 
 	if (cf == NULL)
 		return;

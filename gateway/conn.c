@@ -23,15 +23,15 @@
 #include "gw.h"
 
 /* How long a closing connection drains input after its answer. */
-#define CONN_LINGER_MS	2000
+#define CONN_LINGER_MS 2000
 /* Output low watermark: the relay resumes below this. */
-#define CONN_LOW	(64 * 1024)
+#define CONN_LOW (64 * 1024)
 
-static void	conn_read_cb(struct bufferevent *, void *);
-static void	conn_write_cb(struct bufferevent *, void *);
-static void	conn_event_cb(struct bufferevent *, short, void *);
-static void	conn_read_head(struct conn *);
-static void	conn_finish(struct conn *);
+static void conn_read_cb(struct bufferevent *, void *);
+static void conn_write_cb(struct bufferevent *, void *);
+static void conn_event_cb(struct bufferevent *, short, void *);
+static void conn_read_head(struct conn *);
+static void conn_finish(struct conn *);
 
 /* Name of a state, for debug logs. */
 const char *
@@ -56,7 +56,7 @@ conn_state_name(enum conn_state s)
 static void
 conn_timer_set(struct conn *c, uint64_t ms)
 {
-	struct timeval	 tv;
+	struct timeval tv;
 
 	clock_msec_to_tv(ms, &tv);
 	evtimer_add(c->c_timer, &tv);
@@ -87,7 +87,7 @@ conn_reset_exchange(struct conn *c)
 static void
 conn_free_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct conn	*c = arg;
+	struct conn *c = arg;
 
 	(void)fd;
 	(void)events;
@@ -103,14 +103,14 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 void
 conn_close(struct conn *c, const char *reason)
 {
-	struct gw	*g = c->c_gw;
-	struct timeval	 tv = { 0, 0 };
+	struct gw *g = c->c_gw;
+	struct timeval tv = { 0, 0 };
 
 	if (c->c_state == CONN_S_DEAD)
 		return;
 	log_debug("conn %llu %s: closed in state %s: %s",
-	    (unsigned long long)c->c_id, c->c_peer,
-	    conn_state_name(c->c_state), reason);
+	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
+	    reason);
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -126,16 +126,16 @@ conn_close(struct conn *c, const char *reason)
 static void
 conn_log_access(struct conn *c)
 {
-	uint64_t	 ms = (clock_mono_usec() - c->c_start_us) / 1000;
+	uint64_t ms = (clock_mono_usec() - c->c_start_us) / 1000;
 
 	log_info("conn %llu %s: \"%s %s\" %d sandbox=%s port=%d in=%llu "
-	    "out=%llu %llums", (unsigned long long)c->c_id, c->c_peer_ip,
+		 "out=%llu %llums",
+	    (unsigned long long)c->c_id, c->c_peer_ip,
 	    c->c_method != NULL ? c->c_method : "-",
 	    c->c_path != NULL ? c->c_path : "-", c->c_status,
 	    c->c_sandbox != NULL ? c->c_sandbox->sb_id : "-", c->c_port,
 	    (unsigned long long)c->c_req_body.b_total,
-	    (unsigned long long)c->c_resp_body.b_total,
-	    (unsigned long long)ms);
+	    (unsigned long long)c->c_resp_body.b_total, (unsigned long long)ms);
 }
 
 /* Start the next exchange on a kept-alive connection. */
@@ -176,7 +176,7 @@ conn_finish(struct conn *c)
 static int
 conn_wants_html(const struct conn *c)
 {
-	const struct http1_header	*h;
+	const struct http1_header *h;
 
 	if (c->c_req.m_buf == NULL)
 		return (0);
@@ -198,10 +198,10 @@ void
 conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
     const char *fmt, ...)
 {
-	va_list		 ap;
-	char		*msg;
-	const char	*code;
-	int		 status, keep;
+	va_list ap;
+	char *msg;
+	const char *code;
+	int status, keep;
 
 	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
@@ -225,13 +225,13 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	/* Keep the connection only when the request was read in full. */
 	keep = e != NULL && (c->c_flags & CONN_F_KEEPALIVE) &&
 	    c->c_req.m_buf != NULL &&
-	    (c->c_req_body.b_kind == HTTP1_BODY_NONE ||
-	    c->c_req_body.b_done) && !(c->c_flags & CONN_F_CLIENT_EOF);
+	    (c->c_req_body.b_kind == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
+	    !(c->c_flags & CONN_F_CLIENT_EOF);
 	errpage_write(bufferevent_get_output(c->c_bev), status, code, msg,
 	    conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
 	c->c_status = status;
-	log_info("conn %llu %s: refused %d %s: %s",
-	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
+	log_info("conn %llu %s: refused %d %s: %s", (unsigned long long)c->c_id,
+	    c->c_peer_ip, status, code, msg);
 	free(msg);
 	if (c->c_req.m_buf != NULL)
 		conn_log_access(c);
@@ -245,8 +245,8 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 void
 conn_response_done(struct conn *c)
 {
-	struct upstream	*up = c->c_up;
-	int		 reusable;
+	struct upstream *up = c->c_up;
+	int reusable;
 
 	reusable = c->c_req_body.b_done && c->c_resp_body.b_done;
 	conn_log_access(c);
@@ -271,14 +271,14 @@ conn_log_path(const char *target)
 static void
 conn_route(struct conn *c)
 {
-	struct gw			*g = c->c_gw;
-	const struct http1_msg		*m = &c->c_req;
-	const struct http1_header	*h;
-	const char			*t = m->m_target, *slash;
-	size_t				 tlen = m->m_target_len;
-	enum route_result		 r;
-	char				*id = NULL;
-	int				 port = 0;
+	struct gw *g = c->c_gw;
+	const struct http1_msg *m = &c->c_req;
+	const struct http1_header *h;
+	const char *t = m->m_target, *slash;
+	size_t tlen = m->m_target_len;
+	enum route_result r;
+	char *id = NULL;
+	int port = 0;
 
 	c->c_method = xstrndup(m->m_method, m->m_method_len);
 	if (tlen > 7 && strncasecmp(t, "http://", 7) == 0) {
@@ -290,16 +290,17 @@ conn_route(struct conn *c)
 		if (slash == t + tlen)
 			c->c_target = xstrdup("/");
 		else
-			c->c_target = xstrndup(slash,
-			    (size_t)(t + tlen - slash));
-	} else if (*t == '/' || (tlen == 1 && *t == '*' &&
-	    strcmp(c->c_method, "OPTIONS") == 0)) {
+			c->c_target = xstrndup(
+			    slash, (size_t)(t + tlen - slash));
+	} else if (*t == '/' ||
+	    (tlen == 1 && *t == '*' && strcmp(c->c_method, "OPTIONS") == 0)) {
 		c->c_target = xstrndup(t, tlen);
 		if ((h = http1_msg_find(m, "host")) != NULL)
 			c->c_host = xstrndup(h->value, h->value_len);
 	} else {
 		c->c_path = xstrdup("-");
-		conn_fail(c, gw_err_bad_target, "The request target must be "
+		conn_fail(c, gw_err_bad_target,
+		    "The request target must be "
 		    "a path such as /index.html.");
 		return;
 	}
@@ -310,37 +311,46 @@ conn_route(struct conn *c)
 		r = route_parse_host(c->c_host, strlen(c->c_host),
 		    g->g_conf->cf_domains, g->g_conf->cf_ndomains, &port, &id);
 	if (r == ROUTE_BAD) {
-		conn_fail(c, gw_err_bad_host, "The host '%s' is not a port "
+		conn_fail(c, gw_err_bad_host,
+		    "The host '%s' is not a port "
 		    "URL: write it as {port}-{sandbox}.%s, for example "
-		    "8000-mysandbox.%s.", c->c_host, g->g_conf->cf_domains[0],
+		    "8000-mysandbox.%s.",
+		    c->c_host, g->g_conf->cf_domains[0],
 		    g->g_conf->cf_domains[0]);
 		return;
 	}
 	if (r == ROUTE_NONE) {
-		conn_fail(c, gw_err_no_route, "This gateway serves sandbox "
+		conn_fail(c, gw_err_no_route,
+		    "This gateway serves sandbox "
 		    "ports at http://{port}-{sandbox}.%s/; '%s' is not such an "
-		    "address.", g->g_conf->cf_domains[0],
+		    "address.",
+		    g->g_conf->cf_domains[0],
 		    c->c_host != NULL ? c->c_host : "(no host)");
 		return;
 	}
 	c->c_port = port;
 	if ((c->c_sandbox = route_find_sandbox(g->g_conf, id)) == NULL) {
-		conn_fail(c, gw_err_sandbox_not_found, "No sandbox '%s' is "
-		    "known to this gateway.", id);
+		conn_fail(c, gw_err_sandbox_not_found,
+		    "No sandbox '%s' is "
+		    "known to this gateway.",
+		    id);
 		free(id);
 		return;
 	}
 	free(id);
 	if ((c->c_rule = route_find_port(g, c->c_sandbox, port)) == NULL) {
-		conn_fail(c, gw_err_port_not_published, "Sandbox '%s' does not "
-		    "publish port %d.", c->c_sandbox->sb_id, port);
+		conn_fail(c, gw_err_port_not_published,
+		    "Sandbox '%s' does not "
+		    "publish port %d.",
+		    c->c_sandbox->sb_id, port);
 		return;
 	}
 	if (g->g_conf->cf_max_body_size != 0 &&
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
 		c->c_flags &= ~CONN_F_KEEPALIVE;
-		conn_fail(c, gw_err_body_too_large, "The request body of %llu "
+		conn_fail(c, gw_err_body_too_large,
+		    "The request body of %llu "
 		    "bytes is larger than the %llu bytes this gateway accepts.",
 		    (unsigned long long)m->m_content_length,
 		    (unsigned long long)g->g_conf->cf_max_body_size);
@@ -353,9 +363,9 @@ conn_route(struct conn *c)
 static void
 conn_read_head(struct conn *c)
 {
-	struct evbuffer	*in = bufferevent_get_input(c->c_bev);
-	enum http1_err	 err = HTTP1_E_NONE;
-	int		 r;
+	struct evbuffer *in = bufferevent_get_input(c->c_bev);
+	enum http1_err err = HTTP1_E_NONE;
+	int r;
 
 	if (evbuffer_get_length(in) == 0)
 		return;
@@ -375,8 +385,9 @@ conn_read_head(struct conn *c)
 	}
 	evtimer_del(c->c_timer);
 	if (c->c_req.m_minor == 1)
-		c->c_flags |= (c->c_req.m_flags & HTTP1_F_CONN_CLOSE) ? 0 :
-		    CONN_F_KEEPALIVE;
+		c->c_flags |= (c->c_req.m_flags & HTTP1_F_CONN_CLOSE)
+		    ? 0
+		    : CONN_F_KEEPALIVE;
 	else if (c->c_req.m_flags & HTTP1_F_CONN_KEEPALIVE)
 		c->c_flags |= CONN_F_KEEPALIVE;
 	if (c->c_req.m_method_len == 4 &&
@@ -389,7 +400,7 @@ conn_read_head(struct conn *c)
 static void
 conn_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct conn	*c = arg;
+	struct conn *c = arg;
 
 	switch (c->c_state) {
 	case CONN_S_HEAD:
@@ -414,7 +425,7 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 static void
 conn_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct conn	*c = arg;
+	struct conn *c = arg;
 
 	if (c->c_state == CONN_S_DEAD)
 		return;
@@ -439,8 +450,8 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 static void
 conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct conn	*c = arg;
-	char		 why[128];
+	struct conn *c = arg;
+	char why[128];
 
 	(void)bev;
 	if (c->c_state == CONN_S_DEAD)
@@ -452,9 +463,10 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
-		conn_close(c, (what & BEV_EVENT_READING) ?
-		    "client sent nothing for the idle timeout" :
-		    "client read nothing for the idle timeout");
+		conn_close(c,
+		    (what & BEV_EVENT_READING)
+			? "client sent nothing for the idle timeout"
+			: "client read nothing for the idle timeout");
 		return;
 	}
 	if (!(what & BEV_EVENT_EOF))
@@ -462,8 +474,10 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	c->c_flags |= CONN_F_CLIENT_EOF;
 	switch (c->c_state) {
 	case CONN_S_HEAD:
-		conn_close(c, (c->c_flags & CONN_F_HEAD_STARTED) ?
-		    "client closed mid-head" : "client closed");
+		conn_close(c,
+		    (c->c_flags & CONN_F_HEAD_STARTED)
+			? "client closed mid-head"
+			: "client closed");
 		break;
 	case CONN_S_BODY:
 		conn_close(c, "client closed mid-body");
@@ -484,7 +498,7 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 static void
 conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct conn	*c = arg;
+	struct conn *c = arg;
 
 	(void)fd;
 	(void)events;
@@ -494,13 +508,15 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 			conn_close(c, "keep-alive idle timeout");
 			break;
 		}
-		conn_fail(c, gw_err_request_timeout, "The request head did not "
+		conn_fail(c, gw_err_request_timeout,
+		    "The request head did not "
 		    "arrive within %llums.",
 		    (unsigned long long)c->c_gw->g_conf->cf_header_timeout);
 		break;
 	case CONN_S_ERROR:
-		conn_close(c, (c->c_flags & CONN_F_LINGER) ? "linger timeout" :
-		    "timeout writing an error");
+		conn_close(c,
+		    (c->c_flags & CONN_F_LINGER) ? "linger timeout"
+						 : "timeout writing an error");
 		break;
 	default:
 		break;
@@ -509,12 +525,12 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 
 /* A new client connection from a listener. */
 void
-conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
-    int local_port)
+conn_accept(
+    struct gw *g, int fd, struct sockaddr *sa, int salen, int local_port)
 {
-	struct conn	*c;
-	int		 one = 1;
-	size_t		 high;
+	struct conn *c;
+	int one = 1;
+	size_t high;
 
 	(void)salen;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -527,8 +543,8 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
 	c->c_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
-	bufferevent_setcb(c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb,
-	    c);
+	bufferevent_setcb(
+	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
 	/* Input stops at the high watermark: a head, or body backpressure. */
 	high = g->g_conf->cf_max_header_size + 4096;
 	if (high < 64 * 1024)
@@ -540,7 +556,8 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	log_debug("conn %llu %s: accepted on port %d",
 	    (unsigned long long)c->c_id, c->c_peer, local_port);
 	if (g->g_nconns > g->g_conf->cf_max_connections) {
-		conn_fail(c, gw_err_too_many_connections, "The gateway is at "
+		conn_fail(c, gw_err_too_many_connections,
+		    "The gateway is at "
 		    "its limit of %llu connections; try again shortly.",
 		    (unsigned long long)g->g_conf->cf_max_connections);
 		return;
@@ -554,7 +571,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 void
 conn_close_all(struct gw *g)
 {
-	struct conn	*c;
+	struct conn *c;
 
 	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL)
 		conn_close(c, "gateway stopping");

@@ -14,24 +14,21 @@
 
 const struct gw_error gw_err_no_route[] = { { 404, "no_route" } };
 const struct gw_error gw_err_bad_host[] = { { 400, "bad_host" } };
-const struct gw_error gw_err_sandbox_not_found[] =
-    { { 404, "sandbox_not_found" } };
-const struct gw_error gw_err_port_not_published[] =
-    { { 404, "port_not_published" } };
-const struct gw_error gw_err_port_not_listening[] =
-    { { 502, "port_not_listening" } };
-const struct gw_error gw_err_upstream_timeout[] =
-    { { 504, "upstream_timeout" } };
-const struct gw_error gw_err_upstream_closed[] =
-    { { 502, "upstream_closed" } };
-const struct gw_error gw_err_bad_response[] =
-    { { 502, "bad_upstream_response" } };
-const struct gw_error gw_err_too_many_connections[] =
-    { { 429, "too_many_connections" } };
-const struct gw_error gw_err_body_too_large[] =
-    { { 413, "body_too_large" } };
-const struct gw_error gw_err_request_timeout[] =
-    { { 408, "request_timeout" } };
+const struct gw_error gw_err_sandbox_not_found[] = { { 404,
+    "sandbox_not_found" } };
+const struct gw_error gw_err_port_not_published[] = { { 404,
+    "port_not_published" } };
+const struct gw_error gw_err_port_not_listening[] = { { 502,
+    "port_not_listening" } };
+const struct gw_error gw_err_upstream_timeout[] = { { 504,
+    "upstream_timeout" } };
+const struct gw_error gw_err_upstream_closed[] = { { 502, "upstream_closed" } };
+const struct gw_error gw_err_bad_response[] = { { 502,
+    "bad_upstream_response" } };
+const struct gw_error gw_err_too_many_connections[] = { { 429,
+    "too_many_connections" } };
+const struct gw_error gw_err_body_too_large[] = { { 413, "body_too_large" } };
+const struct gw_error gw_err_request_timeout[] = { { 408, "request_timeout" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
 /* Reason phrase for a status the gateway sends. */
@@ -39,19 +36,32 @@ const char *
 errpage_reason(int status)
 {
 	switch (status) {
-	case 400: return ("Bad Request");
-	case 401: return ("Unauthorized");
-	case 403: return ("Forbidden");
-	case 404: return ("Not Found");
-	case 408: return ("Request Timeout");
-	case 413: return ("Content Too Large");
-	case 429: return ("Too Many Requests");
-	case 431: return ("Request Header Fields Too Large");
-	case 501: return ("Not Implemented");
-	case 502: return ("Bad Gateway");
-	case 503: return ("Service Unavailable");
-	case 504: return ("Gateway Timeout");
-	case 505: return ("HTTP Version Not Supported");
+	case 400:
+		return ("Bad Request");
+	case 401:
+		return ("Unauthorized");
+	case 403:
+		return ("Forbidden");
+	case 404:
+		return ("Not Found");
+	case 408:
+		return ("Request Timeout");
+	case 413:
+		return ("Content Too Large");
+	case 429:
+		return ("Too Many Requests");
+	case 431:
+		return ("Request Header Fields Too Large");
+	case 501:
+		return ("Not Implemented");
+	case 502:
+		return ("Bad Gateway");
+	case 503:
+		return ("Service Unavailable");
+	case 504:
+		return ("Gateway Timeout");
+	case 505:
+		return ("HTTP Version Not Supported");
 	}
 	return ("Error");
 }
@@ -89,23 +99,27 @@ void
 errpage_write(struct evbuffer *out, int status, const char *code,
     const char *message, int html, int head_only, int keepalive)
 {
-	struct evbuffer	*body;
-	json_t		*obj;
-	char		*js;
+	struct evbuffer *body;
+	json_t *obj;
+	char *js;
 
 	body = evbuffer_new();
 	if (html) {
-		evbuffer_add_printf(body, "<!DOCTYPE html>\n<html><head>"
+		evbuffer_add_printf(body,
+		    "<!DOCTYPE html>\n<html><head>"
 		    "<meta charset=\"utf-8\"><title>%d %s</title></head>\n"
-		    "<body><h1>%d %s</h1>\n<p>", status,
-		    errpage_reason(status), status, errpage_reason(status));
+		    "<body><h1>%d %s</h1>\n<p>",
+		    status, errpage_reason(status), status,
+		    errpage_reason(status));
 		errpage_html_escape(body, message);
-		evbuffer_add_printf(body, "</p>\n<p><code>%s</code></p>\n"
-		    "<hr><p>akgateway</p></body></html>\n", code);
+		evbuffer_add_printf(body,
+		    "</p>\n<p><code>%s</code></p>\n"
+		    "<hr><p>akgateway</p></body></html>\n",
+		    code);
 	} else {
 		obj = json_pack("{s:i, s:s, s:s}", "status", status, "code",
 		    code, "message", message);
-		if (obj == NULL)	/* message not UTF-8 */
+		if (obj == NULL) /* message not UTF-8 */
 			obj = json_pack("{s:i, s:s, s:s}", "status", status,
 			    "code", code, "message", errpage_reason(status));
 		js = json_dumps(obj, JSON_COMPACT);
@@ -113,13 +127,15 @@ errpage_write(struct evbuffer *out, int status, const char *code,
 		free(js);
 		json_decref(obj);
 	}
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n"
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\n"
 	    "Content-Type: %s\r\n"
 	    "Content-Length: %zu\r\n"
 	    "Cache-Control: no-store\r\n"
 	    "X-Gateway-Error: %s\r\n"
 	    "%s"
-	    "\r\n", status, errpage_reason(status),
+	    "\r\n",
+	    status, errpage_reason(status),
 	    html ? "text/html; charset=utf-8" : "application/json",
 	    evbuffer_get_length(body), code,
 	    keepalive ? "" : "Connection: close\r\n");

@@ -21,10 +21,10 @@ struct evbuffer;
 
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
-	uint16_t		 pr_lo;
-	uint16_t		 pr_hi;
-	int			 pr_private;	/* access: private */
-	char			*pr_host_rewrite; /* "localhost:${port}" or NULL */
+	uint16_t pr_lo;
+	uint16_t pr_hi;
+	int pr_private; /* access: private */
+	char *pr_host_rewrite; /* "localhost:${port}" or NULL */
 };
 
 enum gw_tunnel_mode {
@@ -34,60 +34,60 @@ enum gw_tunnel_mode {
 
 /* A sandbox in the directory. */
 struct gw_sandbox {
-	char			*sb_id;
-	char			*sb_safe_id;
-	char			*sb_address;	/* literal IP as written */
-	struct sockaddr_storage	 sb_addr;	/* port 0 */
-	socklen_t		 sb_addrlen;
-	struct gw_port_rule	*sb_ports;
-	size_t			 sb_nports;
-	uint16_t		*sb_tunnel_ports;	/* listen ports */
-	size_t			 sb_ntunnel_ports;
-	enum gw_tunnel_mode	 sb_tunnel_mode;
+	char *sb_id;
+	char *sb_safe_id;
+	char *sb_address; /* literal IP as written */
+	struct sockaddr_storage sb_addr; /* port 0 */
+	socklen_t sb_addrlen;
+	struct gw_port_rule *sb_ports;
+	size_t sb_nports;
+	uint16_t *sb_tunnel_ports; /* listen ports */
+	size_t sb_ntunnel_ports;
+	enum gw_tunnel_mode sb_tunnel_mode;
 };
 
 /* A listener. */
 struct gw_listen {
-	char			*l_address;
-	struct sockaddr_storage	 l_ss;
-	socklen_t		 l_sslen;
+	char *l_address;
+	struct sockaddr_storage l_ss;
+	socklen_t l_sslen;
 };
 
 /* The whole configuration; immutable once loaded. */
 struct gw_config {
-	char			*cf_file;
-	enum log_level		 cf_log_level;
-	enum log_format		 cf_log_format;
-	char			*cf_log_file;
+	char *cf_file;
+	enum log_level cf_log_level;
+	enum log_format cf_log_format;
+	char *cf_log_file;
 
-	struct gw_listen	*cf_listen;
-	size_t			 cf_nlisten;
-	struct gw_listen	 cf_admin;
-	char			*cf_admin_token;
+	struct gw_listen *cf_listen;
+	size_t cf_nlisten;
+	struct gw_listen cf_admin;
+	char *cf_admin_token;
 
-	char			**cf_domains;
-	size_t			 cf_ndomains;
+	char **cf_domains;
+	size_t cf_ndomains;
 
-	uint64_t		 cf_header_timeout;	/* ms, whole head */
-	uint64_t		 cf_connect_timeout;	/* ms */
-	uint64_t		 cf_keepalive_timeout;	/* ms, idle client */
-	uint64_t		 cf_upstream_idle;	/* ms, pooled */
-	uint64_t		 cf_response_timeout;	/* ms, 0 = none */
-	uint64_t		 cf_idle_timeout;	/* ms, body transfer */
+	uint64_t cf_header_timeout; /* ms, whole head */
+	uint64_t cf_connect_timeout; /* ms */
+	uint64_t cf_keepalive_timeout; /* ms, idle client */
+	uint64_t cf_upstream_idle; /* ms, pooled */
+	uint64_t cf_response_timeout; /* ms, 0 = none */
+	uint64_t cf_idle_timeout; /* ms, body transfer */
 
-	uint64_t		 cf_max_connections;
-	uint64_t		 cf_max_header_size;
-	uint64_t		 cf_max_headers;
-	uint64_t		 cf_max_body_size;	/* 0 = no limit */
+	uint64_t cf_max_connections;
+	uint64_t cf_max_header_size;
+	uint64_t cf_max_headers;
+	uint64_t cf_max_body_size; /* 0 = no limit */
 
-	struct gw_sandbox	*cf_sandboxes;
-	size_t			 cf_nsandboxes;
+	struct gw_sandbox *cf_sandboxes;
+	size_t cf_nsandboxes;
 };
 
 /* Error responses the gateway itself sends. */
 struct gw_error {
-	int			 e_status;
-	const char		*e_code;
+	int e_status;
+	const char *e_code;
 };
 
 extern const struct gw_error gw_err_no_route[];
@@ -105,168 +105,164 @@ extern const struct gw_error gw_err_bad_target[];
 
 /* The running gateway. */
 struct gw {
-	struct event_base	*g_base;
-	struct gw_config	*g_conf;
-	struct http1_limits	 g_limits;
-	struct event		*g_sigint;
-	struct event		*g_sigterm;
-	struct event		*g_sigpipe;
-	struct gw_listener	*g_listeners;
-	size_t			 g_nlisteners;
-	uint64_t		 g_nconns;
-	uint64_t		 g_conn_ids;
-	TAILQ_HEAD(, conn)	 g_conns;
-	TAILQ_HEAD(, upstream)	 g_idle;	/* pooled upstreams */
+	struct event_base *g_base;
+	struct gw_config *g_conf;
+	struct http1_limits g_limits;
+	struct event *g_sigint;
+	struct event *g_sigterm;
+	struct event *g_sigpipe;
+	struct gw_listener *g_listeners;
+	size_t g_nlisteners;
+	uint64_t g_nconns;
+	uint64_t g_conn_ids;
+	TAILQ_HEAD(, conn) g_conns;
+	TAILQ_HEAD(, upstream) g_idle; /* pooled upstreams */
 };
 
 /* A listening socket. */
 struct gw_listener {
-	struct gw		*gl_gw;
-	struct gw_listen	*gl_conf;
-	struct evconnlistener	*gl_lev;
-	struct event		*gl_pause;	/* EMFILE back-off */
-	int			 gl_port;
+	struct gw *gl_gw;
+	struct gw_listen *gl_conf;
+	struct evconnlistener *gl_lev;
+	struct event *gl_pause; /* EMFILE back-off */
+	int gl_port;
 };
 
 enum conn_state {
-	CONN_S_HEAD = 0,	/* reading a request head */
-	CONN_S_BODY,		/* relaying the request body */
-	CONN_S_WAIT,		/* request sent, waiting for the response */
-	CONN_S_ERROR,		/* writing a gateway error, then closing */
-	CONN_S_DEAD,		/* closed; freed from the loop */
+	CONN_S_HEAD = 0, /* reading a request head */
+	CONN_S_BODY, /* relaying the request body */
+	CONN_S_WAIT, /* request sent, waiting for the response */
+	CONN_S_ERROR, /* writing a gateway error, then closing */
+	CONN_S_DEAD, /* closed; freed from the loop */
 };
 
 /* Framing state of a body being relayed. */
 struct gw_body {
-	enum http1_body		 b_kind;
-	uint64_t		 b_left;	/* LENGTH: bytes still to come */
-	uint64_t		 b_total;	/* bytes relayed */
-	struct http1_chunked	 b_chunked;
-	int			 b_out_chunked;	/* re-encode as chunked */
-	int			 b_done;
+	enum http1_body b_kind;
+	uint64_t b_left; /* LENGTH: bytes still to come */
+	uint64_t b_total; /* bytes relayed */
+	struct http1_chunked b_chunked;
+	int b_out_chunked; /* re-encode as chunked */
+	int b_done;
 };
 
 /* A client connection on a public listener. */
 struct conn {
-	TAILQ_ENTRY(conn)	 c_entry;
-	struct gw		*c_gw;
-	uint64_t		 c_id;
-	struct bufferevent	*c_bev;
-	enum conn_state		 c_state;
-	int			 c_flags;
-#define CONN_F_KEEPALIVE	0x01	/* this exchange may keep the conn */
-#define CONN_F_HEAD_STARTED	0x02	/* a byte of a new head arrived */
-#define CONN_F_CLIENT_EOF	0x04	/* client shut its side */
-#define CONN_F_RESP_STARTED	0x08	/* response head sent to client */
-#define CONN_F_HEAD_REQ		0x10	/* request was HEAD */
-#define CONN_F_RESP_DONE	0x20	/* response fully relayed */
-#define CONN_F_LINGER		0x40	/* shut down, draining input */
-#define CONN_F_RETRIED		0x80	/* retried on a fresh upstream */
-	char			 c_peer[64];	/* ip:port */
-	char			 c_peer_ip[48];
-	int			 c_local_port;
-	struct event		*c_timer;	/* header deadline, idle */
-	struct http1_msg	 c_req;
-	struct gw_body		 c_req_body;
-	struct gw_body		 c_resp_body;
-	struct upstream		*c_up;
-	const struct gw_sandbox	*c_sandbox;
+	TAILQ_ENTRY(conn) c_entry;
+	struct gw *c_gw;
+	uint64_t c_id;
+	struct bufferevent *c_bev;
+	enum conn_state c_state;
+	int c_flags;
+#define CONN_F_KEEPALIVE 0x01 /* this exchange may keep the conn */
+#define CONN_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
+#define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
+#define CONN_F_RESP_STARTED 0x08 /* response head sent to client */
+#define CONN_F_HEAD_REQ 0x10 /* request was HEAD */
+#define CONN_F_RESP_DONE 0x20 /* response fully relayed */
+#define CONN_F_LINGER 0x40 /* shut down, draining input */
+#define CONN_F_RETRIED 0x80 /* retried on a fresh upstream */
+	char c_peer[64]; /* ip:port */
+	char c_peer_ip[48];
+	int c_local_port;
+	struct event *c_timer; /* header deadline, idle */
+	struct http1_msg c_req;
+	struct gw_body c_req_body;
+	struct gw_body c_resp_body;
+	struct upstream *c_up;
+	const struct gw_sandbox *c_sandbox;
 	const struct gw_port_rule *c_rule;
-	int			 c_port;
-	char			*c_target;	/* origin-form, for upstream */
-	char			*c_host;	/* Host as the client sent it */
-	uint64_t		 c_start_us;
-	int			 c_status;	/* status sent, for the log */
-	char			*c_method;
-	char			*c_path;	/* without the query */
+	int c_port;
+	char *c_target; /* origin-form, for upstream */
+	char *c_host; /* Host as the client sent it */
+	uint64_t c_start_us;
+	int c_status; /* status sent, for the log */
+	char *c_method;
+	char *c_path; /* without the query */
 };
 
 enum upstream_state {
 	UP_S_CONNECTING = 0,
-	UP_S_ACTIVE,		/* bound to a conn */
-	UP_S_IDLE,		/* in the pool */
+	UP_S_ACTIVE, /* bound to a conn */
+	UP_S_IDLE, /* in the pool */
 	UP_S_DEAD,
 };
 
 /* A connection to a sandbox port. */
 struct upstream {
-	TAILQ_ENTRY(upstream)	 u_entry;
-	struct gw		*u_gw;
-	struct bufferevent	*u_bev;
-	enum upstream_state	 u_state;
-	int			 u_flags;
-#define UP_F_SENT		0x01	/* a byte of a request was written */
-#define UP_F_REUSED		0x02	/* taken from the pool */
-#define UP_F_NO_REUSE		0x04	/* close after this exchange */
-#define UP_F_GOT_BYTES		0x08	/* a response byte arrived */
-	char			*u_key;		/* pool identity */
-	struct sockaddr_storage	 u_addr;
-	socklen_t		 u_addrlen;
-	int			 u_attempt;
-	struct event		*u_timer;	/* retry, idle, response */
-	struct conn		*u_conn;
-	struct http1_msg	 u_resp;
+	TAILQ_ENTRY(upstream) u_entry;
+	struct gw *u_gw;
+	struct bufferevent *u_bev;
+	enum upstream_state u_state;
+	int u_flags;
+#define UP_F_SENT 0x01 /* a byte of a request was written */
+#define UP_F_REUSED 0x02 /* taken from the pool */
+#define UP_F_NO_REUSE 0x04 /* close after this exchange */
+#define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
+	char *u_key; /* pool identity */
+	struct sockaddr_storage u_addr;
+	socklen_t u_addrlen;
+	int u_attempt;
+	struct event *u_timer; /* retry, idle, response */
+	struct conn *u_conn;
+	struct http1_msg u_resp;
 };
 
 /* conf.c */
-extern const char	 conf_builtin[];
-struct gw_config	*conf_load(const char *path, char **cause);
-struct gw_config	*conf_load_string(const char *name, const char *text,
-			     char **cause);
-void			 conf_free(struct gw_config *);
+extern const char conf_builtin[];
+struct gw_config *conf_load(const char *path, char **cause);
+struct gw_config *
+conf_load_string(const char *name, const char *text, char **cause);
+void conf_free(struct gw_config *);
 
 /* route.c */
 enum route_result {
 	ROUTE_OK = 0,
-	ROUTE_NONE,		/* not a port URL */
-	ROUTE_BAD,		/* malformed host */
+	ROUTE_NONE, /* not a port URL */
+	ROUTE_BAD, /* malformed host */
 };
-enum route_result	 route_parse_host(const char *host, size_t len,
-			     char *const *domains, size_t ndomains,
-			     int *port, char **id);
-const struct gw_sandbox	*route_find_sandbox(const struct gw_config *,
-			     const char *id);
-const struct gw_port_rule *route_find_port(const struct gw *,
-			     const struct gw_sandbox *, int port);
+enum route_result route_parse_host(const char *host, size_t len,
+    char *const *domains, size_t ndomains, int *port, char **id);
+const struct gw_sandbox *
+route_find_sandbox(const struct gw_config *, const char *id);
+const struct gw_port_rule *
+route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 
 /* listener.c */
-int			 listener_start(struct gw *, char **cause);
-void			 listener_stop(struct gw *);
+int listener_start(struct gw *, char **cause);
+void listener_stop(struct gw *);
 
 /* conn.c */
-void			 conn_accept(struct gw *, int fd, struct sockaddr *,
-			     int, int local_port);
-void			 conn_close(struct conn *, const char *reason);
-void			 conn_refuse(struct conn *, const struct gw_error *,
-			     enum http1_err, const char *fmt, ...)
-			     __attribute__((format(printf, 4, 5)));
-#define conn_fail(c, e, ...)	conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
-void			 conn_response_done(struct conn *);
-void			 conn_close_all(struct gw *);
-const char		*conn_state_name(enum conn_state);
+void conn_accept(struct gw *, int fd, struct sockaddr *, int, int local_port);
+void conn_close(struct conn *, const char *reason);
+void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define conn_fail(c, e, ...) conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
+void conn_response_done(struct conn *);
+void conn_close_all(struct gw *);
+const char *conn_state_name(enum conn_state);
 
 /* proxy.c */
-void			 proxy_start(struct conn *);
-void			 proxy_request_body(struct conn *);
-void			 proxy_upstream_ready(struct upstream *);
-void			 proxy_upstream_failed(struct upstream *,
-			     const struct gw_error *, const char *why);
-void			 proxy_upstream_event(struct upstream *, short);
-void			 proxy_response_timeout(struct upstream *);
-void			 proxy_client_drained(struct conn *);
+void proxy_start(struct conn *);
+void proxy_request_body(struct conn *);
+void proxy_upstream_ready(struct upstream *);
+void proxy_upstream_failed(
+    struct upstream *, const struct gw_error *, const char *why);
+void proxy_upstream_event(struct upstream *, short);
+void proxy_response_timeout(struct upstream *);
+void proxy_client_drained(struct conn *);
 
 /* upstream.c */
-struct upstream		*upstream_get(struct gw *, struct conn *,
-			     const struct gw_sandbox *, int port, int fresh);
-void			 upstream_release(struct upstream *, int reusable);
-void			 upstream_close(struct upstream *, const char *);
-void			 upstream_event_cb(struct bufferevent *, short, void *);
-void			 upstream_pool_flush(struct gw *);
+struct upstream *upstream_get(
+    struct gw *, struct conn *, const struct gw_sandbox *, int port, int fresh);
+void upstream_release(struct upstream *, int reusable);
+void upstream_close(struct upstream *, const char *);
+void upstream_event_cb(struct bufferevent *, short, void *);
+void upstream_pool_flush(struct gw *);
 
 /* errpage.c */
-void			 errpage_write(struct evbuffer *, int status,
-			     const char *code, const char *message,
-			     int html, int head_only, int keepalive);
-const char		*errpage_reason(int status);
+void errpage_write(struct evbuffer *, int status, const char *code,
+    const char *message, int html, int head_only, int keepalive);
+const char *errpage_reason(int status);
 
 #endif

@@ -13,14 +13,14 @@
 #include "gw.h"
 
 /* Pause after EMFILE or ENFILE. */
-#define LISTENER_PAUSE_MS	1000
+#define LISTENER_PAUSE_MS 1000
 
 /* Accept callback: hand the socket to a new connection. */
 static void
 listener_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
-	struct gw_listener	*gl = arg;
+	struct gw_listener *gl = arg;
 
 	(void)lev;
 	conn_accept(gl->gl_gw, fd, sa, salen, gl->gl_port);
@@ -30,7 +30,7 @@ listener_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 static void
 listener_resume_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct gw_listener	*gl = arg;
+	struct gw_listener *gl = arg;
 
 	(void)fd;
 	(void)events;
@@ -41,10 +41,10 @@ listener_resume_cb(evutil_socket_t fd, short events, void *arg)
 static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {
-	struct gw_listener	*gl = arg;
-	struct timeval		 tv = { LISTENER_PAUSE_MS / 1000,
-				     (LISTENER_PAUSE_MS % 1000) * 1000 };
-	int			 e = EVUTIL_SOCKET_ERROR();
+	struct gw_listener *gl = arg;
+	struct timeval tv = { LISTENER_PAUSE_MS / 1000,
+		(LISTENER_PAUSE_MS % 1000) * 1000 };
+	int e = EVUTIL_SOCKET_ERROR();
 
 	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
 		log_warn("listener %s: %s; pausing accept for %dms",
@@ -53,17 +53,17 @@ listener_error_cb(struct evconnlistener *lev, void *arg)
 		evtimer_add(gl->gl_pause, &tv);
 		return;
 	}
-	log_warn("listener %s: accept: %s", gl->gl_conf->l_address,
-	    strerror(e));
+	log_warn(
+	    "listener %s: accept: %s", gl->gl_conf->l_address, strerror(e));
 }
 
 /* Open every configured listener; -1 with *cause if one cannot bind. */
 int
 listener_start(struct gw *g, char **cause)
 {
-	struct gw_config	*cf = g->g_conf;
-	struct gw_listener	*gl;
-	size_t			 i;
+	struct gw_config *cf = g->g_conf;
+	struct gw_listener *gl;
+	size_t i;
 
 	g->g_listeners = xcalloc(cf->cf_nlisten, sizeof *g->g_listeners);
 	for (i = 0; i < cf->cf_nlisten; i++) {
@@ -72,9 +72,10 @@ listener_start(struct gw *g, char **cause)
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
 		gl->gl_lev = evconnlistener_new_bind(g->g_base,
-		    listener_accept_cb, gl, LEV_OPT_CLOSE_ON_FREE |
-		    LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-		    (struct sockaddr *)&gl->gl_conf->l_ss,
+		    listener_accept_cb, gl,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+			LEV_OPT_CLOSE_ON_EXEC,
+		    1024, (struct sockaddr *)&gl->gl_conf->l_ss,
 		    (int)gl->gl_conf->l_sslen);
 		if (gl->gl_lev == NULL) {
 			xasprintf(cause, "cannot listen on %s: %s",
@@ -93,7 +94,7 @@ listener_start(struct gw *g, char **cause)
 void
 listener_stop(struct gw *g)
 {
-	size_t	 i;
+	size_t i;
 
 	for (i = 0; i < g->g_nlisteners; i++) {
 		evconnlistener_free(g->g_listeners[i].gl_lev);

@@ -35,7 +35,7 @@ usage(FILE *f)
 static void
 main_signal_cb(evutil_socket_t sig, short events, void *arg)
 {
-	struct gw	*g = arg;
+	struct gw *g = arg;
 
 	(void)events;
 	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -51,18 +51,16 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 int
 main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+	static const struct option longopts[] = { { "config", required_argument,
+						      NULL, 'c' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct gw		 g;
-	struct gw_config	*cf;
-	const char		*file = NULL;
-	char			*cause = NULL;
-	int			 ch, check = 0;
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+	struct gw g;
+	struct gw_config *cf;
+	const char *file = NULL;
+	char *cause = NULL;
+	int ch, check = 0;
 
 	while ((ch = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -106,7 +104,7 @@ main(int argc, char **argv)
 		return (0);
 	}
 	if (log_open(cf->cf_log_level, cf->cf_log_format, cf->cf_log_file,
-	    &cause) != 0) {
+		&cause) != 0) {
 		fprintf(stderr, "akgateway: %s\n", cause);
 		free(cause);
 		conf_free(cf);
@@ -116,8 +114,9 @@ main(int argc, char **argv)
 	memset(&g, 0, sizeof g);
 	g.g_conf = cf;
 	g.g_limits.max_head = cf->cf_max_header_size;
-	g.g_limits.max_line = cf->cf_max_header_size < 8192 ?
-	    cf->cf_max_header_size : 8192;
+	g.g_limits.max_line = cf->cf_max_header_size < 8192
+	    ? cf->cf_max_header_size
+	    : 8192;
 	g.g_limits.max_headers = cf->cf_max_headers;
 	TAILQ_INIT(&g.g_conns);
 	TAILQ_INIT(&g.g_idle);

@@ -19,14 +19,14 @@
  * Output watermarks: a writer stops reading its source when the other
  * side's output buffer holds PROXY_HIGH bytes and resumes below PROXY_LOW.
  */
-#define PROXY_HIGH	(256 * 1024)
-#define PROXY_LOW	(64 * 1024)
+#define PROXY_HIGH (256 * 1024)
+#define PROXY_LOW (64 * 1024)
 /* Most data moved in one step, so one connection cannot starve others. */
-#define PROXY_STEP	(256 * 1024)
+#define PROXY_STEP (256 * 1024)
 
-static void	proxy_upstream_read_cb(struct bufferevent *, void *);
-static void	proxy_upstream_write_cb(struct bufferevent *, void *);
-static void	proxy_response_body(struct conn *);
+static void proxy_upstream_read_cb(struct bufferevent *, void *);
+static void proxy_upstream_write_cb(struct bufferevent *, void *);
+static void proxy_response_body(struct conn *);
 
 /* Hop-by-hop fields, never forwarded in either direction. */
 static const char *const proxy_hop[] = { "connection", "keep-alive",
@@ -37,8 +37,8 @@ static const char *const proxy_hop[] = { "connection", "keep-alive",
 static int
 proxy_is_hop(const struct http1_msg *m, const struct http1_header *h)
 {
-	const struct http1_header	*ch;
-	size_t				 i;
+	const struct http1_header *ch;
+	size_t i;
 
 	for (i = 0; proxy_hop[i] != NULL; i++) {
 		if (strcasecmp(h->name, proxy_hop[i]) == 0)
@@ -69,9 +69,9 @@ static int
 proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
     enum http1_err *err)
 {
-	struct evbuffer	*tmp;
-	size_t		 n, moved;
-	int		 r;
+	struct evbuffer *tmp;
+	size_t n, moved;
+	int r;
 
 	switch (b->b_kind) {
 	case HTTP1_BODY_NONE:
@@ -103,8 +103,8 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
 		return (0);
 	case HTTP1_BODY_CHUNKED:
 		tmp = evbuffer_new();
-		r = http1_chunked_decode(&b->b_chunked, src, tmp, PROXY_STEP,
-		    &moved, err);
+		r = http1_chunked_decode(
+		    &b->b_chunked, src, tmp, PROXY_STEP, &moved, err);
 		if (moved > 0) {
 			if (b->b_out_chunked)
 				http1_chunk_header(dst, moved);
@@ -123,8 +123,8 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
 
 /* Append "Name: value\r\n". */
 static void
-proxy_add_header(struct evbuffer *out, const char *name, const char *value,
-    size_t len)
+proxy_add_header(
+    struct evbuffer *out, const char *name, const char *value, size_t len)
 {
 	evbuffer_add_printf(out, "%s: ", name);
 	evbuffer_add(out, value, len);
@@ -135,12 +135,12 @@ proxy_add_header(struct evbuffer *out, const char *name, const char *value,
 static void
 proxy_write_request_head(struct conn *c, struct evbuffer *out)
 {
-	const struct http1_msg		*m = &c->c_req;
-	const struct http1_header	*h;
-	const struct gw_port_rule	*pr = c->c_rule;
-	char				*rewrite, *p;
-	const char			*xff = NULL, *via = NULL;
-	size_t				 i, xff_len = 0, via_len = 0;
+	const struct http1_msg *m = &c->c_req;
+	const struct http1_header *h;
+	const struct gw_port_rule *pr = c->c_rule;
+	char *rewrite, *p;
+	const char *xff = NULL, *via = NULL;
+	size_t i, xff_len = 0, via_len = 0;
 
 	evbuffer_add(out, m->m_method, m->m_method_len);
 	evbuffer_add(out, " ", 1);
@@ -152,8 +152,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 			continue;
 		if (strcasecmp(h->name, "host") == 0) {
 			if (pr->pr_host_rewrite == NULL)
-				proxy_add_header(out, "Host", h->value,
-				    h->value_len);
+				proxy_add_header(
+				    out, "Host", h->value, h->value_len);
 			continue;
 		}
 		if (strcasecmp(h->name, "x-forwarded-for") == 0) {
@@ -175,30 +175,28 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		rewrite = xstrdup(pr->pr_host_rewrite);
 		if ((p = strstr(rewrite, "${port}")) != NULL) {
 			*p = '\0';
-			evbuffer_add_printf(out, "Host: %s%d%s\r\n", rewrite,
-			    c->c_port, p + 7);
+			evbuffer_add_printf(
+			    out, "Host: %s%d%s\r\n", rewrite, c->c_port, p + 7);
 		} else
 			evbuffer_add_printf(out, "Host: %s\r\n", rewrite);
 		free(rewrite);
 	}
 	if (c->c_host != NULL)
-		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n",
-		    c->c_host);
+		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n", c->c_host);
 	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
 	if (xff != NULL) {
 		evbuffer_add(out, "X-Forwarded-For: ", 17);
 		evbuffer_add(out, xff, xff_len);
 		evbuffer_add_printf(out, ", %s\r\n", c->c_peer_ip);
 	} else
-		evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n",
-		    c->c_peer_ip);
+		evbuffer_add_printf(
+		    out, "X-Forwarded-For: %s\r\n", c->c_peer_ip);
 	if (via != NULL) {
 		evbuffer_add(out, "Via: ", 5);
 		evbuffer_add(out, via, via_len);
 		evbuffer_add_printf(out, ", 1.%d akgateway\r\n", m->m_minor);
 	} else
-		evbuffer_add_printf(out, "Via: 1.%d akgateway\r\n",
-		    m->m_minor);
+		evbuffer_add_printf(out, "Via: 1.%d akgateway\r\n", m->m_minor);
 	switch (c->c_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
 		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
@@ -220,8 +218,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 void
 proxy_start(struct conn *c)
 {
-	struct gw_body	*b = &c->c_req_body;
-	struct timeval	 tv;
+	struct gw_body *b = &c->c_req_body;
+	struct timeval tv;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = c->c_req.m_body;
@@ -230,8 +228,8 @@ proxy_start(struct conn *c)
 	c->c_state = CONN_S_BODY;
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
 	bufferevent_set_timeouts(c->c_bev, &tv, &tv);
-	c->c_up = upstream_get(c->c_gw, c, c->c_sandbox, c->c_port,
-	    c->c_flags & CONN_F_RETRIED);
+	c->c_up = upstream_get(
+	    c->c_gw, c, c->c_sandbox, c->c_port, c->c_flags & CONN_F_RETRIED);
 	if (c->c_up->u_state == UP_S_ACTIVE)
 		proxy_upstream_ready(c->c_up);
 }
@@ -240,8 +238,8 @@ proxy_start(struct conn *c)
 void
 proxy_upstream_ready(struct upstream *up)
 {
-	struct conn	*c = up->u_conn;
-	struct timeval	 tv;
+	struct conn *c = up->u_conn;
+	struct timeval tv;
 
 	if (c == NULL) {
 		upstream_close(up, "client went away");
@@ -267,13 +265,13 @@ proxy_upstream_ready(struct upstream *up)
 void
 proxy_request_body(struct conn *c)
 {
-	struct upstream	*up = c->c_up;
-	struct gw_body	*b = &c->c_req_body;
-	struct evbuffer	*in = bufferevent_get_input(c->c_bev);
-	enum http1_err	 err = HTTP1_E_NONE;
-	uint64_t	 max = c->c_gw->g_conf->cf_max_body_size;
-	size_t		 before;
-	int		 r;
+	struct upstream *up = c->c_up;
+	struct gw_body *b = &c->c_req_body;
+	struct evbuffer *in = bufferevent_get_input(c->c_bev);
+	enum http1_err err = HTTP1_E_NONE;
+	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
+	size_t before;
+	int r;
 
 	if (c->c_state != CONN_S_BODY || up == NULL ||
 	    up->u_state != UP_S_ACTIVE)
@@ -285,8 +283,8 @@ proxy_request_body(struct conn *c)
 			return;
 		}
 		before = evbuffer_get_length(in);
-		r = proxy_move_body(b, in, bufferevent_get_output(up->u_bev),
-		    &err);
+		r = proxy_move_body(
+		    b, in, bufferevent_get_output(up->u_bev), &err);
 		if (r < 0) {
 			up->u_flags |= UP_F_NO_REUSE;
 			conn_refuse(c, NULL, err, "%s", http1_err_message(err));
@@ -294,9 +292,11 @@ proxy_request_body(struct conn *c)
 		}
 		if (max != 0 && b->b_total > max) {
 			up->u_flags |= UP_F_NO_REUSE;
-			conn_refuse(c, gw_err_body_too_large, 0, "The request "
+			conn_refuse(c, gw_err_body_too_large, 0,
+			    "The request "
 			    "body is larger than the %llu bytes this gateway "
-			    "accepts.", (unsigned long long)max);
+			    "accepts.",
+			    (unsigned long long)max);
 			return;
 		}
 		if (r == 1) {
@@ -304,7 +304,7 @@ proxy_request_body(struct conn *c)
 			break;
 		}
 		if (evbuffer_get_length(in) == before)
-			break;		/* needs more input */
+			break; /* needs more input */
 	}
 	if (b->b_done) {
 		c->c_state = CONN_S_WAIT;
@@ -320,7 +320,7 @@ proxy_request_body(struct conn *c)
 static void
 proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 {
-	struct upstream	*up = arg;
+	struct upstream *up = arg;
 
 	(void)bev;
 	if (up->u_state != UP_S_ACTIVE || up->u_conn == NULL)
@@ -332,7 +332,7 @@ proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 void
 proxy_client_drained(struct conn *c)
 {
-	struct upstream	*up = c->c_up;
+	struct upstream *up = c->c_up;
 
 	if (up == NULL || up->u_state != UP_S_ACTIVE)
 		return;
@@ -343,12 +343,12 @@ proxy_client_drained(struct conn *c)
 
 /* Write the response head for the client. */
 static void
-proxy_write_response_head(struct conn *c, const struct http1_msg *m,
-    struct evbuffer *out)
+proxy_write_response_head(
+    struct conn *c, const struct http1_msg *m, struct evbuffer *out)
 {
-	const struct http1_header	*h;
-	struct gw_body			*b = &c->c_resp_body;
-	size_t				 i;
+	const struct http1_header *h;
+	struct gw_body *b = &c->c_resp_body;
+	size_t i;
 
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", m->m_status,
 	    m->m_reason[0] != '\0' ? m->m_reason : errpage_reason(m->m_status));
@@ -367,13 +367,14 @@ proxy_write_response_head(struct conn *c, const struct http1_msg *m,
 		/* HEAD and 304 keep the length of the body they describe. */
 		if (m->m_status != 204 && m->m_status >= 200 &&
 		    (h = http1_msg_find(m, "content-length")) != NULL)
-			proxy_add_header(out, "Content-Length", h->value,
-			    h->value_len);
+			proxy_add_header(
+			    out, "Content-Length", h->value, h->value_len);
 		break;
 	case HTTP1_BODY_CHUNKED:
 	case HTTP1_BODY_EOF:
 		if (b->b_out_chunked)
-			evbuffer_add_printf(out, "Transfer-Encoding: "
+			evbuffer_add_printf(out,
+			    "Transfer-Encoding: "
 			    "chunked\r\n");
 		break;
 	}
@@ -388,21 +389,24 @@ proxy_write_response_head(struct conn *c, const struct http1_msg *m,
 static int
 proxy_response_head(struct conn *c, struct upstream *up)
 {
-	struct http1_msg	*m = &up->u_resp;
-	struct gw_body		*b = &c->c_resp_body;
+	struct http1_msg *m = &up->u_resp;
+	struct gw_body *b = &c->c_resp_body;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = m->m_body;
 	b->b_left = m->m_content_length;
 	if (m->m_status == 101) {
 		/* WebSocket upgrades come with the port-URL work. */
-		conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
+		conn_fail(c, gw_err_bad_response,
+		    "Sandbox '%s' port %d "
 		    "switched protocols, which this gateway does not relay "
-		    "yet.", c->c_sandbox->sb_id, c->c_port);
+		    "yet.",
+		    c->c_sandbox->sb_id, c->c_port);
 		return (-1);
 	}
 	if (m->m_flags & HTTP1_F_TE_OTHER) {
-		conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
+		conn_fail(c, gw_err_bad_response,
+		    "Sandbox '%s' port %d "
 		    "answered with a transfer coding other than chunked.",
 		    c->c_sandbox->sb_id, c->c_port);
 		return (-1);
@@ -427,12 +431,12 @@ proxy_response_head(struct conn *c, struct upstream *up)
 static void
 proxy_response_body(struct conn *c)
 {
-	struct upstream	*up = c->c_up;
-	struct gw_body	*b = &c->c_resp_body;
-	struct evbuffer	*in = bufferevent_get_input(up->u_bev);
-	enum http1_err	 err = HTTP1_E_NONE;
-	size_t		 before;
-	int		 r;
+	struct upstream *up = c->c_up;
+	struct gw_body *b = &c->c_resp_body;
+	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	enum http1_err err = HTTP1_E_NONE;
+	size_t before;
+	int r;
 
 	while (!b->b_done) {
 		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
@@ -441,13 +445,13 @@ proxy_response_body(struct conn *c)
 			return;
 		}
 		before = evbuffer_get_length(in);
-		r = proxy_move_body(b, in, bufferevent_get_output(c->c_bev),
-		    &err);
+		r = proxy_move_body(
+		    b, in, bufferevent_get_output(c->c_bev), &err);
 		if (r < 0) {
 			log_warn("conn %llu: bad response body from sandbox "
-			    "'%s' port %d: %s", (unsigned long long)c->c_id,
-			    c->c_sandbox->sb_id, c->c_port,
-			    http1_err_message(err));
+				 "'%s' port %d: %s",
+			    (unsigned long long)c->c_id, c->c_sandbox->sb_id,
+			    c->c_port, http1_err_message(err));
 			conn_close(c, "bad upstream response body");
 			return;
 		}
@@ -456,7 +460,7 @@ proxy_response_body(struct conn *c)
 			break;
 		}
 		if (evbuffer_get_length(in) == before)
-			break;		/* needs more input */
+			break; /* needs more input */
 	}
 	if (!b->b_done) {
 		bufferevent_enable(up->u_bev, EV_READ);
@@ -478,11 +482,11 @@ proxy_response_body(struct conn *c)
 static void
 proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct upstream	*up = arg;
-	struct conn	*c = up->u_conn;
-	struct evbuffer	*in = bufferevent_get_input(bev);
-	enum http1_err	 err = HTTP1_E_NONE;
-	int		 r;
+	struct upstream *up = arg;
+	struct conn *c = up->u_conn;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	enum http1_err err = HTTP1_E_NONE;
+	int r;
 
 	if (up->u_state != UP_S_ACTIVE || c == NULL)
 		return;
@@ -492,9 +496,11 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 		if (r == 0)
 			return;
 		if (r < 0) {
-			conn_fail(c, gw_err_bad_response, "Sandbox '%s' port %d "
-			    "sent a malformed response: %s", c->c_sandbox->sb_id,
-			    c->c_port, http1_err_message(err));
+			conn_fail(c, gw_err_bad_response,
+			    "Sandbox '%s' port %d "
+			    "sent a malformed response: %s",
+			    c->c_sandbox->sb_id, c->c_port,
+			    http1_err_message(err));
 			return;
 		}
 		up->u_flags |= UP_F_GOT_BYTES;
@@ -506,8 +512,8 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 				    bufferevent_get_output(c->c_bev),
 				    "HTTP/1.1 %d %s\r\n\r\n",
 				    up->u_resp.m_status,
-				    up->u_resp.m_status == 100 ? "Continue" :
-				    "Early Hints");
+				    up->u_resp.m_status == 100 ? "Continue"
+							       : "Early Hints");
 			http1_msg_reset(&up->u_resp);
 			continue;
 		}
@@ -521,8 +527,8 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 void
 proxy_upstream_event(struct upstream *up, short what)
 {
-	struct conn	*c = up->u_conn;
-	struct gw_body	*b;
+	struct conn *c = up->u_conn;
+	struct gw_body *b;
 
 	if (c == NULL) {
 		upstream_close(up, "event without a client");
@@ -561,10 +567,13 @@ proxy_upstream_event(struct upstream *up, short what)
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT)
-		conn_fail(c, gw_err_upstream_timeout, "Sandbox '%s' port %d "
-		    "did not answer in time.", c->c_sandbox->sb_id, c->c_port);
+		conn_fail(c, gw_err_upstream_timeout,
+		    "Sandbox '%s' port %d "
+		    "did not answer in time.",
+		    c->c_sandbox->sb_id, c->c_port);
 	else
-		conn_fail(c, gw_err_upstream_closed, "Sandbox '%s' port %d "
+		conn_fail(c, gw_err_upstream_closed,
+		    "Sandbox '%s' port %d "
 		    "closed the connection without answering.",
 		    c->c_sandbox->sb_id, c->c_port);
 }
@@ -573,33 +582,37 @@ proxy_upstream_event(struct upstream *up, short what)
 void
 proxy_response_timeout(struct upstream *up)
 {
-	struct conn	*c = up->u_conn;
+	struct conn *c = up->u_conn;
 
 	if (c == NULL || (c->c_flags & CONN_F_RESP_STARTED))
 		return;
-	conn_fail(c, gw_err_upstream_timeout, "Sandbox '%s' port %d did not "
-	    "send a response head within %llums.", c->c_sandbox->sb_id,
-	    c->c_port,
+	conn_fail(c, gw_err_upstream_timeout,
+	    "Sandbox '%s' port %d did not "
+	    "send a response head within %llums.",
+	    c->c_sandbox->sb_id, c->c_port,
 	    (unsigned long long)c->c_gw->g_conf->cf_response_timeout);
 }
 
 /* Connecting failed for good: tell the client. */
 void
-proxy_upstream_failed(struct upstream *up, const struct gw_error *e,
-    const char *why)
+proxy_upstream_failed(
+    struct upstream *up, const struct gw_error *e, const char *why)
 {
-	struct conn	*c = up->u_conn;
-	struct gw	*g = up->u_gw;
+	struct conn *c = up->u_conn;
+	struct gw *g = up->u_gw;
 
 	upstream_close(up, why);
 	if (c == NULL)
 		return;
 	if (e == gw_err_upstream_timeout)
-		conn_fail(c, e, "Sandbox '%s' port %d did not accept a "
-		    "connection within %llums.", c->c_sandbox->sb_id,
-		    c->c_port,
+		conn_fail(c, e,
+		    "Sandbox '%s' port %d did not accept a "
+		    "connection within %llums.",
+		    c->c_sandbox->sb_id, c->c_port,
 		    (unsigned long long)g->g_conf->cf_connect_timeout);
 	else
-		conn_fail(c, e, "Nothing is listening on port %d in sandbox "
-		    "'%s' (%s).", c->c_port, c->c_sandbox->sb_id, why);
+		conn_fail(c, e,
+		    "Nothing is listening on port %d in sandbox "
+		    "'%s' (%s).",
+		    c->c_port, c->c_sandbox->sb_id, why);
 }

@@ -21,9 +21,9 @@ enum route_result
 route_parse_host(const char *host, size_t len, char *const *domains,
     size_t ndomains, int *port, char **id)
 {
-	const char	*label, *dash, *p, *colon;
-	size_t		 i, dlen, llen;
-	long		 v;
+	const char *label, *dash, *p, *colon;
+	size_t i, dlen, llen;
+	long v;
 
 	if (len == 0 || *host == '[')
 		return (ROUTE_NONE);
@@ -36,7 +36,7 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 		len = (size_t)(colon - host);
 	}
 	if (len > 0 && host[len - 1] == '.')
-		len--;		/* a fully qualified name */
+		len--; /* a fully qualified name */
 	for (i = 0; i < ndomains; i++) {
 		dlen = strlen(domains[i]);
 		if (len < dlen + 2 || host[len - dlen - 1] != '.' ||
@@ -45,7 +45,7 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 		label = host;
 		llen = len - dlen - 1;
 		if (memchr(label, '.', llen) != NULL)
-			return (ROUTE_BAD);	/* a deeper name */
+			return (ROUTE_BAD); /* a deeper name */
 		if ((dash = memchr(label, '-', llen)) == NULL ||
 		    dash == label || dash == label + llen - 1 ||
 		    dash - label > 5)
@@ -60,8 +60,8 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 			return (ROUTE_BAD);
 		for (p = dash + 1; p < label + llen; p++) {
 			if (!((*p >= 'a' && *p <= 'z') ||
-			    (*p >= 'A' && *p <= 'Z') ||
-			    (*p >= '0' && *p <= '9') || *p == '-'))
+				(*p >= 'A' && *p <= 'Z') ||
+				(*p >= '0' && *p <= '9') || *p == '-'))
 				return (ROUTE_BAD);
 		}
 		*port = (int)v;
@@ -75,7 +75,7 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 const struct gw_sandbox *
 route_find_sandbox(const struct gw_config *cf, const char *id)
 {
-	size_t	 i;
+	size_t i;
 
 	for (i = 0; i < cf->cf_nsandboxes; i++) {
 		if (strcmp(cf->cf_sandboxes[i].sb_id, id) == 0)
@@ -90,12 +90,12 @@ route_find_sandbox(const struct gw_config *cf, const char *id)
 
 /* Could a connection to sandbox address sb at port reach listener l? */
 static int
-route_hits_listener(const struct gw_sandbox *sb, const struct gw_listen *l,
-    int port)
+route_hits_listener(
+    const struct gw_sandbox *sb, const struct gw_listen *l, int port)
 {
-	const struct sockaddr	*la = (const struct sockaddr *)&l->l_ss;
-	const struct sockaddr	*sa = (const struct sockaddr *)&sb->sb_addr;
-	char			 a[ADDR_STRLEN], b[ADDR_STRLEN];
+	const struct sockaddr *la = (const struct sockaddr *)&l->l_ss;
+	const struct sockaddr *sa = (const struct sockaddr *)&sb->sb_addr;
+	char a[ADDR_STRLEN], b[ADDR_STRLEN];
 
 	if (l->l_address == NULL || addr_port(la) != port)
 		return (0);
@@ -118,8 +118,8 @@ route_hits_listener(const struct gw_sandbox *sb, const struct gw_listen *l,
 const struct gw_port_rule *
 route_find_port(const struct gw *g, const struct gw_sandbox *sb, int port)
 {
-	const struct gw_config	*cf = g->g_conf;
-	size_t			 i;
+	const struct gw_config *cf = g->g_conf;
+	size_t i;
 
 	for (i = 0; i < sb->sb_ntunnel_ports; i++) {
 		if (port == sb->sb_tunnel_ports[i] ||

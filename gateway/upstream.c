@@ -20,11 +20,11 @@
 #include "gw.h"
 
 /* Connection attempts before a port counts as not listening. */
-#define UP_ATTEMPTS	5
+#define UP_ATTEMPTS 5
 
-static void	upstream_connect(struct upstream *);
-static void	upstream_idle_read_cb(struct bufferevent *, void *);
-static void	upstream_idle_event_cb(struct bufferevent *, short, void *);
+static void upstream_connect(struct upstream *);
+static void upstream_idle_read_cb(struct bufferevent *, void *);
+static void upstream_idle_event_cb(struct bufferevent *, short, void *);
 
 /* Free an upstream; only from outside its own callbacks' use of it. */
 static void
@@ -52,7 +52,7 @@ upstream_free_cb(evutil_socket_t fd, short events, void *arg)
 void
 upstream_close(struct upstream *up, const char *reason)
 {
-	struct timeval	 tv = { 0, 0 };
+	struct timeval tv = { 0, 0 };
 
 	if (up->u_state == UP_S_DEAD)
 		return;
@@ -67,15 +67,15 @@ upstream_close(struct upstream *up, const char *reason)
 		bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
 	if (up->u_timer != NULL)
 		event_del(up->u_timer);
-	event_base_once(up->u_gw->g_base, -1, EV_TIMEOUT, upstream_free_cb,
-	    up, &tv);
+	event_base_once(
+	    up->u_gw->g_base, -1, EV_TIMEOUT, upstream_free_cb, up, &tv);
 }
 
 /* The retry or idle timer fired. */
 static void
 upstream_timer_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct upstream	*up = arg;
+	struct upstream *up = arg;
 
 	(void)fd;
 	(void)events;
@@ -98,8 +98,8 @@ upstream_timer_cb(evutil_socket_t fd, short events, void *arg)
 static void
 upstream_attempt_failed(struct upstream *up, const char *why)
 {
-	struct timeval	 tv;
-	uint64_t	 delay;
+	struct timeval tv;
+	uint64_t delay;
 
 	if (up->u_bev != NULL) {
 		bufferevent_free(up->u_bev);
@@ -122,26 +122,26 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 static void
 upstream_connect(struct upstream *up)
 {
-	struct gw	*g = up->u_gw;
-	struct timeval	 tv;
-	int		 one = 1;
-	evutil_socket_t	 fd;
+	struct gw *g = up->u_gw;
+	struct timeval tv;
+	int one = 1;
+	evutil_socket_t fd;
 
 	up->u_attempt++;
-	fd = socket(up->u_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
+	fd = socket(up->u_addr.ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	up->u_bev = bufferevent_socket_new(g->g_base, fd,
-	    BEV_OPT_CLOSE_ON_FREE);
+	up->u_bev = bufferevent_socket_new(
+	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
 	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
 	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
 	if (bufferevent_socket_connect(up->u_bev,
-	    (struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0)
+		(struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0)
 		upstream_attempt_failed(up, "cannot start a connection");
 }
 
@@ -149,8 +149,8 @@ upstream_connect(struct upstream *up)
 void
 upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct upstream	*up = arg;
-	char		 why[128];
+	struct upstream *up = arg;
+	char why[128];
 
 	(void)bev;
 	if (up->u_state == UP_S_DEAD)
@@ -166,8 +166,8 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
-		proxy_upstream_failed(up, gw_err_upstream_timeout,
-		    "connect timeout");
+		proxy_upstream_failed(
+		    up, gw_err_upstream_timeout, "connect timeout");
 		return;
 	}
 	snprintf(why, sizeof why, "%s",
@@ -179,9 +179,9 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 static struct upstream *
 upstream_pool_take(struct gw *g, const char *key)
 {
-	struct upstream	*up;
+	struct upstream *up;
 
-	TAILQ_FOREACH(up, &g->g_idle, u_entry) {
+	TAILQ_FOREACH (up, &g->g_idle, u_entry) {
 		if (strcmp(up->u_key, key) != 0)
 			continue;
 		TAILQ_REMOVE(&g->g_idle, up, u_entry);
@@ -202,9 +202,9 @@ struct upstream *
 upstream_get(struct gw *g, struct conn *c, const struct gw_sandbox *sb,
     int port, int fresh)
 {
-	struct upstream	*up;
-	struct timeval	 tv;
-	char		 addr[ADDR_STRLEN], *key;
+	struct upstream *up;
+	struct timeval tv;
+	char addr[ADDR_STRLEN], *key;
 
 	addr_set_port((struct sockaddr_storage *)&sb->sb_addr, port);
 	addr_format((const struct sockaddr *)&sb->sb_addr, addr, sizeof addr);
@@ -252,8 +252,8 @@ upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg)
 void
 upstream_release(struct upstream *up, int reusable)
 {
-	struct gw	*g = up->u_gw;
-	struct timeval	 tv;
+	struct gw *g = up->u_gw;
+	struct timeval tv;
 
 	if (up->u_state != UP_S_ACTIVE)
 		return;
@@ -270,8 +270,8 @@ upstream_release(struct upstream *up, int reusable)
 	up->u_state = UP_S_IDLE;
 	up->u_flags = 0;
 	bufferevent_setwatermark(up->u_bev, EV_WRITE, 0, 0);
-	bufferevent_setcb(up->u_bev, upstream_idle_read_cb, NULL,
-	    upstream_idle_event_cb, up);
+	bufferevent_setcb(
+	    up->u_bev, upstream_idle_read_cb, NULL, upstream_idle_event_cb, up);
 	bufferevent_set_timeouts(up->u_bev, NULL, NULL);
 	bufferevent_enable(up->u_bev, EV_READ);
 	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
@@ -283,7 +283,7 @@ upstream_release(struct upstream *up, int reusable)
 void
 upstream_pool_flush(struct gw *g)
 {
-	struct upstream	*up;
+	struct upstream *up;
 
 	while ((up = TAILQ_FIRST(&g->g_idle)) != NULL)
 		upstream_close(up, "pool flushed");

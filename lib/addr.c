@@ -10,11 +10,11 @@
 
 /* Fill ss from a literal IPv4 or IPv6 address and a port; -1 if not one. */
 int
-addr_parse_ip(const char *ip, int port, struct sockaddr_storage *ss,
-    socklen_t *len)
+addr_parse_ip(
+    const char *ip, int port, struct sockaddr_storage *ss, socklen_t *len)
 {
-	struct sockaddr_in	*sin = (struct sockaddr_in *)ss;
-	struct sockaddr_in6	*sin6 = (struct sockaddr_in6 *)ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
 
 	memset(ss, 0, sizeof *ss);
 	if (inet_pton(AF_INET, ip, &sin->sin_addr) == 1) {
@@ -37,12 +37,12 @@ addr_parse_ip(const char *ip, int port, struct sockaddr_storage *ss,
  * holds a sentence (without position).
  */
 int
-addr_parse_hostport(const char *s, struct sockaddr_storage *ss,
-    socklen_t *len, char **cause)
+addr_parse_hostport(
+    const char *s, struct sockaddr_storage *ss, socklen_t *len, char **cause)
 {
-	const char	*colon, *p;
-	char		*host;
-	long		 port = 0;
+	const char *colon, *p;
+	char *host;
+	long port = 0;
 
 	if (*s == '[') {
 		if ((p = strchr(s, ']')) == NULL || p[1] != ':') {
@@ -54,8 +54,10 @@ addr_parse_hostport(const char *s, struct sockaddr_storage *ss,
 	} else {
 		if ((colon = strrchr(s, ':')) == NULL ||
 		    strchr(s, ':') != colon) {
-			xasprintf(cause, "'%s' is not address:port (write IPv6 "
-			    "addresses as [::1]:port)", s);
+			xasprintf(cause,
+			    "'%s' is not address:port (write IPv6 "
+			    "addresses as [::1]:port)",
+			    s);
 			return (-1);
 		}
 		host = xstrndup(s, (size_t)(colon - s));
@@ -68,8 +70,8 @@ addr_parse_hostport(const char *s, struct sockaddr_storage *ss,
 		return (-1);
 	}
 	if (addr_parse_ip(host, (int)port, ss, len) != 0) {
-		xasprintf(cause, "'%s' is not a literal IPv4 or IPv6 address",
-		    host);
+		xasprintf(
+		    cause, "'%s' is not a literal IPv4 or IPv6 address", host);
 		free(host);
 		return (-1);
 	}
@@ -102,9 +104,9 @@ addr_set_port(struct sockaddr_storage *ss, int port)
 int
 addr_is_loopback_or_any(const struct sockaddr *sa)
 {
-	const struct sockaddr_in	*sin = (const struct sockaddr_in *)sa;
-	const struct sockaddr_in6	*sin6 = (const struct sockaddr_in6 *)sa;
-	uint32_t			 a;
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+	uint32_t a;
 
 	if (sa->sa_family == AF_INET) {
 		a = ntohl(sin->sin_addr.s_addr);
@@ -114,7 +116,7 @@ addr_is_loopback_or_any(const struct sockaddr *sa)
 		return (IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
 		    IN6_IS_ADDR_UNSPECIFIED(&sin6->sin6_addr) ||
 		    (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) &&
-		    sin6->sin6_addr.s6_addr[12] == 127));
+			sin6->sin6_addr.s6_addr[12] == 127));
 	return (0);
 }
 
@@ -122,7 +124,7 @@ addr_is_loopback_or_any(const struct sockaddr *sa)
 void
 addr_format_ip(const struct sockaddr *sa, char *buf, size_t len)
 {
-	const void	*a;
+	const void *a;
 
 	if (sa->sa_family == AF_INET)
 		a = &((const struct sockaddr_in *)sa)->sin_addr;
@@ -140,7 +142,7 @@ addr_format_ip(const struct sockaddr *sa, char *buf, size_t len)
 void
 addr_format(const struct sockaddr *sa, char *buf, size_t len)
 {
-	char	 ip[INET6_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN];
 
 	addr_format_ip(sa, ip, sizeof ip);
 	if (sa->sa_family == AF_INET6)

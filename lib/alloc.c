@@ -7,8 +7,7 @@
 
 #include "alloc.h"
 
-static void __attribute__((noreturn))
-alloc_fatal(const char *what, size_t size)
+static void __attribute__((noreturn)) alloc_fatal(const char *what, size_t size)
 {
 	fprintf(stderr, "fatal: %s of %zu bytes failed\n", what, size);
 	abort();
@@ -18,7 +17,7 @@ alloc_fatal(const char *what, size_t size)
 void *
 xmalloc(size_t size)
 {
-	void	*p;
+	void *p;
 
 	if (size == 0)
 		alloc_fatal("xmalloc (zero size)", size);
@@ -31,7 +30,7 @@ xmalloc(size_t size)
 void *
 xcalloc(size_t n, size_t size)
 {
-	void	*p;
+	void *p;
 
 	if (n == 0 || size == 0)
 		alloc_fatal("xcalloc (zero size)", 0);
@@ -51,7 +50,7 @@ xrealloc(void *p, size_t size)
 void *
 xreallocarray(void *p, size_t n, size_t size)
 {
-	void	*np;
+	void *np;
 
 	if (n == 0 || size == 0)
 		alloc_fatal("xreallocarray (zero size)", 0);
@@ -66,7 +65,7 @@ xreallocarray(void *p, size_t n, size_t size)
 char *
 xstrdup(const char *s)
 {
-	char	*p;
+	char *p;
 
 	if ((p = strdup(s)) == NULL)
 		alloc_fatal("xstrdup", strlen(s) + 1);
@@ -77,7 +76,7 @@ xstrdup(const char *s)
 char *
 xstrndup(const char *s, size_t n)
 {
-	char	*p;
+	char *p;
 
 	if ((p = strndup(s, n)) == NULL)
 		alloc_fatal("xstrndup", n + 1);
@@ -88,7 +87,7 @@ xstrndup(const char *s, size_t n)
 int
 xvasprintf(char **ret, const char *fmt, va_list ap)
 {
-	int	 n;
+	int n;
 
 	n = vasprintf(ret, fmt, ap);
 	if (n == -1)
@@ -100,8 +99,8 @@ xvasprintf(char **ret, const char *fmt, va_list ap)
 int
 xasprintf(char **ret, const char *fmt, ...)
 {
-	va_list	 ap;
-	int	 n;
+	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
 	n = xvasprintf(ret, fmt, ap);

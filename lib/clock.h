@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <sys/time.h>
 
-uint64_t	 clock_mono_usec(void);
-uint64_t	 clock_mono_msec(void);
-void		 clock_msec_to_tv(uint64_t, struct timeval *);
+uint64_t clock_mono_usec(void);
+uint64_t clock_mono_msec(void);
+void clock_msec_to_tv(uint64_t, struct timeval *);
 
 #endif

@@ -18,19 +18,18 @@
 #include "config.h"
 
 /* Deepest nesting accepted; deeper documents are refused, not recursed. */
-#define CFG_MAX_DEPTH	32
+#define CFG_MAX_DEPTH 32
 
 struct cfg_parse {
-	yaml_parser_t	 p_parser;
-	const char	*p_file;
-	char		**p_cause;
+	yaml_parser_t p_parser;
+	const char *p_file;
+	char **p_cause;
 };
 
-static struct cfg_node	*cfg_parse_node(struct cfg_parse *, yaml_event_t *,
-			     int);
-static void		 cfg_node_free(struct cfg_node *);
-static void		 cfg_mark_error(struct cfg_parse *, const yaml_mark_t *,
-			     const char *, ...) __attribute__((format(printf, 3, 4)));
+static struct cfg_node *cfg_parse_node(struct cfg_parse *, yaml_event_t *, int);
+static void cfg_node_free(struct cfg_node *);
+static void cfg_mark_error(struct cfg_parse *, const yaml_mark_t *,
+    const char *, ...) __attribute__((format(printf, 3, 4)));
 
 /* Name of a node type, for messages. */
 const char *
@@ -49,11 +48,10 @@ cfg_type_name(enum cfg_type t)
 
 /* Set *cause to "file:line:column: message" for a libyaml mark. */
 static void
-cfg_mark_error(struct cfg_parse *cp, const yaml_mark_t *m, const char *fmt,
-    ...)
+cfg_mark_error(struct cfg_parse *cp, const yaml_mark_t *m, const char *fmt, ...)
 {
-	va_list	 ap;
-	char	*msg;
+	va_list ap;
+	char *msg;
 
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
@@ -67,12 +65,12 @@ cfg_mark_error(struct cfg_parse *cp, const yaml_mark_t *m, const char *fmt,
 static void
 cfg_parser_error(struct cfg_parse *cp)
 {
-	yaml_parser_t	*p = &cp->p_parser;
-	const char	*problem = p->problem ? p->problem : "syntax error";
+	yaml_parser_t *p = &cp->p_parser;
+	const char *problem = p->problem ? p->problem : "syntax error";
 
 	if (p->context != NULL)
-		cfg_mark_error(cp, &p->problem_mark, "%s %s", problem,
-		    p->context);
+		cfg_mark_error(
+		    cp, &p->problem_mark, "%s %s", problem, p->context);
 	else
 		cfg_mark_error(cp, &p->problem_mark, "%s", problem);
 }
@@ -92,7 +90,7 @@ cfg_next(struct cfg_parse *cp, yaml_event_t *ev)
 static struct cfg_node *
 cfg_node_new(enum cfg_type type, const yaml_event_t *ev)
 {
-	struct cfg_node	*n;
+	struct cfg_node *n;
 
 	n = xcalloc(1, sizeof *n);
 	n->n_type = type;
@@ -105,8 +103,8 @@ cfg_node_new(enum cfg_type type, const yaml_event_t *ev)
 static void
 cfg_node_add(struct cfg_node *n, struct cfg_node *child)
 {
-	n->n_items = xreallocarray(n->n_items, n->n_count + 1,
-	    sizeof *n->n_items);
+	n->n_items = xreallocarray(
+	    n->n_items, n->n_count + 1, sizeof *n->n_items);
 	n->n_items[n->n_count++] = child;
 }
 
@@ -114,7 +112,7 @@ cfg_node_add(struct cfg_node *n, struct cfg_node *child)
 static void
 cfg_node_free(struct cfg_node *n)
 {
-	size_t	 i;
+	size_t i;
 
 	if (n == NULL)
 		return;
@@ -129,9 +127,9 @@ cfg_node_free(struct cfg_node *n)
 static struct cfg_node *
 cfg_parse_scalar(struct cfg_parse *cp, yaml_event_t *ev)
 {
-	struct cfg_node	*n;
-	const char	*v = (const char *)ev->data.scalar.value;
-	size_t		 len = ev->data.scalar.length;
+	struct cfg_node *n;
+	const char *v = (const char *)ev->data.scalar.value;
+	size_t len = ev->data.scalar.length;
 
 	if (memchr(v, '\0', len) != NULL) {
 		cfg_mark_error(cp, &ev->start_mark, "NUL byte in a value");
@@ -147,9 +145,9 @@ cfg_parse_scalar(struct cfg_parse *cp, yaml_event_t *ev)
 static struct cfg_node *
 cfg_parse_map(struct cfg_parse *cp, yaml_event_t *start, int depth)
 {
-	struct cfg_node	*n, *k, *v;
-	yaml_event_t	 ev;
-	size_t		 i;
+	struct cfg_node *n, *k, *v;
+	yaml_event_t ev;
+	size_t i;
 
 	n = cfg_node_new(CFG_MAP, start);
 	for (;;) {
@@ -172,9 +170,11 @@ cfg_parse_map(struct cfg_parse *cp, yaml_event_t *start, int depth)
 		for (i = 0; i < n->n_count; i += 2) {
 			if (strcmp(n->n_items[i]->n_value, k->n_value) != 0)
 				continue;
-			xasprintf(cp->p_cause, "%s:%d:%d: duplicate key '%s' "
-			    "(first at line %d)", cp->p_file, k->n_line,
-			    k->n_col, k->n_value, n->n_items[i]->n_line);
+			xasprintf(cp->p_cause,
+			    "%s:%d:%d: duplicate key '%s' "
+			    "(first at line %d)",
+			    cp->p_file, k->n_line, k->n_col, k->n_value,
+			    n->n_items[i]->n_line);
 			cfg_node_free(k);
 			goto fail;
 		}
@@ -196,8 +196,8 @@ fail:
 static struct cfg_node *
 cfg_parse_seq(struct cfg_parse *cp, yaml_event_t *start, int depth)
 {
-	struct cfg_node	*n, *v;
-	yaml_event_t	 ev;
+	struct cfg_node *n, *v;
+	yaml_event_t ev;
 
 	n = cfg_node_new(CFG_SEQ, start);
 	for (;;) {
@@ -240,8 +240,8 @@ cfg_parse_node(struct cfg_parse *cp, yaml_event_t *ev, int depth)
 			break;
 		return (cfg_parse_seq(cp, ev, depth));
 	case YAML_ALIAS_EVENT:
-		cfg_mark_error(cp, &ev->start_mark,
-		    "aliases are not supported");
+		cfg_mark_error(
+		    cp, &ev->start_mark, "aliases are not supported");
 		return (NULL);
 	default:
 		cfg_mark_error(cp, &ev->start_mark, "unexpected YAML event");
@@ -255,9 +255,9 @@ cfg_parse_node(struct cfg_parse *cp, yaml_event_t *ev, int depth)
 static struct cfg_doc *
 cfg_parse_stream(struct cfg_parse *cp)
 {
-	struct cfg_doc	*doc;
-	yaml_event_t	 ev;
-	int		 done = 0, ndocs = 0;
+	struct cfg_doc *doc;
+	yaml_event_t ev;
+	int done = 0, ndocs = 0;
 
 	doc = xcalloc(1, sizeof *doc);
 	doc->d_file = xstrdup(cp->p_file);
@@ -305,11 +305,10 @@ fail:
 
 /* Parse YAML text; name is used in messages. */
 struct cfg_doc *
-cfg_parse_string(const char *name, const char *text, size_t len,
-    char **cause)
+cfg_parse_string(const char *name, const char *text, size_t len, char **cause)
 {
-	struct cfg_parse	 cp;
-	struct cfg_doc		*doc;
+	struct cfg_parse cp;
+	struct cfg_doc *doc;
 
 	memset(&cp, 0, sizeof cp);
 	cp.p_file = name;
@@ -318,8 +317,8 @@ cfg_parse_string(const char *name, const char *text, size_t len,
 		xasprintf(cause, "%s: cannot initialise the YAML parser", name);
 		return (NULL);
 	}
-	yaml_parser_set_input_string(&cp.p_parser, (const unsigned char *)text,
-	    len);
+	yaml_parser_set_input_string(
+	    &cp.p_parser, (const unsigned char *)text, len);
 	doc = cfg_parse_stream(&cp);
 	yaml_parser_delete(&cp.p_parser);
 	return (doc);
@@ -329,9 +328,9 @@ cfg_parse_string(const char *name, const char *text, size_t len,
 struct cfg_doc *
 cfg_parse_file(const char *path, char **cause)
 {
-	struct cfg_parse	 cp;
-	struct cfg_doc		*doc;
-	FILE			*f;
+	struct cfg_parse cp;
+	struct cfg_doc *doc;
+	FILE *f;
 
 	if ((f = fopen(path, "rb")) == NULL) {
 		xasprintf(cause, "%s: %s", path, strerror(errno));
@@ -368,8 +367,8 @@ int
 cfg_error(const struct cfg_doc *doc, const struct cfg_node *n, char **cause,
     const char *fmt, ...)
 {
-	va_list	 ap;
-	char	*msg;
+	va_list ap;
+	char *msg;
 
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
@@ -391,8 +390,8 @@ int
 cfg_check_map(const struct cfg_doc *doc, const struct cfg_node *n,
     const char *what, const char *const *keys, char **cause)
 {
-	size_t	 i, j, len;
-	char	*list;
+	size_t i, j, len;
+	char *list;
 
 	if (n == NULL)
 		return (0);
@@ -439,7 +438,7 @@ cfg_check_seq(const struct cfg_doc *doc, const struct cfg_node *n,
 struct cfg_node *
 cfg_map_get(const struct cfg_node *n, const char *key)
 {
-	size_t	 i;
+	size_t i;
 
 	if (n == NULL || n->n_type != CFG_MAP)
 		return (NULL);
@@ -475,8 +474,9 @@ cfg_map_value(const struct cfg_node *n, size_t i)
 static int
 cfg_is_null(const struct cfg_node *n)
 {
-	return (n->n_plain && (*n->n_value == '\0' ||
-	    strcmp(n->n_value, "~") == 0 || strcmp(n->n_value, "null") == 0));
+	return (n->n_plain &&
+	    (*n->n_value == '\0' || strcmp(n->n_value, "~") == 0 ||
+		strcmp(n->n_value, "null") == 0));
 }
 
 /* Require a scalar node. */
@@ -508,7 +508,7 @@ cfg_get_bool(const struct cfg_doc *doc, const struct cfg_node *n,
 {
 	static const char *yes[] = { "true", "yes", "on", NULL };
 	static const char *no[] = { "false", "no", "off", NULL };
-	size_t		 i;
+	size_t i;
 
 	if (cfg_need_scalar(doc, n, what, cause) != 0)
 		return (-1);
@@ -532,9 +532,9 @@ cfg_get_int(const struct cfg_doc *doc, const struct cfg_node *n,
     const char *what, long long min, long long max, long long *out,
     char **cause)
 {
-	const char	*s;
-	char		*end;
-	long long	 v;
+	const char *s;
+	char *end;
+	long long v;
 
 	if (cfg_need_scalar(doc, n, what, cause) != 0)
 		return (-1);
@@ -552,8 +552,8 @@ cfg_get_int(const struct cfg_doc *doc, const struct cfg_node *n,
 	*out = v;
 	return (0);
 bad:
-	return (cfg_error(doc, n, cause, "%s must be an integer, not '%s'",
-	    what, s));
+	return (cfg_error(
+	    doc, n, cause, "%s must be an integer, not '%s'", what, s));
 }
 
 /*
@@ -563,9 +563,9 @@ bad:
 int
 cfg_parse_duration(const char *s, uint64_t *ms)
 {
-	unsigned long long	 v;
-	uint64_t		 mult;
-	char			*end;
+	unsigned long long v;
+	uint64_t mult;
+	char *end;
 
 	if (*s < '0' || *s > '9')
 		return (-1);
@@ -607,14 +607,16 @@ cfg_get_duration(const struct cfg_doc *doc, const struct cfg_node *n,
     const char *what, uint64_t min_ms, uint64_t max_ms, uint64_t *out_ms,
     char **cause)
 {
-	uint64_t	 v;
-	char		 lo[32], hi[32];
+	uint64_t v;
+	char lo[32], hi[32];
 
 	if (cfg_need_scalar(doc, n, what, cause) != 0)
 		return (-1);
 	if (cfg_parse_duration(n->n_value, &v) != 0)
-		return (cfg_error(doc, n, cause, "%s must be a duration such "
-		    "as 500ms, 10s, 5m or 1h, not '%s'", what, n->n_value));
+		return (cfg_error(doc, n, cause,
+		    "%s must be a duration such "
+		    "as 500ms, 10s, 5m or 1h, not '%s'",
+		    what, n->n_value));
 	if (v < min_ms || v > max_ms) {
 		cfg_fmt_duration(min_ms, lo, sizeof lo);
 		cfg_fmt_duration(max_ms, hi, sizeof hi);
@@ -633,9 +635,9 @@ cfg_get_duration(const struct cfg_doc *doc, const struct cfg_node *n,
 int
 cfg_parse_size(const char *s, uint64_t *out)
 {
-	unsigned long long	 v;
-	uint64_t		 mult;
-	char			*end;
+	unsigned long long v;
+	uint64_t mult;
+	char *end;
 
 	if (*s < '0' || *s > '9')
 		return (-1);
@@ -663,20 +665,23 @@ cfg_parse_size(const char *s, uint64_t *out)
 /* Read a size in [min, max] bytes. */
 int
 cfg_get_size(const struct cfg_doc *doc, const struct cfg_node *n,
-    const char *what, uint64_t min, uint64_t max, uint64_t *out,
-    char **cause)
+    const char *what, uint64_t min, uint64_t max, uint64_t *out, char **cause)
 {
-	uint64_t	 v;
+	uint64_t v;
 
 	if (cfg_need_scalar(doc, n, what, cause) != 0)
 		return (-1);
 	if (cfg_parse_size(n->n_value, &v) != 0)
-		return (cfg_error(doc, n, cause, "%s must be a size such as "
-		    "4096, 16KiB or 1MiB, not '%s'", what, n->n_value));
+		return (cfg_error(doc, n, cause,
+		    "%s must be a size such as "
+		    "4096, 16KiB or 1MiB, not '%s'",
+		    what, n->n_value));
 	if (v < min || v > max)
-		return (cfg_error(doc, n, cause, "%s must be between %llu and "
-		    "%llu bytes, not %s", what, (unsigned long long)min,
-		    (unsigned long long)max, n->n_value));
+		return (cfg_error(doc, n, cause,
+		    "%s must be between %llu and "
+		    "%llu bytes, not %s",
+		    what, (unsigned long long)min, (unsigned long long)max,
+		    n->n_value));
 	*out = v;
 	return (0);
 }
@@ -686,8 +691,8 @@ int
 cfg_get_enum(const struct cfg_doc *doc, const struct cfg_node *n,
     const char *what, const char *const *names, int *out, char **cause)
 {
-	size_t	 i, len = 1;
-	char	*list;
+	size_t i, len = 1;
+	char *list;
 
 	if (cfg_need_scalar(doc, n, what, cause) != 0)
 		return (-1);
@@ -704,8 +709,8 @@ cfg_get_enum(const struct cfg_doc *doc, const struct cfg_node *n,
 			strcat(list, names[i + 1] == NULL ? " or " : ", ");
 		strcat(list, names[i]);
 	}
-	cfg_error(doc, n, cause, "%s must be %s, not '%s'", what, list,
-	    n->n_value);
+	cfg_error(
+	    doc, n, cause, "%s must be %s, not '%s'", what, list, n->n_value);
 	free(list);
 	return (-1);
 }

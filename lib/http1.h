@@ -17,53 +17,53 @@ struct evbuffer;
 /* Why a message was refused; each maps to one status, code and sentence. */
 enum http1_err {
 	HTTP1_E_NONE = 0,
-	HTTP1_E_HEAD_TOO_LARGE,		/* 431: head over max_head */
-	HTTP1_E_LINE_TOO_LONG,		/* 431: request/status line too long */
-	HTTP1_E_TOO_MANY_HEADERS,	/* 431: more than max_headers fields */
-	HTTP1_E_BAD_REQUEST_LINE,	/* 400: malformed request line */
-	HTTP1_E_BAD_STATUS_LINE,	/* 502: malformed status line */
-	HTTP1_E_BAD_VERSION,		/* 505: not HTTP/1.0 or HTTP/1.1 */
-	HTTP1_E_BAD_HEADER_NAME,	/* 400: empty name or non-token byte */
-	HTTP1_E_SPACE_BEFORE_COLON,	/* 400: whitespace before ':' */
-	HTTP1_E_OBS_FOLD,		/* 400: line folding */
-	HTTP1_E_BAD_HEADER_VALUE,	/* 400: NUL, CTL or other bad byte */
-	HTTP1_E_BARE_CR,		/* 400: CR not followed by LF */
-	HTTP1_E_BARE_LF,		/* 400: LF not preceded by CR */
-	HTTP1_E_BAD_CONTENT_LENGTH,	/* 400: not 1*DIGIT or too large */
-	HTTP1_E_DUP_CONTENT_LENGTH,	/* 400: more than one Content-Length */
-	HTTP1_E_CL_AND_TE,		/* 400: Content-Length with T-E */
-	HTTP1_E_BAD_TRANSFER_ENCODING,	/* 400: chunked not last, or twice */
-	HTTP1_E_UNSUPPORTED_TE,		/* 501: a coding other than chunked */
-	HTTP1_E_MISSING_HOST,		/* 400: HTTP/1.1 request without Host */
-	HTTP1_E_DUP_HOST,		/* 400: more than one Host */
-	HTTP1_E_BAD_CHUNK_SIZE,		/* 400: chunk size not strict hex */
-	HTTP1_E_CHUNK_TOO_LARGE,	/* 400: chunk size over the limit */
-	HTTP1_E_BAD_CHUNK,		/* 400: missing CRLF after chunk data */
-	HTTP1_E_BAD_TRAILER,		/* 400: malformed trailer section */
+	HTTP1_E_HEAD_TOO_LARGE, /* 431: head over max_head */
+	HTTP1_E_LINE_TOO_LONG, /* 431: request/status line too long */
+	HTTP1_E_TOO_MANY_HEADERS, /* 431: more than max_headers fields */
+	HTTP1_E_BAD_REQUEST_LINE, /* 400: malformed request line */
+	HTTP1_E_BAD_STATUS_LINE, /* 502: malformed status line */
+	HTTP1_E_BAD_VERSION, /* 505: not HTTP/1.0 or HTTP/1.1 */
+	HTTP1_E_BAD_HEADER_NAME, /* 400: empty name or non-token byte */
+	HTTP1_E_SPACE_BEFORE_COLON, /* 400: whitespace before ':' */
+	HTTP1_E_OBS_FOLD, /* 400: line folding */
+	HTTP1_E_BAD_HEADER_VALUE, /* 400: NUL, CTL or other bad byte */
+	HTTP1_E_BARE_CR, /* 400: CR not followed by LF */
+	HTTP1_E_BARE_LF, /* 400: LF not preceded by CR */
+	HTTP1_E_BAD_CONTENT_LENGTH, /* 400: not 1*DIGIT or too large */
+	HTTP1_E_DUP_CONTENT_LENGTH, /* 400: more than one Content-Length */
+	HTTP1_E_CL_AND_TE, /* 400: Content-Length with T-E */
+	HTTP1_E_BAD_TRANSFER_ENCODING, /* 400: chunked not last, or twice */
+	HTTP1_E_UNSUPPORTED_TE, /* 501: a coding other than chunked */
+	HTTP1_E_MISSING_HOST, /* 400: HTTP/1.1 request without Host */
+	HTTP1_E_DUP_HOST, /* 400: more than one Host */
+	HTTP1_E_BAD_CHUNK_SIZE, /* 400: chunk size not strict hex */
+	HTTP1_E_CHUNK_TOO_LARGE, /* 400: chunk size over the limit */
+	HTTP1_E_BAD_CHUNK, /* 400: missing CRLF after chunk data */
+	HTTP1_E_BAD_TRAILER, /* 400: malformed trailer section */
 	HTTP1_E__COUNT
 };
 
 /* How the body of a message is delimited. */
 enum http1_body {
-	HTTP1_BODY_NONE = 0,		/* no body */
-	HTTP1_BODY_LENGTH,		/* m_content_length bytes */
-	HTTP1_BODY_CHUNKED,		/* chunked transfer coding */
-	HTTP1_BODY_EOF,			/* response read until the peer closes */
+	HTTP1_BODY_NONE = 0, /* no body */
+	HTTP1_BODY_LENGTH, /* m_content_length bytes */
+	HTTP1_BODY_CHUNKED, /* chunked transfer coding */
+	HTTP1_BODY_EOF, /* response read until the peer closes */
 };
 
 /* Limits applied while parsing a head. */
 struct http1_limits {
-	size_t	 max_head;	/* whole head, start line + fields + CRLFs */
-	size_t	 max_line;	/* start line alone */
-	size_t	 max_headers;	/* number of header fields */
+	size_t max_head; /* whole head, start line + fields + CRLFs */
+	size_t max_line; /* start line alone */
+	size_t max_headers; /* number of header fields */
 };
 
 /* One header field; name and value point into m_buf, NUL-terminated. */
 struct http1_header {
-	const char	*name;
-	size_t		 name_len;
-	const char	*value;		/* without leading/trailing OWS */
-	size_t		 value_len;
+	const char *name;
+	size_t name_len;
+	const char *value; /* without leading/trailing OWS */
+	size_t value_len;
 };
 
 /*
@@ -71,32 +71,32 @@ struct http1_header {
  * a new message; http1_msg_reset frees what a previous parse allocated.
  */
 struct http1_msg {
-	size_t			 m_scan;	/* bytes already searched */
-	size_t			 m_line;	/* start line end, if seen */
-	char			*m_buf;		/* owned copy of the head */
-	size_t			 m_head_len;	/* head bytes drained */
+	size_t m_scan; /* bytes already searched */
+	size_t m_line; /* start line end, if seen */
+	char *m_buf; /* owned copy of the head */
+	size_t m_head_len; /* head bytes drained */
 
-	const char		*m_method;	/* request only */
-	size_t			 m_method_len;
-	const char		*m_target;	/* request only */
-	size_t			 m_target_len;
-	int			 m_status;	/* response only */
-	const char		*m_reason;	/* response only, may be "" */
-	int			 m_minor;	/* HTTP/1.m_minor */
+	const char *m_method; /* request only */
+	size_t m_method_len;
+	const char *m_target; /* request only */
+	size_t m_target_len;
+	int m_status; /* response only */
+	const char *m_reason; /* response only, may be "" */
+	int m_minor; /* HTTP/1.m_minor */
 
-	struct http1_header	*m_headers;
-	size_t			 m_nheaders;
+	struct http1_header *m_headers;
+	size_t m_nheaders;
 
-	enum http1_body		 m_body;
-	uint64_t		 m_content_length;
-	int			 m_flags;
-#define HTTP1_F_CONN_CLOSE	0x01	/* Connection: close */
-#define HTTP1_F_CONN_KEEPALIVE	0x02	/* Connection: keep-alive */
-#define HTTP1_F_CONN_UPGRADE	0x04	/* Connection lists upgrade */
-#define HTTP1_F_UPGRADE		0x08	/* an Upgrade field is present */
-#define HTTP1_F_EXPECT_CONTINUE	0x10	/* Expect: 100-continue */
-#define HTTP1_F_HEAD_REQUEST	0x20	/* response to HEAD: no body */
-#define HTTP1_F_TE_OTHER	0x40	/* response T-E has a coding we keep */
+	enum http1_body m_body;
+	uint64_t m_content_length;
+	int m_flags;
+#define HTTP1_F_CONN_CLOSE 0x01 /* Connection: close */
+#define HTTP1_F_CONN_KEEPALIVE 0x02 /* Connection: keep-alive */
+#define HTTP1_F_CONN_UPGRADE 0x04 /* Connection lists upgrade */
+#define HTTP1_F_UPGRADE 0x08 /* an Upgrade field is present */
+#define HTTP1_F_EXPECT_CONTINUE 0x10 /* Expect: 100-continue */
+#define HTTP1_F_HEAD_REQUEST 0x20 /* response to HEAD: no body */
+#define HTTP1_F_TE_OTHER 0x40 /* response T-E has a coding we keep */
 };
 
 /*
@@ -104,52 +104,49 @@ struct http1_msg {
  * head was parsed and drained from in, 0 when more bytes are needed (in is
  * untouched), -1 on a malformed or oversize head with *err set.
  */
-int		 http1_parse_request(struct evbuffer *in,
-		     const struct http1_limits *, struct http1_msg *,
-		     enum http1_err *err);
+int http1_parse_request(struct evbuffer *in, const struct http1_limits *,
+    struct http1_msg *, enum http1_err *err);
 
 /*
  * Parse a response head, as http1_parse_request.  head_request is non-zero
  * when the request was HEAD, so the response has no body.  Interim 1xx
  * responses are returned like any other; the caller loops.
  */
-int		 http1_parse_response(struct evbuffer *in,
-		     const struct http1_limits *, int head_request,
-		     struct http1_msg *, enum http1_err *err);
+int http1_parse_response(struct evbuffer *in, const struct http1_limits *,
+    int head_request, struct http1_msg *, enum http1_err *err);
 
 /* Free what a parse allocated and zero the message for reuse. */
-void		 http1_msg_reset(struct http1_msg *);
+void http1_msg_reset(struct http1_msg *);
 
 /* First header field named name (case-insensitive), or NULL. */
-const struct http1_header *http1_msg_find(const struct http1_msg *,
-		     const char *name);
+const struct http1_header *
+http1_msg_find(const struct http1_msg *, const char *name);
 
 /*
  * Does the comma-separated list value contain token (case-insensitive,
  * OWS around elements ignored)?
  */
-int		 http1_list_has(const char *value, size_t len,
-		     const char *token);
+int http1_list_has(const char *value, size_t len, const char *token);
 
 /* Status, machine-readable code and sentence for an error. */
-int		 http1_err_status(enum http1_err);
-const char	*http1_err_code(enum http1_err);
-const char	*http1_err_message(enum http1_err);
+int http1_err_status(enum http1_err);
+const char *http1_err_code(enum http1_err);
+const char *http1_err_message(enum http1_err);
 
 /* Incremental decoder for the chunked transfer coding. */
 struct http1_chunked {
-	int		 ck_state;
-	uint64_t	 ck_left;	/* data bytes left in this chunk */
-	size_t		 ck_len;	/* bytes of the current line */
-	size_t		 ck_trailer;	/* trailer section bytes */
+	int ck_state;
+	uint64_t ck_left; /* data bytes left in this chunk */
+	size_t ck_len; /* bytes of the current line */
+	size_t ck_trailer; /* trailer section bytes */
 };
 
 /* Largest chunk size accepted (bytes). */
-#define HTTP1_MAX_CHUNK		((uint64_t)1 << 40)
+#define HTTP1_MAX_CHUNK ((uint64_t)1 << 40)
 /* Longest chunk-size line, extensions included. */
-#define HTTP1_MAX_CHUNK_LINE	4096
+#define HTTP1_MAX_CHUNK_LINE 4096
 /* Largest trailer section. */
-#define HTTP1_MAX_TRAILER	16384
+#define HTTP1_MAX_TRAILER 16384
 
 /*
  * Decode chunked data from in, appending at most max data bytes to out
@@ -159,15 +156,14 @@ struct http1_chunked {
  * when more input or more room is needed, -1 on error with *err set.
  * *moved gets the number of data bytes appended.
  */
-int		 http1_chunked_decode(struct http1_chunked *,
-		     struct evbuffer *in, struct evbuffer *out, size_t max,
-		     size_t *moved, enum http1_err *err);
+int http1_chunked_decode(struct http1_chunked *, struct evbuffer *in,
+    struct evbuffer *out, size_t max, size_t *moved, enum http1_err *err);
 
 /* Append a chunk-size line for n data bytes (n > 0). */
-void		 http1_chunk_header(struct evbuffer *out, size_t n);
+void http1_chunk_header(struct evbuffer *out, size_t n);
 /* Append the CRLF that ends a chunk's data. */
-void		 http1_chunk_trailer(struct evbuffer *out);
+void http1_chunk_trailer(struct evbuffer *out);
 /* Append the last chunk and an empty trailer section. */
-void		 http1_chunk_last(struct evbuffer *out);
+void http1_chunk_last(struct evbuffer *out);
 
 #endif

@@ -18,22 +18,23 @@
 #include "alloc.h"
 #include "log.h"
 
-static enum log_level	 log_min = LOG_LVL_INFO;
-static enum log_format	 log_fmt = LOG_FMT_TEXT;
-static int		 log_fd = 2;
+static enum log_level log_min = LOG_LVL_INFO;
+static enum log_format log_fmt = LOG_FMT_TEXT;
+static int log_fd = 2;
 
 static const char *log_names[] = { "debug", "info", "warn", "error" };
 
 /* Open the log: level, format and a file path (NULL or "" for stderr). */
 int
-log_open(enum log_level level, enum log_format fmt, const char *path,
-    char **cause)
+log_open(
+    enum log_level level, enum log_format fmt, const char *path, char **cause)
 {
-	int	 fd = 2;
+	int fd = 2;
 
 	if (path != NULL && *path != '\0' && strcmp(path, "-") != 0 &&
 	    strcmp(path, "stderr") != 0) {
-		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+		fd = open(
+		    path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 		if (fd == -1) {
 			xasprintf(cause, "cannot open log file %s: %s", path,
 			    strerror(errno));
@@ -67,7 +68,7 @@ log_enabled(enum log_level level)
 int
 log_level_parse(const char *s, enum log_level *out)
 {
-	size_t	 i;
+	size_t i;
 
 	for (i = 0; i < sizeof log_names / sizeof log_names[0]; i++) {
 		if (strcasecmp(s, log_names[i]) == 0) {
@@ -99,7 +100,7 @@ log_format_parse(const char *s, enum log_format *out)
 static void
 log_write(const char *buf, size_t len)
 {
-	ssize_t	 n;
+	ssize_t n;
 
 	while (len > 0) {
 		n = write(log_fd, buf, len);
@@ -117,26 +118,27 @@ log_write(const char *buf, size_t len)
 void
 log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
-	struct timeval	 tv;
-	struct tm	 tm;
-	char		 ts[64], *msg, *line, *js;
-	json_t		*obj;
-	int		 n;
+	struct timeval tv;
+	struct tm tm;
+	char ts[64], *msg, *line, *js;
+	json_t *obj;
+	int n;
 
 	if (!log_enabled(level))
 		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	n = (int)strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(ts + n, sizeof ts - (size_t)n, ".%03dZ",
-	    (int)(tv.tv_usec / 1000));
+	snprintf(
+	    ts + n, sizeof ts - (size_t)n, ".%03dZ", (int)(tv.tv_usec / 1000));
 	xvasprintf(&msg, fmt, ap);
 
 	if (log_fmt == LOG_FMT_JSON) {
 		/* Never lose a message because it is not valid UTF-8. */
 		obj = json_object();
 		json_object_set_new(obj, "time", json_string(ts));
-		json_object_set_new(obj, "level", json_string(log_names[level]));
+		json_object_set_new(
+		    obj, "level", json_string(log_names[level]));
 		json_object_set_new(obj, "msg", json_string_nocheck(msg));
 		js = json_dumps(obj, JSON_COMPACT);
 		if (js != NULL) {
@@ -156,7 +158,7 @@ log_vmsg(enum log_level level, const char *fmt, va_list ap)
 void
 log_msg(enum log_level level, const char *fmt, ...)
 {
-	va_list	 ap;
+	va_list ap;
 
 	va_start(ap, fmt);
 	log_vmsg(level, fmt, ap);

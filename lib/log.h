@@ -16,23 +16,23 @@ enum log_format {
 	LOG_FMT_JSON,
 };
 
-int	 log_open(enum log_level, enum log_format, const char *path,
-	     char **cause);
-void	 log_close(void);
-int	 log_enabled(enum log_level);
-int	 log_level_parse(const char *, enum log_level *);
-int	 log_format_parse(const char *, enum log_format *);
-void	 log_msg(enum log_level, const char *, ...)
-	    __attribute__((format(printf, 2, 3)));
-void	 log_vmsg(enum log_level, const char *, va_list)
-	    __attribute__((format(printf, 2, 0)));
+int log_open(enum log_level, enum log_format, const char *path, char **cause);
+void log_close(void);
+int log_enabled(enum log_level);
+int log_level_parse(const char *, enum log_level *);
+int log_format_parse(const char *, enum log_format *);
+void log_msg(enum log_level, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+void log_vmsg(enum log_level, const char *, va_list)
+    __attribute__((format(printf, 2, 0)));
 
-#define log_debug(...) do {						\
-	if (log_enabled(LOG_LVL_DEBUG))					\
-		log_msg(LOG_LVL_DEBUG, __VA_ARGS__);			\
-} while (0)
-#define log_info(...)	log_msg(LOG_LVL_INFO, __VA_ARGS__)
-#define log_warn(...)	log_msg(LOG_LVL_WARN, __VA_ARGS__)
-#define log_error(...)	log_msg(LOG_LVL_ERROR, __VA_ARGS__)
+#define log_debug(...) \
+	do { \
+		if (log_enabled(LOG_LVL_DEBUG)) \
+			log_msg(LOG_LVL_DEBUG, __VA_ARGS__); \
+	} while (0)
+#define log_info(...) log_msg(LOG_LVL_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 
 #endif

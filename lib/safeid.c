@@ -15,9 +15,9 @@
 char *
 safeid_make(const char *id)
 {
-	const char	*p;
-	char		*out;
-	size_t		 len, n;
+	const char *p;
+	char *out;
+	size_t len, n;
 
 	len = 0;
 	for (p = id; *p != '\0'; p++)

@@ -3,8 +3,8 @@
 #define AK_SAFEID_H
 
 /* The longest safe id, in bytes. */
-#define SAFEID_MAX	200
+#define SAFEID_MAX 200
 
-char	*safeid_make(const char *);
+char *safeid_make(const char *);
 
 #endif

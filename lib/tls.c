@@ -20,27 +20,27 @@
  * TLS 1.2 suites offered by a server: forward secret key exchange and AEAD
  * ciphers only. TLS 1.3 suites keep the OpenSSL defaults.
  */
-#define TLS_SERVER_CIPHERS						\
-	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"	\
-	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"	\
+#define TLS_SERVER_CIPHERS \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
 	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 /* Session id context: a cached session resumes only where it was made. */
-#define TLS_SESSION_ID_CTX	"akgateway"
+#define TLS_SESSION_ID_CTX "akgateway"
 
 /* A server's ALPN preference list in wire format, kept in the context. */
 struct tls_alpn {
-	size_t		 ta_len;
-	unsigned char	 ta_wire[];
+	size_t ta_len;
+	unsigned char ta_wire[];
 };
 
-static pthread_once_t	 tls_once = PTHREAD_ONCE_INIT;
-static int		 tls_alpn_idx = -1;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static int tls_alpn_idx = -1;
 
 /* Free a context's ALPN list along with the context. */
 static void
-tls_alpn_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
-    long argl, void *argp)
+tls_alpn_free_cb(
+    void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
 {
 	(void)parent;
 	(void)ad;
@@ -54,10 +54,11 @@ tls_alpn_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
 static void
 tls_init_once(void)
 {
-	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS |
-	    OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
-	tls_alpn_idx = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL,
-	    tls_alpn_free_cb);
+	OPENSSL_init_ssl(
+	    OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
+	    NULL);
+	tls_alpn_idx = SSL_CTX_get_ex_new_index(
+	    0, NULL, NULL, NULL, tls_alpn_free_cb);
 	if (tls_alpn_idx < 0) {
 		fprintf(stderr, "fatal: cannot allocate TLS context slot\n");
 		abort();
@@ -80,10 +81,10 @@ tls_init(void)
 const char *
 tls_last_error(void)
 {
-	static __thread char	 buf[256];
-	const char		*reason, *data;
-	unsigned long		 e;
-	int			 flags;
+	static __thread char buf[256];
+	const char *reason, *data;
+	unsigned long e;
+	int flags;
 
 	/* The data string belongs to the queue: copy it before clearing. */
 	if ((e = ERR_get_error_all(NULL, NULL, NULL, &data, &flags)) == 0)
@@ -104,8 +105,8 @@ tls_last_error(void)
 static void __attribute__((format(printf, 2, 3)))
 tls_cause(char **cause, const char *fmt, ...)
 {
-	va_list	 ap;
-	char	*msg;
+	va_list ap;
+	char *msg;
 
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
@@ -130,12 +131,12 @@ static int
 tls_alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
-	struct tls_alpn	*ta = arg;
+	struct tls_alpn *ta = arg;
 
 	(void)ssl;
-	if (ta == NULL || SSL_select_next_proto((unsigned char **)out, outlen,
-	    ta->ta_wire, (unsigned int)ta->ta_len, in, inlen) !=
-	    OPENSSL_NPN_NEGOTIATED)
+	if (ta == NULL ||
+	    SSL_select_next_proto((unsigned char **)out, outlen, ta->ta_wire,
+		(unsigned int)ta->ta_len, in, inlen) != OPENSSL_NPN_NEGOTIATED)
 		return (SSL_TLSEXT_ERR_NOACK);
 	return (SSL_TLSEXT_ERR_OK);
 }
@@ -148,8 +149,8 @@ tls_alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 int
 tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
 {
-	struct tls_alpn	*ta, *old;
-	size_t		 i, len, total;
+	struct tls_alpn *ta, *old;
+	size_t i, len, total;
 
 	tls_init();
 	if (n == 0)
@@ -194,9 +195,9 @@ tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
 SSL_CTX *
 tls_server_ctx_new(const char *cert_file, const char *key_file, char **cause)
 {
-	static const char *const	 alpn[] = { "http/1.1" };
-	SSL_CTX				*ctx;
-	unsigned long			 e;
+	static const char *const alpn[] = { "http/1.1" };
+	SSL_CTX *ctx;
+	unsigned long e;
 
 	tls_init();
 	ERR_clear_error();
@@ -207,13 +208,14 @@ tls_server_ctx_new(const char *cert_file, const char *key_file, char **cause)
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) ||
 	    !SSL_CTX_set_cipher_list(ctx, TLS_SERVER_CIPHERS) ||
 	    !SSL_CTX_set_session_id_context(ctx,
-	    (const unsigned char *)TLS_SESSION_ID_CTX,
-	    sizeof TLS_SESSION_ID_CTX - 1)) {
+		(const unsigned char *)TLS_SESSION_ID_CTX,
+		sizeof TLS_SESSION_ID_CTX - 1)) {
 		tls_cause(cause, "cannot configure TLS server context");
 		goto fail;
 	}
-	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION |
-	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_options(ctx,
+	    SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+		SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	SSL_CTX_set_default_passwd_cb(ctx, tls_no_passwd_cb);
@@ -226,7 +228,7 @@ tls_server_ctx_new(const char *cert_file, const char *key_file, char **cause)
 		e = ERR_peek_error();
 		if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
 		    (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
-		    ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
+			ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
 			ERR_clear_error();
 			xasprintf(cause, "key %s does not match certificate %s",
 			    key_file, cert_file);
@@ -261,7 +263,7 @@ fail:
 SSL_CTX *
 tls_client_ctx_new(const char *ca_file, int verify, char **cause)
 {
-	SSL_CTX	*ctx;
+	SSL_CTX *ctx;
 
 	tls_init();
 	ERR_clear_error();
@@ -273,8 +275,8 @@ tls_client_ctx_new(const char *ca_file, int verify, char **cause)
 		tls_cause(cause, "cannot configure TLS client context");
 		goto fail;
 	}
-	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION |
-	    SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_options(
+	    ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 
 	if (ca_file != NULL) {
@@ -286,8 +288,8 @@ tls_client_ctx_new(const char *ca_file, int verify, char **cause)
 		tls_cause(cause, "cannot load the system CA certificates");
 		goto fail;
 	}
-	SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
-	    NULL);
+	SSL_CTX_set_verify(
+	    ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
 	return (ctx);
 
 fail:
@@ -304,10 +306,10 @@ fail:
 SSL *
 tls_client_ssl_new(SSL_CTX *ctx, const char *host, char **cause)
 {
-	struct in_addr	 a4;
-	struct in6_addr	 a6;
-	SSL		*ssl;
-	int		 is_ip;
+	struct in_addr a4;
+	struct in6_addr a6;
+	SSL *ssl;
+	int is_ip;
 
 	if (host == NULL || *host == '\0') {
 		xasprintf(cause, "empty TLS host name");
@@ -328,18 +330,18 @@ tls_client_ssl_new(SSL_CTX *ctx, const char *host, char **cause)
 	}
 	if (SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER) {
 		if (is_ip) {
-			if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl),
-			    host) != 1) {
-				tls_cause(cause, "cannot verify address %s",
-				    host);
+			if (X509_VERIFY_PARAM_set1_ip_asc(
+				SSL_get0_param(ssl), host) != 1) {
+				tls_cause(
+				    cause, "cannot verify address %s", host);
 				goto fail;
 			}
 		} else {
-			SSL_set_hostflags(ssl,
-			    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+			SSL_set_hostflags(
+			    ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 			if (SSL_set1_host(ssl, host) != 1) {
-				tls_cause(cause, "cannot verify host name %s",
-				    host);
+				tls_cause(
+				    cause, "cannot verify host name %s", host);
 				goto fail;
 			}
 		}

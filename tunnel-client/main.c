@@ -15,62 +15,95 @@ void
 main_usage(FILE *f)
 {
 	fprintf(f,
-"usage: aktunnel --gateway ADDR --sandbox ID --target URL [options]\n"
-"\n"
-"Carries the reverse tunnel of sandbox ID through the gateway at ADDR, so\n"
-"that code in the sandbox calling http://127.0.0.1:LISTEN_PORT reaches URL.\n"
-"\n"
-"  --gateway ADDR          gateway address: host[:port] or ws://, http://\n"
-"                          (plain) or wss://, https:// (TLS); the port\n"
-"                          defaults to 80 or 443; IPv6 as [::1]:8080\n"
-"  --sandbox ID            sandbox id (its safe form goes in the URL)\n"
-"  --target URL            http:// or https:// service to reach, with an\n"
-"                          optional port and base path (no scheme: http)\n"
-"  --listen-port N         the sandbox's loopback listener (default %d);\n"
-"                          another port selects /tunnel/ID/(N-1)\n"
-"  --tunnel-path PATH      tunnel route on the gateway instead of\n"
-"                          /tunnel/SAFE_ID\n"
-"  --token TOKEN           credential sent as X-Auth (prefer AKERNEL_TOKEN:\n"
-"                          the command line is visible to other users)\n"
-"  --allow-plaintext-token send the token over a plain ws:// gateway too\n"
-"  --ca-file FILE          trust file for the gateway; turns verification on\n"
-"  --verify-tls            verify the gateway's certificate (the default)\n"
-"  --no-verify-tls         do not verify the gateway's certificate\n"
-"  --target-ca-file FILE   trust file for an https:// target\n"
-"  --target-insecure       do not verify the target's certificate (unsafe)\n"
-"  --target-cert FILE      client certificate for the target (with\n"
-"  --target-key FILE       --target-key) for mutual TLS\n"
-"  --log-level LEVEL       debug, info, warn or error (default info)\n"
-"  --log-format FORMAT     text or json (default text)\n"
-"  -v, --verbose           log each request; twice: debug logging\n"
-"  -h, --help              print this help and exit\n"
-"  -V, --version           print the version and exit\n"
-"\n"
-"Environment (flags win over it):\n"
-"  AKERNEL_GATEWAY_ADDRESS         gateway address, as --gateway\n"
-"  YR_GATEWAY_ADDRESS              gateway address if the above is unset\n"
-"  AKERNEL_TOKEN                   token, as --token\n"
-"  AKERNEL_VERIFY_TLS              1/true/yes/on or 0/false/no/off: verify\n"
-"                                  the gateway's certificate\n"
-"  SSL_CERT_FILE                   trust file for the gateway if no other\n"
-"  AKTUNNEL_SANDBOX                sandbox id, as --sandbox\n"
-"  AKTUNNEL_TARGET                 target URL, as --target\n"
-"  YR_TUNNEL_SSL_VERIFY            0/false/no: do not verify the gateway\n"
-"                                  (AKERNEL_VERIFY_TLS wins if both are set)\n"
-"  YR_TUNNEL_CA_BUNDLE             trust file for the gateway\n"
-"  YR_TUNNEL_TOKEN_QUERY_FALLBACK  1/true/yes: also send ?token= in the URL\n"
-"  YR_TUNNEL_PROTOCOL_VERSION      highest protocol version (default 2)\n"
-"  YR_TUNNEL_MAX_BODY_SIZE         body limit (default 512 MiB, cap 1 GiB)\n"
-"  YR_TUNNEL_MAX_WS_MESSAGE_SIZE   WebSocket message limit (default and\n"
-"                                  cap 8 MiB)\n"
-"  YR_TUNNEL_STREAM_CHUNK_BYTES    data chunk size (64 KiB; 1 KiB..64 KiB)\n"
-"  YR_TUNNEL_MAX_INFLIGHT          concurrent requests (16, cap 1024)\n"
-"  YR_TUNNEL_STREAM_WINDOW_FRAMES  credit window (16, cap 1024)\n"
-"  YR_TUNNEL_FAST_PATH_BODY_BYTES  one-frame body threshold (64 KiB, cap\n"
-"                                  5 MiB and the body limit)\n"
-"  YR_TUNNEL_HTTP_TIMEOUT          target timeout in seconds (default 600)\n"
-"\n"
-"Exit status: 0 success, 1 runtime error, 2 bad flags or environment.\n",
+	    "usage: aktunnel --gateway ADDR --sandbox ID --target URL "
+	    "[options]\n"
+	    "\n"
+	    "Carries the reverse tunnel of sandbox ID through the gateway at "
+	    "ADDR, so\n"
+	    "that code in the sandbox calling http://127.0.0.1:LISTEN_PORT "
+	    "reaches URL.\n"
+	    "\n"
+	    "  --gateway ADDR          gateway address: host[:port] or ws://, "
+	    "http://\n"
+	    "                          (plain) or wss://, https:// (TLS); the "
+	    "port\n"
+	    "                          defaults to 80 or 443; IPv6 as "
+	    "[::1]:8080\n"
+	    "  --sandbox ID            sandbox id (its safe form goes in the "
+	    "URL)\n"
+	    "  --target URL            http:// or https:// service to reach, "
+	    "with an\n"
+	    "                          optional port and base path (no scheme: "
+	    "http)\n"
+	    "  --listen-port N         the sandbox's loopback listener "
+	    "(default %d);\n"
+	    "                          another port selects /tunnel/ID/(N-1)\n"
+	    "  --tunnel-path PATH      tunnel route on the gateway instead of\n"
+	    "                          /tunnel/SAFE_ID\n"
+	    "  --token TOKEN           credential sent as X-Auth (prefer "
+	    "AKERNEL_TOKEN:\n"
+	    "                          the command line is visible to other "
+	    "users)\n"
+	    "  --allow-plaintext-token send the token over a plain ws:// "
+	    "gateway too\n"
+	    "  --ca-file FILE          trust file for the gateway; turns "
+	    "verification on\n"
+	    "  --verify-tls            verify the gateway's certificate (the "
+	    "default)\n"
+	    "  --no-verify-tls         do not verify the gateway's "
+	    "certificate\n"
+	    "  --target-ca-file FILE   trust file for an https:// target\n"
+	    "  --target-insecure       do not verify the target's certificate "
+	    "(unsafe)\n"
+	    "  --target-cert FILE      client certificate for the target "
+	    "(with\n"
+	    "  --target-key FILE       --target-key) for mutual TLS\n"
+	    "  --log-level LEVEL       debug, info, warn or error (default "
+	    "info)\n"
+	    "  --log-format FORMAT     text or json (default text)\n"
+	    "  -v, --verbose           log each request; twice: debug logging\n"
+	    "  -h, --help              print this help and exit\n"
+	    "  -V, --version           print the version and exit\n"
+	    "\n"
+	    "Environment (flags win over it):\n"
+	    "  AKERNEL_GATEWAY_ADDRESS         gateway address, as --gateway\n"
+	    "  YR_GATEWAY_ADDRESS              gateway address if the above is "
+	    "unset\n"
+	    "  AKERNEL_TOKEN                   token, as --token\n"
+	    "  AKERNEL_VERIFY_TLS              1/true/yes/on or "
+	    "0/false/no/off: verify\n"
+	    "                                  the gateway's certificate\n"
+	    "  SSL_CERT_FILE                   trust file for the gateway if "
+	    "no other\n"
+	    "  AKTUNNEL_SANDBOX                sandbox id, as --sandbox\n"
+	    "  AKTUNNEL_TARGET                 target URL, as --target\n"
+	    "  YR_TUNNEL_SSL_VERIFY            0/false/no: do not verify the "
+	    "gateway\n"
+	    "                                  (AKERNEL_VERIFY_TLS wins if "
+	    "both are set)\n"
+	    "  YR_TUNNEL_CA_BUNDLE             trust file for the gateway\n"
+	    "  YR_TUNNEL_TOKEN_QUERY_FALLBACK  1/true/yes: also send ?token= "
+	    "in the URL\n"
+	    "  YR_TUNNEL_PROTOCOL_VERSION      highest protocol version "
+	    "(default 2)\n"
+	    "  YR_TUNNEL_MAX_BODY_SIZE         body limit (default 512 MiB, "
+	    "cap 1 GiB)\n"
+	    "  YR_TUNNEL_MAX_WS_MESSAGE_SIZE   WebSocket message limit "
+	    "(default and\n"
+	    "                                  cap 8 MiB)\n"
+	    "  YR_TUNNEL_STREAM_CHUNK_BYTES    data chunk size (64 KiB; 1 "
+	    "KiB..64 KiB)\n"
+	    "  YR_TUNNEL_MAX_INFLIGHT          concurrent requests (16, cap "
+	    "1024)\n"
+	    "  YR_TUNNEL_STREAM_WINDOW_FRAMES  credit window (16, cap 1024)\n"
+	    "  YR_TUNNEL_FAST_PATH_BODY_BYTES  one-frame body threshold (64 "
+	    "KiB, cap\n"
+	    "                                  5 MiB and the body limit)\n"
+	    "  YR_TUNNEL_HTTP_TIMEOUT          target timeout in seconds "
+	    "(default 600)\n"
+	    "\n"
+	    "Exit status: 0 success, 1 runtime error, 2 bad flags or "
+	    "environment.\n",
 	    TUN_LISTEN_PORT_DEFAULT);
 }
 
@@ -78,13 +111,13 @@ main_usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-	struct tun_options	 o;
-	char			*cause, *gw, *tunnel, *target;
-	unsigned int		 i;
+	struct tun_options o;
+	char *cause, *gw, *tunnel, *target;
+	unsigned int i;
 
 	if (tun_options_parse(&o, argc, argv, NULL, &cause) != 0) {
-		fprintf(stderr, "aktunnel: %s\nTry 'aktunnel --help'.\n",
-		    cause);
+		fprintf(
+		    stderr, "aktunnel: %s\nTry 'aktunnel --help'.\n", cause);
 		free(cause);
 		tun_options_free(&o);
 		return (2);
@@ -113,14 +146,17 @@ main(int argc, char **argv)
 	tunnel = tun_tunnel_url(&o);
 	target = tun_target_url(&o);
 	log_info("aktunnel %s: gateway %s (%s), tunnel %s, sandbox %s, "
-	    "target %s, listen port %d, token: %s", AK_VERSION, gw,
-	    !o.gateway.u_tls ? "plain" : (o.verify_tls ? "TLS verified" :
-	    "TLS unverified"), tunnel, o.sandbox, target, o.listen_port,
+		 "target %s, listen port %d, token: %s",
+	    AK_VERSION, gw,
+	    !o.gateway.u_tls
+		? "plain"
+		: (o.verify_tls ? "TLS verified" : "TLS unverified"),
+	    tunnel, o.sandbox, target, o.listen_port,
 	    o.token != NULL ? "set" : "unset");
 	log_debug("tunnel limits: protocol %d, max body %llu, max ws message "
-	    "%llu, chunk %u, inflight %u, window %u, fast path %llu, "
-	    "http timeout %gs", o.protocol_version,
-	    (unsigned long long)o.max_body_size,
+		  "%llu, chunk %u, inflight %u, window %u, fast path %llu, "
+		  "http timeout %gs",
+	    o.protocol_version, (unsigned long long)o.max_body_size,
 	    (unsigned long long)o.max_ws_message_size, o.stream_chunk,
 	    o.max_inflight, o.stream_window_frames,
 	    (unsigned long long)o.fast_path_body, o.http_timeout);

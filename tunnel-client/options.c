@@ -20,18 +20,18 @@
 
 /* Flag values as given, before the environment is consulted. */
 struct options_args {
-	const char	*gateway;
-	const char	*sandbox;
-	const char	*target;
-	const char	*token;
-	const char	*ca_file;
-	const char	*listen_port;
-	const char	*tunnel_path;
-	const char	*target_ca_file;
-	const char	*target_cert;
-	const char	*target_key;
-	int		 verify;	/* -1 unset, 0 or 1 */
-	int		 log_level_set;
+	const char *gateway;
+	const char *sandbox;
+	const char *target;
+	const char *token;
+	const char *ca_file;
+	const char *listen_port;
+	const char *tunnel_path;
+	const char *target_ca_file;
+	const char *target_cert;
+	const char *target_key;
+	int verify; /* -1 unset, 0 or 1 */
+	int log_level_set;
 };
 
 enum {
@@ -53,8 +53,8 @@ enum {
 	OPT_LOG_FORMAT,
 };
 
-static const struct option options_long[] = {
-	{ "gateway", required_argument, NULL, OPT_GATEWAY },
+static const struct option options_long[] = { { "gateway", required_argument,
+						  NULL, OPT_GATEWAY },
 	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "target", required_argument, NULL, OPT_TARGET },
 	{ "listen-port", required_argument, NULL, OPT_LISTEN_PORT },
@@ -73,16 +73,13 @@ static const struct option options_long[] = {
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
+	{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 } };
 
 /* Leading "+": stop at the first operand; ":": report missing arguments. */
 static const char options_short[] = "+:hVv";
 
 static const char *const options_true[] = { "1", "true", "yes", "on", NULL };
-static const char *const options_false[] = { "0", "false", "no", "off",
-    NULL };
+static const char *const options_false[] = { "0", "false", "no", "off", NULL };
 static const char *const options_yr_false[] = { "0", "false", "no", NULL };
 static const char *const options_yr_true[] = { "1", "true", "yes", NULL };
 
@@ -90,7 +87,7 @@ static const char *const options_yr_true[] = { "1", "true", "yes", NULL };
 static const char *
 options_getenv(char *const *envp, const char *name)
 {
-	size_t	 len = strlen(name);
+	size_t len = strlen(name);
 
 	for (; *envp != NULL; envp++) {
 		if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=')
@@ -103,7 +100,7 @@ options_getenv(char *const *envp, const char *name)
 static char *
 options_trim(const char *s)
 {
-	size_t	 len;
+	size_t len;
 
 	while (isspace((unsigned char)*s))
 		s++;
@@ -117,8 +114,8 @@ options_trim(const char *s)
 static char *
 options_getenv_trimmed(char *const *envp, const char *name)
 {
-	const char	*v;
-	char		*t;
+	const char *v;
+	char *t;
 
 	if ((v = options_getenv(envp, name)) == NULL)
 		return (NULL);
@@ -134,8 +131,8 @@ options_getenv_trimmed(char *const *envp, const char *name)
 static int
 options_word(const char *s, const char *const *words)
 {
-	char	*t;
-	int	 found = 0;
+	char *t;
+	int found = 0;
 
 	t = options_trim(s);
 	for (; *words != NULL; words++) {
@@ -152,10 +149,10 @@ options_word(const char *s, const char *const *words)
 static void __attribute__((format(printf, 2, 3)))
 options_warn(struct tun_options *o, const char *fmt, ...)
 {
-	va_list	 ap;
+	va_list ap;
 
-	o->warnings = xreallocarray(o->warnings, o->nwarnings + 1,
-	    sizeof *o->warnings);
+	o->warnings = xreallocarray(
+	    o->warnings, o->nwarnings + 1, sizeof *o->warnings);
 	va_start(ap, fmt);
 	xvasprintf(&o->warnings[o->nwarnings], fmt, ap);
 	va_end(ap);
@@ -196,8 +193,8 @@ options_defaults(struct tun_options *o)
 static int
 options_port(const char *s)
 {
-	size_t	 len = strlen(s);
-	long	 v;
+	size_t len = strlen(s);
+	long v;
 
 	if (len == 0 || len > 5 || strspn(s, "0123456789") != len)
 		return (-1);
@@ -231,8 +228,8 @@ options_host_char(unsigned char c)
 static char *
 options_url_scheme(const char *s, const char **rest)
 {
-	char	*scheme;
-	size_t	 i;
+	char *scheme;
+	size_t i;
 
 	*rest = s;
 	if (!isalpha((unsigned char)s[0]))
@@ -258,10 +255,10 @@ options_url_scheme(const char *s, const char **rest)
 static int
 options_url_authority(struct tun_url *u, const char *auth, char **cause)
 {
-	struct in6_addr	 in6;
-	const char	*port, *end;
-	char		 c[8];
-	size_t		 i;
+	struct in6_addr in6;
+	const char *port, *end;
+	char c[8];
+	size_t i;
 
 	if (strchr(auth, '@') != NULL) {
 		xasprintf(cause, "user info ('user@') is not allowed");
@@ -269,7 +266,8 @@ options_url_authority(struct tun_url *u, const char *auth, char **cause)
 	}
 	if (auth[0] == '[') {
 		if ((end = strchr(auth, ']')) == NULL) {
-			xasprintf(cause, "unterminated IPv6 address (missing "
+			xasprintf(cause,
+			    "unterminated IPv6 address (missing "
 			    "']')");
 			return (-1);
 		}
@@ -286,7 +284,8 @@ options_url_authority(struct tun_url *u, const char *auth, char **cause)
 	} else {
 		port = strchr(auth, ':');
 		if (port != NULL && strchr(port + 1, ':') != NULL) {
-			xasprintf(cause, "an IPv6 address must be in brackets, "
+			xasprintf(cause,
+			    "an IPv6 address must be in brackets, "
 			    "as in [::1]:8080");
 			return (-1);
 		}
@@ -325,9 +324,9 @@ options_url_authority(struct tun_url *u, const char *auth, char **cause)
 static int
 options_url(struct tun_url *u, const char *s, int target, char **cause)
 {
-	char		*t, *scheme = NULL, *auth = NULL, c[8];
-	const char	*p, *rest;
-	size_t		 i, len;
+	char *t, *scheme = NULL, *auth = NULL, c[8];
+	const char *p, *rest;
+	size_t i, len;
 
 	memset(u, 0, sizeof *u);
 	t = options_trim(s);
@@ -344,12 +343,16 @@ options_url(struct tun_url *u, const char *s, int target, char **cause)
 	    (!target && strcmp(scheme, "wss") == 0))
 		u->u_tls = 1;
 	else if (target) {
-		xasprintf(cause, "unsupported scheme '%s' (use http:// or "
-		    "https://)", scheme);
+		xasprintf(cause,
+		    "unsupported scheme '%s' (use http:// or "
+		    "https://)",
+		    scheme);
 		goto fail;
 	} else {
-		xasprintf(cause, "unsupported scheme '%s' (use ws://, wss://, "
-		    "http:// or https://, or no scheme for plain ws)", scheme);
+		xasprintf(cause,
+		    "unsupported scheme '%s' (use ws://, wss://, "
+		    "http:// or https://, or no scheme for plain ws)",
+		    scheme);
 		goto fail;
 	}
 
@@ -366,7 +369,8 @@ options_url(struct tun_url *u, const char *s, int target, char **cause)
 	}
 	if (!target) {
 		if (*rest != '\0' && strcmp(rest, "/") != 0) {
-			xasprintf(cause, "a path is not allowed (give "
+			xasprintf(cause,
+			    "a path is not allowed (give "
 			    "[scheme://]host[:port]; --tunnel-path sets the "
 			    "route)");
 			goto fail;
@@ -436,7 +440,7 @@ tun_url_free(struct tun_url *u)
 static char *
 options_host(const char *host)
 {
-	char	*s;
+	char *s;
 
 	if (strchr(host, ':') != NULL)
 		xasprintf(&s, "[%s]", host);
@@ -453,7 +457,7 @@ options_host(const char *host)
 char *
 tun_gateway_url(const struct tun_options *o)
 {
-	char	*host, *s;
+	char *host, *s;
 
 	host = options_host(o->gateway.u_host);
 	xasprintf(&s, "%s://%s:%d", o->gateway.u_tls ? "wss" : "ws", host,
@@ -471,7 +475,7 @@ tun_gateway_url(const struct tun_options *o)
 char *
 tun_tunnel_url(const struct tun_options *o)
 {
-	char	*base, *s;
+	char *base, *s;
 
 	base = tun_gateway_url(o);
 	if (o->tunnel_path != NULL)
@@ -493,16 +497,16 @@ tun_tunnel_url(const struct tun_options *o)
 char *
 tun_target_url(const struct tun_options *o)
 {
-	const struct tun_url	*u = &o->target;
-	char			*host, *s;
+	const struct tun_url *u = &o->target;
+	char *host, *s;
 
 	host = options_host(u->u_host);
 	if (u->u_port == (u->u_tls ? 443 : 80)) {
 		xasprintf(&s, "%s://%s%s", u->u_tls ? "https" : "http", host,
 		    u->u_path);
 	} else {
-		xasprintf(&s, "%s://%s:%d%s", u->u_tls ? "https" : "http",
-		    host, u->u_port, u->u_path);
+		xasprintf(&s, "%s://%s:%d%s", u->u_tls ? "https" : "http", host,
+		    u->u_port, u->u_path);
 	}
 	free(host);
 	return (s);
@@ -512,7 +516,7 @@ tun_target_url(const struct tun_options *o)
 static const char *
 options_name(int val)
 {
-	const struct option	*opt;
+	const struct option *opt;
 
 	for (opt = options_long; opt->name != NULL; opt++) {
 		if (opt->val == val)
@@ -525,10 +529,10 @@ options_name(int val)
 static void
 options_unknown(const char *arg, char **cause)
 {
-	const struct option	*opt;
-	char			*list = NULL, *tmp;
-	size_t			 len;
-	unsigned int		 n = 0;
+	const struct option *opt;
+	char *list = NULL, *tmp;
+	size_t len;
+	unsigned int n = 0;
 
 	if (strncmp(arg, "--", 2) != 0) {
 		xasprintf(cause, "unknown option '%s'", arg);
@@ -559,13 +563,13 @@ static int
 options_flags(struct tun_options *o, struct options_args *a, int argc,
     char **argv, char **cause)
 {
-	int	 ch;
+	int ch;
 
 	a->verify = -1;
-	optind = 0;	/* glibc: start afresh, so parse may run again */
+	optind = 0; /* glibc: start afresh, so parse may run again */
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, options_short, options_long,
-	    NULL)) != -1) {
+	while ((ch = getopt_long(
+		    argc, argv, options_short, options_long, NULL)) != -1) {
 		switch (ch) {
 		case 'h':
 			o->help = 1;
@@ -620,16 +624,20 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 			break;
 		case OPT_LOG_LEVEL:
 			if (log_level_parse(optarg, &o->log_level) != 0) {
-				xasprintf(cause, "invalid --log-level '%s' "
-				    "(use debug, info, warn or error)", optarg);
+				xasprintf(cause,
+				    "invalid --log-level '%s' "
+				    "(use debug, info, warn or error)",
+				    optarg);
 				return (-1);
 			}
 			a->log_level_set = 1;
 			break;
 		case OPT_LOG_FORMAT:
 			if (log_format_parse(optarg, &o->log_format) != 0) {
-				xasprintf(cause, "invalid --log-format '%s' "
-				    "(use text or json)", optarg);
+				xasprintf(cause,
+				    "invalid --log-format '%s' "
+				    "(use text or json)",
+				    optarg);
 				return (-1);
 			}
 			break;
@@ -643,14 +651,14 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 			return (-1);
 		default:
 			if (optopt >= 256 || optopt == 'h' || optopt == 'V' ||
-			    (optopt == 'v' && strncmp(argv[optind - 1], "--",
-			    2) == 0)) {
+			    (optopt == 'v' &&
+				strncmp(argv[optind - 1], "--", 2) == 0)) {
 				xasprintf(cause, "option '--%s' takes no value",
 				    options_name(optopt));
 			} else if (optopt > 0 && optopt < 256 &&
 			    isprint(optopt)) {
-				xasprintf(cause, "unknown option '-%c'",
-				    optopt);
+				xasprintf(
+				    cause, "unknown option '-%c'", optopt);
 			} else
 				options_unknown(argv[optind - 1], cause);
 			return (-1);
@@ -672,13 +680,13 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
  * capped at max.
  */
 static int
-options_env_int(char *const *envp, const char *name, uint64_t def,
-    uint64_t max, uint64_t *out, char **cause)
+options_env_int(char *const *envp, const char *name, uint64_t def, uint64_t max,
+    uint64_t *out, char **cause)
 {
-	const char	*raw;
-	char		*t, *p;
-	uint64_t	 v = 0;
-	int		 neg = 0;
+	const char *raw;
+	char *t, *p;
+	uint64_t v = 0;
+	int neg = 0;
 
 	if ((raw = options_getenv(envp, name)) == NULL) {
 		*out = def < max ? def : max;
@@ -696,7 +704,7 @@ options_env_int(char *const *envp, const char *name, uint64_t def,
 	}
 	for (; *p != '\0'; p++) {
 		if (v > (UINT64_MAX - 9) / 10) {
-			v = UINT64_MAX;	/* the cap applies below */
+			v = UINT64_MAX; /* the cap applies below */
 			break;
 		}
 		v = v * 10 + (uint64_t)(*p - '0');
@@ -718,9 +726,9 @@ options_env_int(char *const *envp, const char *name, uint64_t def,
 static void
 options_env_timeout(struct tun_options *o, char *const *envp)
 {
-	const char	*name = "YR_TUNNEL_HTTP_TIMEOUT", *raw;
-	char		*t, *end;
-	double		 v;
+	const char *name = "YR_TUNNEL_HTTP_TIMEOUT", *raw;
+	char *t, *end;
+	double v;
 
 	o->http_timeout = TUN_HTTP_TIMEOUT_DEFAULT;
 	if ((raw = options_getenv(envp, name)) == NULL)
@@ -734,8 +742,10 @@ options_env_timeout(struct tun_options *o, char *const *envp)
 	/* Below a nanosecond or beyond 2^64 s a timer cannot hold it. */
 	if (end == t || *end != '\0' || !isfinite(v) || v < 1e-9 ||
 	    v >= 18446744073709551616.0) {
-		options_warn(o, "%s '%s' is not a positive number of seconds; "
-		    "using %g", name, raw, TUN_HTTP_TIMEOUT_DEFAULT);
+		options_warn(o,
+		    "%s '%s' is not a positive number of seconds; "
+		    "using %g",
+		    name, raw, TUN_HTTP_TIMEOUT_DEFAULT);
 	} else
 		o->http_timeout = v;
 	free(t);
@@ -745,37 +755,39 @@ options_env_timeout(struct tun_options *o, char *const *envp)
 static int
 options_limits(struct tun_options *o, char *const *envp, char **cause)
 {
-	uint64_t	 v;
+	uint64_t v;
 
 	if (options_env_int(envp, "YR_TUNNEL_PROTOCOL_VERSION",
-	    TUN_PROTOCOL_VERSION, TUN_PROTOCOL_VERSION, &v, cause) != 0)
+		TUN_PROTOCOL_VERSION, TUN_PROTOCOL_VERSION, &v, cause) != 0)
 		return (-1);
 	o->protocol_version = (int)v;
 	if (options_env_int(envp, "YR_TUNNEL_MAX_BODY_SIZE",
-	    TUN_MAX_BODY_DEFAULT, TUN_MAX_BODY_CAP, &o->max_body_size,
-	    cause) != 0)
+		TUN_MAX_BODY_DEFAULT, TUN_MAX_BODY_CAP, &o->max_body_size,
+		cause) != 0)
 		return (-1);
 	if (options_env_int(envp, "YR_TUNNEL_MAX_WS_MESSAGE_SIZE",
-	    TUN_MAX_WS_MESSAGE_DEFAULT, TUN_MAX_WS_MESSAGE_CAP,
-	    &o->max_ws_message_size, cause) != 0)
+		TUN_MAX_WS_MESSAGE_DEFAULT, TUN_MAX_WS_MESSAGE_CAP,
+		&o->max_ws_message_size, cause) != 0)
 		return (-1);
 	if (options_env_int(envp, "YR_TUNNEL_STREAM_CHUNK_BYTES",
-	    TUN_STREAM_CHUNK_DEFAULT, TUN_STREAM_CHUNK_CAP, &v, cause) != 0)
+		TUN_STREAM_CHUNK_DEFAULT, TUN_STREAM_CHUNK_CAP, &v, cause) != 0)
 		return (-1);
-	o->stream_chunk = (uint32_t)(v < TUN_STREAM_CHUNK_MIN ?
-	    TUN_STREAM_CHUNK_MIN : v);
+	o->stream_chunk =
+	    (uint32_t)(v < TUN_STREAM_CHUNK_MIN ? TUN_STREAM_CHUNK_MIN : v);
 	if (options_env_int(envp, "YR_TUNNEL_MAX_INFLIGHT",
-	    TUN_MAX_INFLIGHT_DEFAULT, TUN_MAX_INFLIGHT_CAP, &v, cause) != 0)
+		TUN_MAX_INFLIGHT_DEFAULT, TUN_MAX_INFLIGHT_CAP, &v, cause) != 0)
 		return (-1);
 	o->max_inflight = (uint32_t)v;
 	if (options_env_int(envp, "YR_TUNNEL_STREAM_WINDOW_FRAMES",
-	    TUN_WINDOW_FRAMES_DEFAULT, TUN_WINDOW_FRAMES_CAP, &v, cause) != 0)
+		TUN_WINDOW_FRAMES_DEFAULT, TUN_WINDOW_FRAMES_CAP, &v,
+		cause) != 0)
 		return (-1);
 	o->stream_window_frames = (uint32_t)v;
 	if (options_env_int(envp, "YR_TUNNEL_FAST_PATH_BODY_BYTES",
-	    TUN_FAST_PATH_DEFAULT, o->max_body_size < TUN_FAST_PATH_CAP ?
-	    o->max_body_size : TUN_FAST_PATH_CAP, &o->fast_path_body,
-	    cause) != 0)
+		TUN_FAST_PATH_DEFAULT,
+		o->max_body_size < TUN_FAST_PATH_CAP ? o->max_body_size
+						     : TUN_FAST_PATH_CAP,
+		&o->fast_path_body, cause) != 0)
 		return (-1);
 	options_env_timeout(o, envp);
 	return (0);
@@ -788,8 +800,8 @@ options_limits(struct tun_options *o, char *const *envp, char **cause)
 static int
 options_sandbox(const char *id, char **cause)
 {
-	const char	*p;
-	char		 c[8];
+	const char *p;
+	char c[8];
 
 	if (*id == '\0') {
 		xasprintf(cause, "the sandbox id is empty");
@@ -800,8 +812,10 @@ options_sandbox(const char *id, char **cause)
 		    strchr("-._~!$&'()*+,;=:@/", *p) != NULL)
 			continue;
 		options_char(c, sizeof c, *p);
-		xasprintf(cause, "the sandbox id has a character that cannot "
-		    "stand in a URL path: '%s'", c);
+		xasprintf(cause,
+		    "the sandbox id has a character that cannot "
+		    "stand in a URL path: '%s'",
+		    c);
 		return (-1);
 	}
 	return (0);
@@ -815,8 +829,8 @@ options_sandbox(const char *id, char **cause)
 static int
 options_route(const char *s, char **out, char **cause)
 {
-	const char	*p = s, *q;
-	char		 c[8];
+	const char *p = s, *q;
+	char c[8];
 
 	if (isalpha((unsigned char)*p)) {
 		q = p + 1;
@@ -852,19 +866,19 @@ static int
 options_gateway(struct tun_options *o, const struct options_args *a,
     char *const *envp, char **cause)
 {
-	const char	*from;
-	char		*env = NULL, *why;
-	const char	*value;
+	const char *from;
+	char *env = NULL, *why;
+	const char *value;
 
 	if (a->gateway != NULL) {
 		from = "--gateway";
 		value = a->gateway;
-	} else if ((env = options_getenv_trimmed(envp,
-	    "AKERNEL_GATEWAY_ADDRESS")) != NULL) {
+	} else if ((env = options_getenv_trimmed(
+			envp, "AKERNEL_GATEWAY_ADDRESS")) != NULL) {
 		from = "AKERNEL_GATEWAY_ADDRESS";
 		value = env;
-	} else if ((env = options_getenv_trimmed(envp,
-	    "YR_GATEWAY_ADDRESS")) != NULL) {
+	} else if ((env = options_getenv_trimmed(envp, "YR_GATEWAY_ADDRESS")) !=
+	    NULL) {
 		from = "YR_GATEWAY_ADDRESS";
 		value = env;
 	} else
@@ -884,8 +898,8 @@ static int
 options_ends(struct tun_options *o, const struct options_args *a,
     char *const *envp, char **cause)
 {
-	const char	*from, *value;
-	char		*env, *why;
+	const char *from, *value;
+	char *env, *why;
 
 	env = NULL;
 	if (a->sandbox != NULL) {
@@ -897,8 +911,8 @@ options_ends(struct tun_options *o, const struct options_args *a,
 	}
 	if (value != NULL) {
 		if (options_sandbox(value, &why) != 0) {
-			xasprintf(cause, "invalid %s '%s': %s", from, value,
-			    why);
+			xasprintf(
+			    cause, "invalid %s '%s': %s", from, value, why);
 			free(why);
 			free(env);
 			return (-1);
@@ -916,8 +930,7 @@ options_ends(struct tun_options *o, const struct options_args *a,
 		from = "AKTUNNEL_TARGET";
 		value = env = options_getenv_trimmed(envp, from);
 	}
-	if (value != NULL &&
-	    tun_target_parse(&o->target, value, &why) != 0) {
+	if (value != NULL && tun_target_parse(&o->target, value, &why) != 0) {
 		xasprintf(cause, "invalid %s '%s': %s", from, value, why);
 		free(why);
 		free(env);
@@ -931,12 +944,12 @@ options_ends(struct tun_options *o, const struct options_args *a,
 static int
 options_required(struct tun_options *o, char **cause)
 {
-	const char	*missing[3];
-	unsigned int	 n = 0;
+	const char *missing[3];
+	unsigned int n = 0;
 
 	if (o->gateway.u_host == NULL) {
 		missing[n++] = "--gateway ADDR (or AKERNEL_GATEWAY_ADDRESS or "
-		    "YR_GATEWAY_ADDRESS)";
+			       "YR_GATEWAY_ADDRESS)";
 	}
 	if (o->sandbox == NULL)
 		missing[n++] = "--sandbox ID (or AKTUNNEL_SANDBOX)";
@@ -968,9 +981,9 @@ static int
 options_security(struct tun_options *o, const struct options_args *a,
     char *const *envp, char **cause)
 {
-	const char	*raw, *verify_from = NULL;
-	char		*env, *gw;
-	size_t		 i;
+	const char *raw, *verify_from = NULL;
+	char *env, *gw;
+	size_t i;
 
 	/* The token: --token (empty means none), then AKERNEL_TOKEN. */
 	if (a->token != NULL) {
@@ -982,14 +995,16 @@ options_security(struct tun_options *o, const struct options_args *a,
 		for (i = 0; o->token[i] != '\0'; i++) {
 			if ((unsigned char)o->token[i] < 0x20 ||
 			    (unsigned char)o->token[i] == 0x7f) {
-				xasprintf(cause, "the token contains a control "
+				xasprintf(cause,
+				    "the token contains a control "
 				    "character");
 				return (-1);
 			}
 		}
 	}
 	if ((raw = options_getenv(envp, "YR_TUNNEL_TOKEN_QUERY_FALLBACK")) !=
-	    NULL && options_word(raw, options_yr_true))
+		NULL &&
+	    options_word(raw, options_yr_true))
 		o->token_query_fallback = 1;
 
 	/* Verification: environment, then flags. */
@@ -1000,21 +1015,25 @@ options_security(struct tun_options *o, const struct options_args *a,
 		else if (options_word(env, options_false))
 			o->verify_tls = 0;
 		else {
-			xasprintf(cause, "AKERNEL_VERIFY_TLS must be 1, true, "
-			    "yes, on, 0, false, no or off (got '%s')", env);
+			xasprintf(cause,
+			    "AKERNEL_VERIFY_TLS must be 1, true, "
+			    "yes, on, 0, false, no or off (got '%s')",
+			    env);
 			free(env);
 			return (-1);
 		}
 		free(env);
 		verify_from = "AKERNEL_VERIFY_TLS";
 	} else if ((raw = options_getenv(envp, "YR_TUNNEL_SSL_VERIFY")) !=
-	    NULL && options_word(raw, options_yr_false)) {
+		NULL &&
+	    options_word(raw, options_yr_false)) {
 		o->verify_tls = 0;
 		verify_from = "YR_TUNNEL_SSL_VERIFY";
 	}
 	if (a->ca_file != NULL) {
 		if (a->verify == 0) {
-			xasprintf(cause, "--ca-file and --no-verify-tls "
+			xasprintf(cause,
+			    "--ca-file and --no-verify-tls "
 			    "contradict each other: --ca-file turns "
 			    "verification on");
 			return (-1);
@@ -1026,11 +1045,11 @@ options_security(struct tun_options *o, const struct options_args *a,
 		o->ca_file = xstrdup(a->ca_file);
 		o->ca_file_from = "--ca-file";
 		o->verify_tls = 1;
-	} else if ((o->ca_file = options_getenv_trimmed(envp,
-	    "YR_TUNNEL_CA_BUNDLE")) != NULL)
+	} else if ((o->ca_file = options_getenv_trimmed(
+			envp, "YR_TUNNEL_CA_BUNDLE")) != NULL)
 		o->ca_file_from = "YR_TUNNEL_CA_BUNDLE";
-	else if ((o->ca_file = options_getenv_trimmed(envp,
-	    "SSL_CERT_FILE")) != NULL)
+	else if ((o->ca_file = options_getenv_trimmed(envp, "SSL_CERT_FILE")) !=
+	    NULL)
 		o->ca_file_from = "SSL_CERT_FILE";
 	if (a->verify != -1) {
 		o->verify_tls = a->verify;
@@ -1041,18 +1060,23 @@ options_security(struct tun_options *o, const struct options_args *a,
 	if (o->token != NULL && !o->gateway.u_tls &&
 	    !o->allow_plaintext_token) {
 		gw = tun_gateway_url(o);
-		xasprintf(cause, "refusing to send the token over plain %s: "
+		xasprintf(cause,
+		    "refusing to send the token over plain %s: "
 		    "use a TLS gateway address (https:// or wss://), or pass "
-		    "--allow-plaintext-token to send it unencrypted", gw);
+		    "--allow-plaintext-token to send it unencrypted",
+		    gw);
 		free(gw);
 		return (-1);
 	}
 	if (o->gateway.u_tls && !o->verify_tls) {
-		options_warn(o, "TLS certificate verification of the gateway "
-		    "is explicitly disabled (%s)", verify_from);
+		options_warn(o,
+		    "TLS certificate verification of the gateway "
+		    "is explicitly disabled (%s)",
+		    verify_from);
 	}
 	if (!o->gateway.u_tls && a->ca_file != NULL) {
-		options_warn(o, "--ca-file has no effect: the gateway address "
+		options_warn(o,
+		    "--ca-file has no effect: the gateway address "
 		    "is plain ws");
 	}
 	return (0);
@@ -1060,16 +1084,18 @@ options_security(struct tun_options *o, const struct options_args *a,
 
 /* Settle TLS to the target: trust file, client certificate, insecure. */
 static int
-options_target_tls(struct tun_options *o, const struct options_args *a,
-    char **cause)
+options_target_tls(
+    struct tun_options *o, const struct options_args *a, char **cause)
 {
 	if (a->target_ca_file != NULL && o->target_insecure) {
-		xasprintf(cause, "--target-ca-file and --target-insecure "
+		xasprintf(cause,
+		    "--target-ca-file and --target-insecure "
 		    "contradict each other");
 		return (-1);
 	}
 	if ((a->target_cert == NULL) != (a->target_key == NULL)) {
-		xasprintf(cause, "--target-cert and --target-key must be given "
+		xasprintf(cause,
+		    "--target-cert and --target-key must be given "
 		    "together");
 		return (-1);
 	}
@@ -1077,7 +1103,8 @@ options_target_tls(struct tun_options *o, const struct options_args *a,
 	options_set(&o->target_cert, a->target_cert);
 	options_set(&o->target_key, a->target_key);
 	if (o->target_insecure && o->target.u_tls) {
-		options_warn(o, "TLS verification of the target is DISABLED "
+		options_warn(o,
+		    "TLS verification of the target is DISABLED "
 		    "(--target-insecure): anyone on the path can read and "
 		    "change the traffic");
 	}
@@ -1094,8 +1121,8 @@ int
 tun_options_parse(struct tun_options *o, int argc, char **argv,
     char *const *envp, char **cause)
 {
-	struct options_args	 a;
-	char			*why;
+	struct options_args a;
+	char *why;
 
 	options_defaults(o);
 	memset(&a, 0, sizeof a);
@@ -1112,8 +1139,10 @@ tun_options_parse(struct tun_options *o, int argc, char **argv,
 
 	if (a.listen_port != NULL &&
 	    (o->listen_port = options_port(a.listen_port)) == -1) {
-		xasprintf(cause, "invalid --listen-port '%s': use a port "
-		    "number from 1 to 65535", a.listen_port);
+		xasprintf(cause,
+		    "invalid --listen-port '%s': use a port "
+		    "number from 1 to 65535",
+		    a.listen_port);
 		return (-1);
 	}
 	if (a.tunnel_path != NULL &&
@@ -1131,7 +1160,8 @@ tun_options_parse(struct tun_options *o, int argc, char **argv,
 	if (options_required(o, cause) != 0)
 		return (-1);
 	if (o->tunnel_path == NULL && o->listen_port == 1) {
-		xasprintf(cause, "--listen-port 1 leaves no tunnel port "
+		xasprintf(cause,
+		    "--listen-port 1 leaves no tunnel port "
 		    "(listen_port - 1); give --tunnel-path");
 		return (-1);
 	}
@@ -1146,7 +1176,7 @@ tun_options_parse(struct tun_options *o, int argc, char **argv,
 void
 tun_options_free(struct tun_options *o)
 {
-	unsigned int	 i;
+	unsigned int i;
 
 	tun_url_free(&o->gateway);
 	tun_url_free(&o->target);

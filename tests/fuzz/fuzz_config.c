@@ -9,13 +9,13 @@
 #include "alloc.h"
 #include "gw.h"
 
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct gw_config	*cf;
-	char			*text, *cause = NULL;
+	struct gw_config *cf;
+	char *text, *cause = NULL;
 
 	if (size > 65536)
 		return (0);

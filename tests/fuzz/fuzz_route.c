@@ -10,17 +10,17 @@
 #include "gw.h"
 #include "safeid.h"
 
-int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char	 d1[] = "localhost", d2[] = "gw.example.com";
-	char		*domains[] = { d1, d2 };
-	char		*id = NULL, *text, *safe;
-	int		 port = 0;
+	static char d1[] = "localhost", d2[] = "gw.example.com";
+	char *domains[] = { d1, d2 };
+	char *id = NULL, *text, *safe;
+	int port = 0;
 	enum route_result r;
-	size_t		 i;
+	size_t i;
 
 	r = route_parse_host((const char *)data, size, domains, 2, &port, &id);
 	if (r == ROUTE_OK) {

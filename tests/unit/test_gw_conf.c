@@ -19,8 +19,8 @@
 static void
 expect_error(const char *text, const char *want)
 {
-	struct gw_config	*cf;
-	char			*cause = NULL;
+	struct gw_config *cf;
+	char *cause = NULL;
 
 	cf = conf_load_string("t.yaml", text, &cause);
 	if (cf != NULL)
@@ -34,8 +34,8 @@ expect_error(const char *text, const char *want)
 static struct gw_config *
 expect_ok(const char *text)
 {
-	struct gw_config	*cf;
-	char			*cause = NULL;
+	struct gw_config *cf;
+	char *cause = NULL;
 
 	cf = conf_load_string("t.yaml", text, &cause);
 	if (cf == NULL)
@@ -46,7 +46,7 @@ expect_ok(const char *text)
 static void
 test_builtin(void **state)
 {
-	struct gw_config	*cf;
+	struct gw_config *cf;
 
 	(void)state;
 	cf = expect_ok(conf_builtin);
@@ -71,43 +71,42 @@ test_builtin(void **state)
 static void
 test_full(void **state)
 {
-	struct gw_config	*cf;
+	struct gw_config *cf;
 
 	(void)state;
-	cf = expect_ok(
-	    "log:\n"
-	    "  level: debug\n"
-	    "  format: json\n"
-	    "  file: /tmp/x.log\n"
-	    "listen:\n"
-	    "  - address: 0.0.0.0:80\n"
-	    "  - address: \"[::1]:8081\"\n"
-	    "admin:\n"
-	    "  address: 127.0.0.1:9999\n"
-	    "  token: s3cret\n"
-	    "domains: [gw.example, localhost]\n"
-	    "timeouts:\n"
-	    "  request_header: 2s\n"
-	    "  connect: 500ms\n"
-	    "  keepalive: 1m\n"
-	    "  upstream_idle: 0\n"
-	    "  upstream_response: 1h\n"
-	    "limits:\n"
-	    "  max_connections: 100\n"
-	    "  max_header_size: 16KiB\n"
-	    "  max_headers: 50\n"
-	    "  max_body_size: 1MiB\n"
-	    "sandboxes:\n"
-	    "  - id: sandbox@v1/foo.bar_baz\n"
-	    "    address: \"::1\"\n"
-	    "    ports:\n"
-	    "      - port: 3000-3999\n"
-	    "      - port: 8000\n"
-	    "        access: public\n"
-	    "        host_rewrite: \"localhost:${port}\"\n"
-	    "    tunnel:\n"
-	    "      listen_port: [8766, 9000]\n"
-	    "      mode: forward\n");
+	cf = expect_ok("log:\n"
+		       "  level: debug\n"
+		       "  format: json\n"
+		       "  file: /tmp/x.log\n"
+		       "listen:\n"
+		       "  - address: 0.0.0.0:80\n"
+		       "  - address: \"[::1]:8081\"\n"
+		       "admin:\n"
+		       "  address: 127.0.0.1:9999\n"
+		       "  token: s3cret\n"
+		       "domains: [gw.example, localhost]\n"
+		       "timeouts:\n"
+		       "  request_header: 2s\n"
+		       "  connect: 500ms\n"
+		       "  keepalive: 1m\n"
+		       "  upstream_idle: 0\n"
+		       "  upstream_response: 1h\n"
+		       "limits:\n"
+		       "  max_connections: 100\n"
+		       "  max_header_size: 16KiB\n"
+		       "  max_headers: 50\n"
+		       "  max_body_size: 1MiB\n"
+		       "sandboxes:\n"
+		       "  - id: sandbox@v1/foo.bar_baz\n"
+		       "    address: \"::1\"\n"
+		       "    ports:\n"
+		       "      - port: 3000-3999\n"
+		       "      - port: 8000\n"
+		       "        access: public\n"
+		       "        host_rewrite: \"localhost:${port}\"\n"
+		       "    tunnel:\n"
+		       "      listen_port: [8766, 9000]\n"
+		       "      mode: forward\n");
 	assert_int_equal(cf->cf_log_level, LOG_LVL_DEBUG);
 	assert_int_equal(cf->cf_log_format, LOG_FMT_JSON);
 	assert_string_equal(cf->cf_log_file, "/tmp/x.log");
@@ -123,8 +122,8 @@ test_full(void **state)
 	assert_int_equal(cf->cf_max_header_size, 16384);
 	assert_int_equal(cf->cf_max_headers, 50);
 	assert_int_equal(cf->cf_max_body_size, 1048576);
-	assert_string_equal(cf->cf_sandboxes[0].sb_safe_id,
-	    "sandbox-at-v1-foo-bar-baz");
+	assert_string_equal(
+	    cf->cf_sandboxes[0].sb_safe_id, "sandbox-at-v1-foo-bar-baz");
 	assert_int_equal(cf->cf_sandboxes[0].sb_nports, 2);
 	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_lo, 3000);
 	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_hi, 3999);
@@ -157,68 +156,69 @@ test_errors(void **state)
 	    "t.yaml:2:14: listen.address: '127.0.0.1:99999' has no valid port "
 	    "(1-65535)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n"
-	    "  - address: 127.0.0.1:80\n",
+		     "  - address: 127.0.0.1:80\n",
 	    "t.yaml:3:14: listener 127.0.0.1:80 is declared twice");
 	expect_error("domains: [localhost]\n",
 	    "t.yaml:1:1: the configuration needs a listen section");
 	expect_error("listen: {address: 127.0.0.1:80}\n",
 	    "t.yaml:1:9: listen must be a list, not a mapping");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "timeouts:\n  connect: 5 seconds\n",
+		     "timeouts:\n  connect: 5 seconds\n",
 	    "t.yaml:3:12: timeouts.connect must be a duration such as 500ms, "
 	    "10s, 5m or 1h, not '5 seconds'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "timeouts:\n  keepalive: 2d\n",
+		     "timeouts:\n  keepalive: 2d\n",
 	    "t.yaml:3:14: timeouts.keepalive must be between 100ms and "
 	    "86400s, not 2d");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "limits:\n  max_headers: 0\n",
+		     "limits:\n  max_headers: 0\n",
 	    "t.yaml:3:16: limits.max_headers must be between 1 and 1000, "
 	    "not 0");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "limits:\n  max_connections: lots\n",
+		     "limits:\n  max_connections: lots\n",
 	    "t.yaml:3:20: limits.max_connections must be an integer, not "
 	    "'lots'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "limits:\n  max_header_size: 10 MB\n",
+		     "limits:\n  max_header_size: 10 MB\n",
 	    "t.yaml:3:20: limits.max_header_size must be a size such as "
 	    "4096, 16KiB or 1MiB, not '10 MB'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "domains: [Example.COM]\n",
+		     "domains: [Example.COM]\n",
 	    "t.yaml:2:11: 'Example.COM' is not a valid lowercase domain name");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - address: 127.0.0.1\n",
+		     "sandboxes:\n  - address: 127.0.0.1\n",
 	    "t.yaml:3:5: a sandbox needs an id");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - id: a\n    address: sandbox.example\n",
+		     "sandboxes:\n  - id: a\n    address: sandbox.example\n",
 	    "t.yaml:4:14: address must be a literal IPv4 or IPv6 address, "
 	    "not 'sandbox.example'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - id: a.b\n    address: 127.0.0.1\n"
-	    "  - id: a_b\n    address: 127.0.0.1\n",
+		     "sandboxes:\n  - id: a.b\n    address: 127.0.0.1\n"
+		     "  - id: a_b\n    address: 127.0.0.1\n",
 	    "t.yaml:5:9: sandbox 'a_b' has the same id or safe id as sandbox "
 	    "'a.b'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
-	    "    ports:\n      - port: 9000-80\n",
+		     "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+		     "    ports:\n      - port: 9000-80\n",
 	    "t.yaml:6:15: port must be a port (1-65535) or a range such as "
 	    "3000-3999, not '9000-80'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
-	    "    ports:\n      - port: 80\n        access: secret\n",
+		     "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+		     "    ports:\n      - port: 80\n        access: secret\n",
 	    "t.yaml:7:17: access must be public or private, not 'secret'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
-	    "    tunnel:\n      listen_port: 1\n",
+		     "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
+		     "    tunnel:\n      listen_port: 1\n",
 	    "t.yaml:6:20: tunnel.listen_port must be between 2 and 65535, "
 	    "not 1");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
-	    "listen: [{address: 127.0.0.1:81}]\n",
+		     "listen: [{address: 127.0.0.1:81}]\n",
 	    "t.yaml:2:1: duplicate key 'listen' (first at line 1)");
 	expect_error("listen: [{address: 127.0.0.1:80}\n",
 	    "t.yaml:2:1: did not find expected ',' or ']' while parsing a "
 	    "flow sequence");
-	expect_error("a: &x 1\nb: *x\n", "t.yaml:1:4: anchors are not "
+	expect_error("a: &x 1\nb: *x\n",
+	    "t.yaml:1:4: anchors are not "
 	    "supported");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n---\nx: 1\n",
 	    "t.yaml:2:1: only one YAML document is allowed");
@@ -227,19 +227,19 @@ test_errors(void **state)
 static void
 test_missing_file(void **state)
 {
-	char	*cause = NULL;
+	char *cause = NULL;
 
 	(void)state;
 	assert_null(conf_load("/nonexistent/gw.yaml", &cause));
-	assert_string_equal(cause,
-	    "/nonexistent/gw.yaml: No such file or directory");
+	assert_string_equal(
+	    cause, "/nonexistent/gw.yaml: No such file or directory");
 	free(cause);
 }
 
 static void
 test_units(void **state)
 {
-	uint64_t	 v;
+	uint64_t v;
 
 	(void)state;
 	assert_int_equal(cfg_parse_duration("10", &v), 0);

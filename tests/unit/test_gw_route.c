@@ -21,11 +21,12 @@ static char *domains[] = { d_local, d_example };
 static void
 expect_host(const char *host, int want_port, const char *want_id)
 {
-	char	*id = NULL;
-	int	 port = 0;
+	char *id = NULL;
+	int port = 0;
 
-	assert_int_equal(route_parse_host(host, strlen(host), domains, 2,
-	    &port, &id), ROUTE_OK);
+	assert_int_equal(
+	    route_parse_host(host, strlen(host), domains, 2, &port, &id),
+	    ROUTE_OK);
 	assert_int_equal(port, want_port);
 	assert_string_equal(id, want_id);
 	free(id);
@@ -35,11 +36,11 @@ expect_host(const char *host, int want_port, const char *want_id)
 static void
 expect_result(const char *host, enum route_result r)
 {
-	char	*id = NULL;
-	int	 port = 0;
+	char *id = NULL;
+	int port = 0;
 
-	assert_int_equal(route_parse_host(host, strlen(host), domains, 2,
-	    &port, &id), r);
+	assert_int_equal(
+	    route_parse_host(host, strlen(host), domains, 2, &port, &id), r);
 	assert_null(id);
 }
 
@@ -92,7 +93,7 @@ test_host_bad(void **state)
 static void
 test_safeid(void **state)
 {
-	char	*s, long_id[300];
+	char *s, long_id[300];
 
 	(void)state;
 	s = safeid_make("sandbox@v1/foo.bar_baz");
@@ -112,8 +113,8 @@ test_safeid(void **state)
 static struct gw_config *
 load(void)
 {
-	struct gw_config	*cf;
-	char			*cause = NULL;
+	struct gw_config *cf;
+	char *cause = NULL;
 
 	cf = conf_load_string("t.yaml",
 	    "listen: [{address: 127.0.0.1:8080}]\n"
@@ -125,7 +126,8 @@ load(void)
 	    "    tunnel: {listen_port: 8766}\n"
 	    "  - id: remote\n"
 	    "    address: 10.1.2.3\n"
-	    "    ports: [{port: 8080}, {port: 3000-3001}]\n", &cause);
+	    "    ports: [{port: 8080}, {port: 3000-3001}]\n",
+	    &cause);
 	if (cf == NULL)
 		fail_msg("%s", cause);
 	return (cf);
@@ -134,7 +136,7 @@ load(void)
 static void
 test_find_sandbox(void **state)
 {
-	struct gw_config	*cf = load();
+	struct gw_config *cf = load();
 
 	(void)state;
 	assert_ptr_equal(route_find_sandbox(cf, "sandbox@v1/foo.bar_baz"),
@@ -143,8 +145,8 @@ test_find_sandbox(void **state)
 	    &cf->cf_sandboxes[0]);
 	assert_ptr_equal(route_find_sandbox(cf, "SANDBOX-at-v1-foo-bar-baz"),
 	    &cf->cf_sandboxes[0]);
-	assert_ptr_equal(route_find_sandbox(cf, "remote"),
-	    &cf->cf_sandboxes[1]);
+	assert_ptr_equal(
+	    route_find_sandbox(cf, "remote"), &cf->cf_sandboxes[1]);
 	assert_null(route_find_sandbox(cf, "nosuch"));
 	assert_null(route_find_sandbox(cf, "sandbox"));
 	conf_free(cf);
@@ -153,10 +155,10 @@ test_find_sandbox(void **state)
 static void
 test_find_port(void **state)
 {
-	struct gw_config	*cf = load();
-	struct gw		 g;
-	const struct gw_sandbox	*loc = &cf->cf_sandboxes[0];
-	const struct gw_sandbox	*rem = &cf->cf_sandboxes[1];
+	struct gw_config *cf = load();
+	struct gw g;
+	const struct gw_sandbox *loc = &cf->cf_sandboxes[0];
+	const struct gw_sandbox *rem = &cf->cf_sandboxes[1];
 
 	(void)state;
 	memset(&g, 0, sizeof g);

@@ -26,35 +26,35 @@ static const unsigned char alpn_h2_h1[] = "\x02h2\x08http/1.1";
 static const unsigned char alpn_h1_h2[] = "\x08http/1.1\x02h2";
 static const unsigned char alpn_h2[] = "\x02h2";
 
-static const char	*certs_dir;
+static const char *certs_dir;
 
 /* One handshake: what to set up, and what came of it. */
 struct hs {
-	SSL_CTX		*h_sctx;
-	SSL_CTX		*h_cctx;
-	const char	*h_host;
-	const unsigned char *h_alpn;	/* client offer, wire format */
-	size_t		 h_alpn_len;
-	int		 h_client_cert;	/* present client.crt */
-	SSL_SESSION	*h_session;	/* client session to resume */
+	SSL_CTX *h_sctx;
+	SSL_CTX *h_cctx;
+	const char *h_host;
+	const unsigned char *h_alpn; /* client offer, wire format */
+	size_t h_alpn_len;
+	int h_client_cert; /* present client.crt */
+	SSL_SESSION *h_session; /* client session to resume */
 
-	int		 h_ok;
-	long		 h_verify;
-	char		 h_verify_str[128];
-	char		 h_alpn_sel[32];
-	char		 h_sni[256];
-	char		 h_cipher[64];
-	int		 h_reused;
-	SSL_SESSION	*h_new_session;	/* owned by the caller */
+	int h_ok;
+	long h_verify;
+	char h_verify_str[128];
+	char h_alpn_sel[32];
+	char h_sni[256];
+	char h_cipher[64];
+	int h_reused;
+	SSL_SESSION *h_new_session; /* owned by the caller */
 };
 
 /* Return the path of a file in the certificate directory (ring of buffers). */
 static const char *
 cert(const char *name)
 {
-	static char	 bufs[8][PATH_MAX];
-	static int	 next;
-	char		*p;
+	static char bufs[8][PATH_MAX];
+	static int next;
+	char *p;
 
 	p = bufs[next++ % 8];
 	snprintf(p, PATH_MAX, "%s/%s", certs_dir, name);
@@ -65,8 +65,8 @@ cert(const char *name)
 static SSL_CTX *
 server_ctx(const char *crt, const char *key)
 {
-	SSL_CTX	*ctx;
-	char	*cause = NULL;
+	SSL_CTX *ctx;
+	char *cause = NULL;
 
 	ctx = tls_server_ctx_new(cert(crt), cert(key), &cause);
 	if (ctx == NULL)
@@ -79,8 +79,8 @@ server_ctx(const char *crt, const char *key)
 static SSL_CTX *
 client_ctx(const char *ca, int verify)
 {
-	SSL_CTX	*ctx;
-	char	*cause = NULL;
+	SSL_CTX *ctx;
+	char *cause = NULL;
 
 	ctx = tls_client_ctx_new(ca == NULL ? NULL : cert(ca), verify, &cause);
 	if (ctx == NULL)
@@ -93,8 +93,8 @@ client_ctx(const char *ca, int verify)
 static int
 pump(BIO *from, BIO *to)
 {
-	char	 buf[4096];
-	int	 n, moved = 0;
+	char buf[4096];
+	int n, moved = 0;
 
 	while ((n = BIO_read(from, buf, sizeof buf)) > 0) {
 		assert_int_equal(BIO_write(to, buf, n), n);
@@ -107,7 +107,7 @@ pump(BIO *from, BIO *to)
 static int
 step(SSL *ssl, int *done)
 {
-	int	 r, e;
+	int r, e;
 
 	if (*done)
 		return (0);
@@ -125,13 +125,13 @@ step(SSL *ssl, int *done)
 static void
 handshake(struct hs *h)
 {
-	SSL		*s, *c;
-	BIO		*s_in, *s_out, *c_in, *c_out;
-	const char	*sni;
+	SSL *s, *c;
+	BIO *s_in, *s_out, *c_in, *c_out;
+	const char *sni;
 	const unsigned char *sel;
-	unsigned int	 sel_len;
-	char		*cause = NULL;
-	int		 i, s_done = 0, c_done = 0, failed = 0;
+	unsigned int sel_len;
+	char *cause = NULL;
+	int i, s_done = 0, c_done = 0, failed = 0;
 
 	s = SSL_new(h->h_sctx);
 	assert_non_null(s);
@@ -140,13 +140,16 @@ handshake(struct hs *h)
 	if (c == NULL)
 		fail_msg("client connection: %s", cause);
 	if (h->h_alpn != NULL)
-		assert_int_equal(SSL_set_alpn_protos(c, h->h_alpn,
-		    (unsigned int)h->h_alpn_len), 0);
+		assert_int_equal(SSL_set_alpn_protos(
+				     c, h->h_alpn, (unsigned int)h->h_alpn_len),
+		    0);
 	if (h->h_client_cert) {
-		assert_int_equal(SSL_use_certificate_file(c,
-		    cert("client.crt"), SSL_FILETYPE_PEM), 1);
-		assert_int_equal(SSL_use_PrivateKey_file(c,
-		    cert("client.key"), SSL_FILETYPE_PEM), 1);
+		assert_int_equal(SSL_use_certificate_file(
+				     c, cert("client.crt"), SSL_FILETYPE_PEM),
+		    1);
+		assert_int_equal(SSL_use_PrivateKey_file(
+				     c, cert("client.key"), SSL_FILETYPE_PEM),
+		    1);
 	}
 	if (h->h_session != NULL)
 		assert_int_equal(SSL_set_session(c, h->h_session), 1);
@@ -170,8 +173,8 @@ handshake(struct hs *h)
 
 	h->h_ok = !failed && s_done && c_done;
 	h->h_verify = SSL_get_verify_result(c);
-	snprintf(h->h_verify_str, sizeof h->h_verify_str, "%s",
-	    tls_verify_error(c));
+	snprintf(
+	    h->h_verify_str, sizeof h->h_verify_str, "%s", tls_verify_error(c));
 	SSL_get0_alpn_selected(c, &sel, &sel_len);
 	snprintf(h->h_alpn_sel, sizeof h->h_alpn_sel, "%.*s", (int)sel_len,
 	    (const char *)sel);
@@ -223,7 +226,7 @@ test_server_ctx_loads(void **state)
 static void
 test_server_ctx_missing_cert(void **state)
 {
-	char	*cause = NULL, *path;
+	char *cause = NULL, *path;
 
 	(void)state;
 	path = strdup(cert("missing.crt"));
@@ -241,7 +244,7 @@ test_server_ctx_missing_cert(void **state)
 static void
 test_server_ctx_missing_key(void **state)
 {
-	char	*cause = NULL, *path;
+	char *cause = NULL, *path;
 
 	(void)state;
 	path = strdup(cert("missing.key"));
@@ -257,11 +260,11 @@ test_server_ctx_missing_key(void **state)
 static void
 test_server_ctx_not_a_cert(void **state)
 {
-	char	*cause = NULL;
+	char *cause = NULL;
 
 	(void)state;
-	assert_null(tls_server_ctx_new(cert("server.key"), cert("server.key"),
-	    &cause));
+	assert_null(
+	    tls_server_ctx_new(cert("server.key"), cert("server.key"), &cause));
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, "cannot load certificate"));
 	assert_non_null(strstr(cause, "no start line"));
@@ -272,11 +275,11 @@ test_server_ctx_not_a_cert(void **state)
 static void
 test_server_ctx_key_mismatch(void **state)
 {
-	char	*cause = NULL;
+	char *cause = NULL;
 
 	(void)state;
-	assert_null(tls_server_ctx_new(cert("server.crt"), cert("other.key"),
-	    &cause));
+	assert_null(
+	    tls_server_ctx_new(cert("server.crt"), cert("other.key"), &cause));
 	assert_non_null(cause);
 	assert_non_null(strstr(cause, "does not match"));
 	assert_non_null(strstr(cause, "other.key"));
@@ -289,7 +292,7 @@ test_server_ctx_key_mismatch(void **state)
 static void
 test_client_ctx_missing_ca(void **state)
 {
-	char	*cause = NULL, *path;
+	char *cause = NULL, *path;
 
 	(void)state;
 	path = strdup(cert("missing-ca.crt"));
@@ -305,8 +308,8 @@ test_client_ctx_missing_ca(void **state)
 static void
 test_client_ssl_empty_host(void **state)
 {
-	SSL_CTX	*cctx;
-	char	*cause = NULL;
+	SSL_CTX *cctx;
+	char *cause = NULL;
 
 	(void)state;
 	cctx = client_ctx("ca.crt", 1);
@@ -325,16 +328,16 @@ static void
 test_handshake_verified(void **state)
 {
 	static const struct {
-		const char	*host;
-		const char	*sni;
+		const char *host;
+		const char *sni;
 	} cases[] = {
 		{ "localhost", "localhost" },
 		{ "127.0.0.1", "" },
 		{ "::1", "" },
 	};
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
-	size_t		 i;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
+	size_t i;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -360,8 +363,8 @@ test_handshake_verified(void **state)
 static void
 test_handshake_localhost_wildcard(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -378,11 +381,14 @@ static void
 test_handshake_wrong_host(void **state)
 {
 	static const char *const hosts[] = {
-		"example.com", "a.b.localhost", "127.0.0.2", "::2",
+		"example.com",
+		"a.b.localhost",
+		"127.0.0.2",
+		"::2",
 	};
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
-	size_t		 i;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
+	size_t i;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -391,13 +397,13 @@ test_handshake_wrong_host(void **state)
 		if (handshake_host(sctx, cctx, hosts[i], &h))
 			fail_msg("%s: handshake succeeded", hosts[i]);
 		if (hosts[i][0] == ':' || hosts[i][0] == '1')
-			assert_int_equal(h.h_verify,
-			    X509_V_ERR_IP_ADDRESS_MISMATCH);
+			assert_int_equal(
+			    h.h_verify, X509_V_ERR_IP_ADDRESS_MISMATCH);
 		else {
-			assert_int_equal(h.h_verify,
-			    X509_V_ERR_HOSTNAME_MISMATCH);
-			assert_string_equal(h.h_verify_str,
-			    "hostname mismatch");
+			assert_int_equal(
+			    h.h_verify, X509_V_ERR_HOSTNAME_MISMATCH);
+			assert_string_equal(
+			    h.h_verify_str, "hostname mismatch");
 		}
 	}
 	tls_ctx_free(cctx);
@@ -408,8 +414,8 @@ test_handshake_wrong_host(void **state)
 static void
 test_handshake_other_cert(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("other.crt", "other.key");
@@ -426,15 +432,15 @@ test_handshake_other_cert(void **state)
 static void
 test_handshake_system_store(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
 	cctx = client_ctx(NULL, 1);
 	assert_false(handshake_host(sctx, cctx, "localhost", &h));
-	assert_int_equal(h.h_verify,
-	    X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+	assert_int_equal(
+	    h.h_verify, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
 	assert_string_not_equal(h.h_verify_str, "ok");
 	tls_ctx_free(cctx);
 	tls_ctx_free(sctx);
@@ -444,8 +450,8 @@ test_handshake_system_store(void **state)
 static void
 test_handshake_no_verify(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -460,11 +466,11 @@ test_handshake_no_verify(void **state)
 static void
 test_last_error(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	SSL		*s, *c;
-	BIO		*s_in, *s_out, *c_in, *c_out;
-	char		*cause = NULL;
-	int		 i, s_done = 0, c_done = 0, r = 0;
+	SSL_CTX *sctx, *cctx;
+	SSL *s, *c;
+	BIO *s_in, *s_out, *c_in, *c_out;
+	char *cause = NULL;
+	int i, s_done = 0, c_done = 0, r = 0;
 
 	(void)state;
 	ERR_clear_error();
@@ -504,8 +510,8 @@ test_last_error(void **state)
 static void
 test_alpn_default(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -547,9 +553,9 @@ test_alpn_server_list(void **state)
 {
 	static const char *const h2_h1[] = { "h2", "http/1.1" };
 	static const char *const empty[] = { "http/1.1", "" };
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
-	char		 long_name[257];
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
+	char long_name[257];
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -585,21 +591,20 @@ test_alpn_server_list(void **state)
 static void
 test_tls12_ciphers(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
 	cctx = client_ctx("ca.crt", 1);
-	assert_int_equal(SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION),
-	    1);
+	assert_int_equal(
+	    SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION), 1);
 	assert_true(handshake_host(sctx, cctx, "localhost", &h));
 	assert_int_equal(strncmp(h.h_cipher, "ECDHE-ECDSA-", 12), 0);
 	assert_true(strstr(h.h_cipher, "GCM") != NULL ||
 	    strstr(h.h_cipher, "CHACHA20") != NULL);
 
-	assert_int_equal(SSL_CTX_set_cipher_list(cctx, "ECDHE+AES128+SHA"),
-	    1);
+	assert_int_equal(SSL_CTX_set_cipher_list(cctx, "ECDHE+AES128+SHA"), 1);
 	assert_false(handshake_host(sctx, cctx, "localhost", &h));
 	tls_ctx_free(cctx);
 	tls_ctx_free(sctx);
@@ -609,9 +614,9 @@ test_tls12_ciphers(void **state)
 static void
 test_session_resume(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	SSL_SESSION	*sess;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	SSL_SESSION *sess;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
@@ -643,15 +648,15 @@ test_session_resume(void **state)
 static void
 test_client_cert(void **state)
 {
-	SSL_CTX		*sctx, *cctx;
-	struct hs	 h;
+	SSL_CTX *sctx, *cctx;
+	struct hs h;
 
 	(void)state;
 	sctx = server_ctx("server.crt", "server.key");
-	assert_int_equal(SSL_CTX_load_verify_locations(sctx, cert("ca.crt"),
-	    NULL), 1);
-	SSL_CTX_set_verify(sctx, SSL_VERIFY_PEER |
-	    SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	assert_int_equal(
+	    SSL_CTX_load_verify_locations(sctx, cert("ca.crt"), NULL), 1);
+	SSL_CTX_set_verify(
+	    sctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	cctx = client_ctx("ca.crt", 1);
 
 	assert_false(handshake_host(sctx, cctx, "localhost", &h));
@@ -692,14 +697,16 @@ main(void)
 		cmocka_unit_test(test_session_resume),
 		cmocka_unit_test(test_client_cert),
 	};
-	char	 path[PATH_MAX];
+	char path[PATH_MAX];
 
 	if ((certs_dir = getenv("CERTS_DIR")) == NULL || *certs_dir == '\0')
 		certs_dir = "build/certs";
 	snprintf(path, sizeof path, "%s/server.crt", certs_dir);
 	if (access(path, R_OK) != 0) {
-		fprintf(stderr, "test_tls: %s missing; run make certs or set "
-		    "CERTS_DIR\n", path);
+		fprintf(stderr,
+		    "test_tls: %s missing; run make certs or set "
+		    "CERTS_DIR\n",
+		    path);
 		return (1);
 	}
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -16,20 +16,19 @@
 #include "safeid.h"
 #include "tun.h"
 
-#define BASE_FLAGS							\
-	"--gateway", "gw:8080", "--sandbox", "sbx1",			\
-	"--target", "http://127.0.0.1:8000"
+#define BASE_FLAGS \
+	"--gateway", "gw:8080", "--sandbox", "sbx1", "--target", \
+	    "http://127.0.0.1:8000"
 
 static const char *const env_none[] = { NULL };
 
 /* Parse argv (after the program name, NULL-terminated) against env. */
 static int
-parse_v(struct tun_options *o, char **cause, const char *const *env,
-    va_list ap)
+parse_v(struct tun_options *o, char **cause, const char *const *env, va_list ap)
 {
-	char		*argv[64];
-	const char	*arg;
-	int		 argc = 0;
+	char *argv[64];
+	const char *arg;
+	int argc = 0;
 
 	argv[argc++] = (char *)"aktunnel";
 	while ((arg = va_arg(ap, const char *)) != NULL) {
@@ -44,9 +43,9 @@ parse_v(struct tun_options *o, char **cause, const char *const *env,
 static void
 parse_ok(struct tun_options *o, const char *const *env, ...)
 {
-	va_list	 ap;
-	char	*cause = NULL;
-	int	 rc;
+	va_list ap;
+	char *cause = NULL;
+	int rc;
 
 	va_start(ap, env);
 	rc = parse_v(o, &cause, env, ap);
@@ -60,10 +59,10 @@ parse_ok(struct tun_options *o, const char *const *env, ...)
 static void
 parse_err(const char *const *env, const char *msg, ...)
 {
-	struct tun_options	 o;
-	va_list			 ap;
-	char			*cause = NULL;
-	int			 rc;
+	struct tun_options o;
+	va_list ap;
+	char *cause = NULL;
+	int rc;
 
 	va_start(ap, msg);
 	rc = parse_v(&o, &cause, env, ap);
@@ -80,10 +79,10 @@ parse_err(const char *const *env, const char *msg, ...)
 static void
 parse_err_part(const char *const *env, const char *part, ...)
 {
-	struct tun_options	 o;
-	va_list			 ap;
-	char			*cause = NULL;
-	int			 rc;
+	struct tun_options o;
+	va_list ap;
+	char *cause = NULL;
+	int rc;
 
 	va_start(ap, part);
 	rc = parse_v(&o, &cause, env, ap);
@@ -100,7 +99,7 @@ parse_err_part(const char *const *env, const char *part, ...)
 static void
 test_safeid(void **state)
 {
-	char	 in[512], want[512], *s;
+	char in[512], want[512], *s;
 
 	(void)state;
 	s = safeid_make("sandbox@v1/foo.bar_baz");
@@ -156,10 +155,10 @@ static void
 test_gateway_forms(void **state)
 {
 	static const struct {
-		const char	*in;
-		int		 tls;
-		const char	*host;
-		int		 port;
+		const char *in;
+		int tls;
+		const char *host;
+		int port;
 	} t[] = {
 		{ "gw", 0, "gw", 80 },
 		{ "gw:8080", 0, "gw", 8080 },
@@ -179,9 +178,9 @@ test_gateway_forms(void **state)
 		{ "gw:1", 0, "gw", 1 },
 		{ "my_gw.local", 0, "my_gw.local", 80 },
 	};
-	struct tun_url	 u;
-	char		*cause = NULL;
-	size_t		 i;
+	struct tun_url u;
+	char *cause = NULL;
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -199,13 +198,15 @@ static void
 test_gateway_rejects(void **state)
 {
 	static const struct {
-		const char	*in;
-		const char	*msg;
+		const char *in;
+		const char *msg;
 	} t[] = {
-		{ "ftp://gw", "invalid --gateway 'ftp://gw': unsupported "
+		{ "ftp://gw",
+		    "invalid --gateway 'ftp://gw': unsupported "
 		    "scheme 'ftp' (use ws://, wss://, http:// or https://, or "
 		    "no scheme for plain ws)" },
-		{ "unix://gw", "invalid --gateway 'unix://gw': unsupported "
+		{ "unix://gw",
+		    "invalid --gateway 'unix://gw': unsupported "
 		    "scheme 'unix' (use ws://, wss://, http:// or https://, or "
 		    "no scheme for plain ws)" },
 		{ "", "invalid --gateway '': the address is empty" },
@@ -213,44 +214,59 @@ test_gateway_rejects(void **state)
 		{ "http://", "invalid --gateway 'http://': no host" },
 		{ "http://:8080", "invalid --gateway 'http://:8080': no host" },
 		{ ":8080", "invalid --gateway ':8080': no host" },
-		{ "gw:0", "invalid --gateway 'gw:0': bad port '0' (use 1 to "
+		{ "gw:0",
+		    "invalid --gateway 'gw:0': bad port '0' (use 1 to "
 		    "65535)" },
-		{ "gw:65536", "invalid --gateway 'gw:65536': bad port '65536' "
+		{ "gw:65536",
+		    "invalid --gateway 'gw:65536': bad port '65536' "
 		    "(use 1 to 65535)" },
-		{ "gw:http", "invalid --gateway 'gw:http': bad port 'http' "
+		{ "gw:http",
+		    "invalid --gateway 'gw:http': bad port 'http' "
 		    "(use 1 to 65535)" },
-		{ "gw:", "invalid --gateway 'gw:': bad port '' (use 1 to "
+		{ "gw:",
+		    "invalid --gateway 'gw:': bad port '' (use 1 to "
 		    "65535)" },
-		{ "gw:+80", "invalid --gateway 'gw:+80': bad port '+80' (use 1 "
+		{ "gw:+80",
+		    "invalid --gateway 'gw:+80': bad port '+80' (use 1 "
 		    "to 65535)" },
-		{ "http://gw/tunnel/x", "invalid --gateway "
+		{ "http://gw/tunnel/x",
+		    "invalid --gateway "
 		    "'http://gw/tunnel/x': a path is not allowed (give "
 		    "[scheme://]host[:port]; --tunnel-path sets the route)" },
-		{ "gw?x=1", "invalid --gateway 'gw?x=1': a query or fragment "
+		{ "gw?x=1",
+		    "invalid --gateway 'gw?x=1': a query or fragment "
 		    "is not allowed" },
-		{ "gw/#top", "invalid --gateway 'gw/#top': a query or "
+		{ "gw/#top",
+		    "invalid --gateway 'gw/#top': a query or "
 		    "fragment is not allowed" },
-		{ "user:pw@gw", "invalid --gateway 'user:pw@gw': user info "
+		{ "user:pw@gw",
+		    "invalid --gateway 'user:pw@gw': user info "
 		    "('user@') is not allowed" },
-		{ "::1", "invalid --gateway '::1': an IPv6 address must be in "
+		{ "::1",
+		    "invalid --gateway '::1': an IPv6 address must be in "
 		    "brackets, as in [::1]:8080" },
-		{ "[::1", "invalid --gateway '[::1': unterminated IPv6 address "
+		{ "[::1",
+		    "invalid --gateway '[::1': unterminated IPv6 address "
 		    "(missing ']')" },
-		{ "[zz::1]:80", "invalid --gateway '[zz::1]:80': bad IPv6 "
+		{ "[zz::1]:80",
+		    "invalid --gateway '[zz::1]:80': bad IPv6 "
 		    "address '[zz::1]'" },
-		{ "[::1]x", "invalid --gateway '[::1]x': unexpected text after "
+		{ "[::1]x",
+		    "invalid --gateway '[::1]x': unexpected text after "
 		    "']'" },
-		{ "g w", "invalid --gateway 'g w': bad character '\\x20' in "
+		{ "g w",
+		    "invalid --gateway 'g w': bad character '\\x20' in "
 		    "host" },
-		{ "g%41", "invalid --gateway 'g%41': bad character '%' in "
+		{ "g%41",
+		    "invalid --gateway 'g%41': bad character '%' in "
 		    "host" },
 	};
-	size_t	 i;
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
-		parse_err(env_none, t[i].msg, "--gateway", t[i].in,
-		    "--sandbox", "s", "--target", "http://x", NULL);
+		parse_err(env_none, t[i].msg, "--gateway", t[i].in, "--sandbox",
+		    "s", "--target", "http://x", NULL);
 	}
 
 	/* The variable that supplied a bad value is named. */
@@ -259,10 +275,11 @@ test_gateway_rejects(void **state)
 			"AKERNEL_GATEWAY_ADDRESS=ftp://gw", NULL
 		};
 
-		parse_err(env, "invalid AKERNEL_GATEWAY_ADDRESS 'ftp://gw': "
+		parse_err(env,
+		    "invalid AKERNEL_GATEWAY_ADDRESS 'ftp://gw': "
 		    "unsupported scheme 'ftp' (use ws://, wss://, http:// or "
-		    "https://, or no scheme for plain ws)", "--sandbox", "s",
-		    "--target", "http://x", NULL);
+		    "https://, or no scheme for plain ws)",
+		    "--sandbox", "s", "--target", "http://x", NULL);
 	}
 }
 
@@ -271,12 +288,12 @@ static void
 test_target(void **state)
 {
 	static const struct {
-		const char	*in;
-		int		 tls;
-		const char	*host;
-		int		 port;
-		const char	*path;
-		const char	*url;
+		const char *in;
+		int tls;
+		const char *host;
+		int port;
+		const char *path;
+		const char *url;
 	} t[] = {
 		{ "http://127.0.0.1:8000", 0, "127.0.0.1", 8000, "",
 		    "http://127.0.0.1:8000" },
@@ -292,9 +309,9 @@ test_target(void **state)
 		{ "https://[::1]:8443/x", 1, "::1", 8443, "/x",
 		    "https://[::1]:8443/x" },
 	};
-	struct tun_options	 o;
-	char			*s;
-	size_t			 i;
+	struct tun_options o;
+	char *s;
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -310,23 +327,31 @@ test_target(void **state)
 		tun_options_free(&o);
 	}
 
-	parse_err(env_none, "invalid --target 'ws://x': unsupported scheme "
-	    "'ws' (use http:// or https://)", "--gateway", "gw", "--sandbox",
-	    "s", "--target", "ws://x", NULL);
-	parse_err(env_none, "invalid --target 'ftp://x/y': unsupported scheme "
-	    "'ftp' (use http:// or https://)", "--gateway", "gw", "--sandbox",
-	    "s", "--target", "ftp://x/y", NULL);
-	parse_err(env_none, "invalid --target 'https://': no host",
-	    "--gateway", "gw", "--sandbox", "s", "--target", "https://", NULL);
-	parse_err(env_none, "invalid --target 'http://x:99999': bad port "
-	    "'99999' (use 1 to 65535)", "--gateway", "gw", "--sandbox", "s",
-	    "--target", "http://x:99999", NULL);
-	parse_err(env_none, "invalid --target 'http://x/a?b=1': a query or "
-	    "fragment is not allowed", "--gateway", "gw", "--sandbox", "s",
-	    "--target", "http://x/a?b=1", NULL);
-	parse_err(env_none, "invalid --target 'http://x/a b': bad character "
-	    "'\\x20' in path", "--gateway", "gw", "--sandbox", "s",
-	    "--target", "http://x/a b", NULL);
+	parse_err(env_none,
+	    "invalid --target 'ws://x': unsupported scheme "
+	    "'ws' (use http:// or https://)",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "ws://x", NULL);
+	parse_err(env_none,
+	    "invalid --target 'ftp://x/y': unsupported scheme "
+	    "'ftp' (use http:// or https://)",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "ftp://x/y", NULL);
+	parse_err(env_none, "invalid --target 'https://': no host", "--gateway",
+	    "gw", "--sandbox", "s", "--target", "https://", NULL);
+	parse_err(env_none,
+	    "invalid --target 'http://x:99999': bad port "
+	    "'99999' (use 1 to 65535)",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "http://x:99999",
+	    NULL);
+	parse_err(env_none,
+	    "invalid --target 'http://x/a?b=1': a query or "
+	    "fragment is not allowed",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "http://x/a?b=1",
+	    NULL);
+	parse_err(env_none,
+	    "invalid --target 'http://x/a b': bad character "
+	    "'\\x20' in path",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "http://x/a b",
+	    NULL);
 	parse_err(env_none, "invalid --target '': the address is empty",
 	    "--gateway", "gw", "--sandbox", "s", "--target", "", NULL);
 }
@@ -336,11 +361,11 @@ static void
 test_tunnel_url(void **state)
 {
 	static const struct {
-		const char	*gateway;
-		const char	*sandbox;
-		const char	*listen;
-		const char	*path;
-		const char	*url;
+		const char *gateway;
+		const char *sandbox;
+		const char *listen;
+		const char *path;
+		const char *url;
 	} t[] = {
 		{ "router:8080", "sandbox-demo", NULL, NULL,
 		    "ws://router:8080/tunnel/sandbox-demo" },
@@ -350,8 +375,7 @@ test_tunnel_url(void **state)
 		    "wss://gw.example:443/tunnel/sbx1" },
 		{ "wss://[::1]:9443", "sbx1", NULL, NULL,
 		    "wss://[::1]:9443/tunnel/sbx1" },
-		{ "gw:8080", "sbx1", "8766", NULL,
-		    "ws://gw:8080/tunnel/sbx1" },
+		{ "gw:8080", "sbx1", "8766", NULL, "ws://gw:8080/tunnel/sbx1" },
 		{ "gw:8080", "sbx1", "9001", NULL,
 		    "ws://gw:8080/tunnel/sbx1/9000" },
 		{ "gw:8080", "sbx1", NULL, "/tunnel/frontend-returned",
@@ -361,10 +385,10 @@ test_tunnel_url(void **state)
 		{ "gw:8080", "sbx1", "1", "http://other:1/t/x?a=1",
 		    "ws://gw:8080/t/x?a=1" },
 	};
-	struct tun_options	 o;
-	char			*argv[16], *cause, *s;
-	int			 argc;
-	size_t			 i;
+	struct tun_options o;
+	char *argv[16], *cause, *s;
+	int argc;
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -386,8 +410,8 @@ test_tunnel_url(void **state)
 		}
 		argv[argc] = NULL;
 		cause = NULL;
-		if (tun_options_parse(&o, argc, argv, (char *const *)env_none,
-		    &cause) != 0)
+		if (tun_options_parse(
+			&o, argc, argv, (char *const *)env_none, &cause) != 0)
 			fail_msg("%zu: %s", i, cause);
 		s = tun_tunnel_url(&o);
 		assert_string_equal(s, t[i].url);
@@ -403,14 +427,16 @@ test_tunnel_url(void **state)
 	assert_string_equal(o.safe_id, "sbx1");
 	tun_options_free(&o);
 
-	parse_err(env_none, "--listen-port 1 leaves no tunnel port "
-	    "(listen_port - 1); give --tunnel-path", BASE_FLAGS,
-	    "--listen-port", "1", NULL);
+	parse_err(env_none,
+	    "--listen-port 1 leaves no tunnel port "
+	    "(listen_port - 1); give --tunnel-path",
+	    BASE_FLAGS, "--listen-port", "1", NULL);
 	parse_err(env_none, "invalid --tunnel-path 'http://gw': no path",
 	    BASE_FLAGS, "--tunnel-path", "http://gw", NULL);
 	parse_err(env_none, "invalid --tunnel-path '/a#b': bad character '#'",
 	    BASE_FLAGS, "--tunnel-path", "/a#b", NULL);
-	parse_err(env_none, "invalid --sandbox 'a b': the sandbox id has a "
+	parse_err(env_none,
+	    "invalid --sandbox 'a b': the sandbox id has a "
 	    "character that cannot stand in a URL path: '\\x20'",
 	    "--gateway", "gw", "--sandbox", "a b", "--target", "http://x",
 	    NULL);
@@ -422,26 +448,20 @@ test_tunnel_url(void **state)
 static void
 test_env_fallbacks(void **state)
 {
-	static const char *const both[] = {
-		"YR_GATEWAY_ADDRESS=yr:1", "AKERNEL_GATEWAY_ADDRESS=ak:2",
-		"AKTUNNEL_SANDBOX=env-sbx", "AKTUNNEL_TARGET=http://env:3",
-		NULL
-	};
-	static const char *const yr[] = {
+	static const char *const both[] = { "YR_GATEWAY_ADDRESS=yr:1",
+		"AKERNEL_GATEWAY_ADDRESS=ak:2", "AKTUNNEL_SANDBOX=env-sbx",
+		"AKTUNNEL_TARGET=http://env:3", NULL };
+	static const char *const yr[] = { "YR_GATEWAY_ADDRESS=yr:1",
+		"AKTUNNEL_SANDBOX=s", "AKTUNNEL_TARGET=http://t", NULL };
+	static const char *const blank[] = { "AKERNEL_GATEWAY_ADDRESS=  ",
 		"YR_GATEWAY_ADDRESS=yr:1", "AKTUNNEL_SANDBOX=s",
-		"AKTUNNEL_TARGET=http://t", NULL
-	};
-	static const char *const blank[] = {
-		"AKERNEL_GATEWAY_ADDRESS=  ", "YR_GATEWAY_ADDRESS=yr:1",
-		"AKTUNNEL_SANDBOX=s", "AKTUNNEL_TARGET=http://t", NULL
-	};
+		"AKTUNNEL_TARGET=http://t", NULL };
 	static const char *const prefix[] = {
 		"AKERNEL_GATEWAY_ADDRESS_X=nope:1",
-		"XAKERNEL_GATEWAY_ADDRESS=x",
-		"YR_GATEWAY_ADDRESS=yr:1", "AKTUNNEL_SANDBOX=s",
-		"AKTUNNEL_TARGET=http://t", NULL
+		"XAKERNEL_GATEWAY_ADDRESS=x", "YR_GATEWAY_ADDRESS=yr:1",
+		"AKTUNNEL_SANDBOX=s", "AKTUNNEL_TARGET=http://t", NULL
 	};
-	struct tun_options	 o;
+	struct tun_options o;
 
 	(void)state;
 	parse_ok(&o, both, NULL);
@@ -483,23 +503,27 @@ static void
 test_missing(void **state)
 {
 	(void)state;
-	parse_err(env_none, "missing --gateway ADDR (or "
+	parse_err(env_none,
+	    "missing --gateway ADDR (or "
 	    "AKERNEL_GATEWAY_ADDRESS or YR_GATEWAY_ADDRESS), --sandbox ID (or "
-	    "AKTUNNEL_SANDBOX) and --target URL (or AKTUNNEL_TARGET)", NULL);
+	    "AKTUNNEL_SANDBOX) and --target URL (or AKTUNNEL_TARGET)",
+	    NULL);
 	parse_err(env_none, "missing --target URL (or AKTUNNEL_TARGET)",
 	    "--gateway", "gw", "--sandbox", "s", NULL);
 	parse_err(env_none, "missing --sandbox ID (or AKTUNNEL_SANDBOX)",
 	    "--gateway", "gw", "--target", "http://t", NULL);
-	parse_err(env_none, "missing --gateway ADDR (or "
+	parse_err(env_none,
+	    "missing --gateway ADDR (or "
 	    "AKERNEL_GATEWAY_ADDRESS or YR_GATEWAY_ADDRESS) and --target URL "
-	    "(or AKTUNNEL_TARGET)", "--sandbox", "s", NULL);
+	    "(or AKTUNNEL_TARGET)",
+	    "--sandbox", "s", NULL);
 }
 
 /* Defaults of every setting when nothing is set. */
 static void
 test_defaults(void **state)
 {
-	struct tun_options	 o;
+	struct tun_options o;
 
 	(void)state;
 	parse_ok(&o, env_none, BASE_FLAGS, NULL);
@@ -530,17 +554,14 @@ test_defaults(void **state)
 static void
 test_limits_capped(void **state)
 {
-	static const char *const env[] = {
-		"YR_TUNNEL_PROTOCOL_VERSION=99",
+	static const char *const env[] = { "YR_TUNNEL_PROTOCOL_VERSION=99",
 		"YR_TUNNEL_MAX_BODY_SIZE=2147483648",
 		"YR_TUNNEL_MAX_WS_MESSAGE_SIZE=67108864",
 		"YR_TUNNEL_STREAM_CHUNK_BYTES=2097152",
 		"YR_TUNNEL_MAX_INFLIGHT=2048",
 		"YR_TUNNEL_STREAM_WINDOW_FRAMES=2048",
-		"YR_TUNNEL_FAST_PATH_BODY_BYTES=2147483648",
-		NULL
-	};
-	struct tun_options	 o;
+		"YR_TUNNEL_FAST_PATH_BODY_BYTES=2147483648", NULL };
+	struct tun_options o;
 
 	(void)state;
 	parse_ok(&o, env, BASE_FLAGS, NULL);
@@ -558,33 +579,25 @@ test_limits_capped(void **state)
 static void
 test_limits_values(void **state)
 {
-	static const char *const env[] = {
-		"YR_TUNNEL_PROTOCOL_VERSION=1",
+	static const char *const env[] = { "YR_TUNNEL_PROTOCOL_VERSION=1",
 		"YR_TUNNEL_MAX_BODY_SIZE=1000",
 		"YR_TUNNEL_MAX_WS_MESSAGE_SIZE= 4096 ",
-		"YR_TUNNEL_STREAM_CHUNK_BYTES=100",
-		"YR_TUNNEL_MAX_INFLIGHT=+3",
-		"YR_TUNNEL_STREAM_WINDOW_FRAMES=7",
-		NULL
-	};
-	static const char *const fast[] = {
-		"YR_TUNNEL_MAX_BODY_SIZE=4000000",
+		"YR_TUNNEL_STREAM_CHUNK_BYTES=100", "YR_TUNNEL_MAX_INFLIGHT=+3",
+		"YR_TUNNEL_STREAM_WINDOW_FRAMES=7", NULL };
+	static const char *const fast[] = { "YR_TUNNEL_MAX_BODY_SIZE=4000000",
 		"YR_TUNNEL_FAST_PATH_BODY_BYTES=5000000",
-		"YR_TUNNEL_STREAM_CHUNK_BYTES=2048",
-		NULL
-	};
+		"YR_TUNNEL_STREAM_CHUNK_BYTES=2048", NULL };
 	static const char *const huge[] = {
-		"YR_TUNNEL_MAX_INFLIGHT=99999999999999999999999999999",
-		NULL
+		"YR_TUNNEL_MAX_INFLIGHT=99999999999999999999999999999", NULL
 	};
-	struct tun_options	 o;
+	struct tun_options o;
 
 	(void)state;
 	parse_ok(&o, env, BASE_FLAGS, NULL);
 	assert_int_equal(o.protocol_version, 1);
 	assert_true(o.max_body_size == 1000);
 	assert_true(o.max_ws_message_size == 4096);
-	assert_int_equal(o.stream_chunk, 1024);	/* raised to the floor */
+	assert_int_equal(o.stream_chunk, 1024); /* raised to the floor */
 	assert_int_equal(o.max_inflight, 3);
 	assert_int_equal(o.stream_window_frames, 7);
 	/* The default 64 KiB fast path is clamped by the body limit. */
@@ -606,8 +619,8 @@ static void
 test_limits_invalid(void **state)
 {
 	static const struct {
-		const char	*var;
-		const char	*msg;
+		const char *var;
+		const char *msg;
 	} t[] = {
 		{ "YR_TUNNEL_MAX_BODY_SIZE=not-an-integer",
 		    "YR_TUNNEL_MAX_BODY_SIZE must be a positive integer (got "
@@ -640,8 +653,8 @@ test_limits_invalid(void **state)
 		    "YR_TUNNEL_FAST_PATH_BODY_BYTES must be greater than zero "
 		    "(got '0')" },
 	};
-	const char	*env[2];
-	size_t		 i;
+	const char *env[2];
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -658,9 +671,9 @@ static void
 test_http_timeout(void **state)
 {
 	static const struct {
-		const char	*var;
-		double		 want;
-		unsigned int	 warnings;
+		const char *var;
+		double want;
+		unsigned int warnings;
 	} t[] = {
 		{ NULL, 600.0, 0 },
 		{ "YR_TUNNEL_HTTP_TIMEOUT=7200", 7200.0, 0 },
@@ -678,9 +691,9 @@ test_http_timeout(void **state)
 		{ "YR_TUNNEL_HTTP_TIMEOUT=0x10", 600.0, 1 },
 		{ "YR_TUNNEL_HTTP_TIMEOUT=10s", 600.0, 1 },
 	};
-	struct tun_options	 o;
-	const char		*env[2];
-	size_t			 i;
+	struct tun_options o;
+	const char *env[2];
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -688,13 +701,14 @@ test_http_timeout(void **state)
 		env[1] = NULL;
 		parse_ok(&o, env, BASE_FLAGS, NULL);
 		if (o.http_timeout != t[i].want) {
-			fail_msg("%s: got %g", t[i].var == NULL ? "unset" :
-			    t[i].var, o.http_timeout);
+			fail_msg("%s: got %g",
+			    t[i].var == NULL ? "unset" : t[i].var,
+			    o.http_timeout);
 		}
 		assert_int_equal(o.nwarnings, t[i].warnings);
 		if (t[i].warnings != 0) {
-			assert_non_null(strstr(o.warnings[0],
-			    "YR_TUNNEL_HTTP_TIMEOUT"));
+			assert_non_null(
+			    strstr(o.warnings[0], "YR_TUNNEL_HTTP_TIMEOUT"));
 		}
 		tun_options_free(&o);
 	}
@@ -704,20 +718,21 @@ test_http_timeout(void **state)
 static void
 test_token(void **state)
 {
-	static const char *const env_token[] = {
-		"AKERNEL_TOKEN=env-secret", NULL
-	};
-	struct tun_options	 o;
+	static const char *const env_token[] = { "AKERNEL_TOKEN=env-secret",
+		NULL };
+	struct tun_options o;
 
 	(void)state;
-	parse_err(env_none, "refusing to send the token over plain "
+	parse_err(env_none,
+	    "refusing to send the token over plain "
 	    "ws://gw:8080: use a TLS gateway address (https:// or wss://), or "
-	    "pass --allow-plaintext-token to send it unencrypted", BASE_FLAGS,
-	    "--token", "secret", NULL);
-	parse_err(env_token, "refusing to send the token over plain "
+	    "pass --allow-plaintext-token to send it unencrypted",
+	    BASE_FLAGS, "--token", "secret", NULL);
+	parse_err(env_token,
+	    "refusing to send the token over plain "
 	    "ws://gw:8080: use a TLS gateway address (https:// or wss://), or "
-	    "pass --allow-plaintext-token to send it unencrypted", BASE_FLAGS,
-	    NULL);
+	    "pass --allow-plaintext-token to send it unencrypted",
+	    BASE_FLAGS, NULL);
 
 	parse_ok(&o, env_none, BASE_FLAGS, "--token", "secret",
 	    "--allow-plaintext-token", NULL);
@@ -741,8 +756,8 @@ test_token(void **state)
 	tun_options_free(&o);
 
 	parse_err(env_none, "the token contains a control character",
-	    "--gateway", "https://gw", "--sandbox", "s", "--target",
-	    "http://t", "--token", "a\r\nX-Evil: 1", NULL);
+	    "--gateway", "https://gw", "--sandbox", "s", "--target", "http://t",
+	    "--token", "a\r\nX-Evil: 1", NULL);
 }
 
 /* YR_TUNNEL_TOKEN_QUERY_FALLBACK accepts 1, true and yes only. */
@@ -750,8 +765,8 @@ static void
 test_token_query_fallback(void **state)
 {
 	static const struct {
-		const char	*var;
-		int		 want;
+		const char *var;
+		int want;
 	} t[] = {
 		{ "YR_TUNNEL_TOKEN_QUERY_FALLBACK=1", 1 },
 		{ "YR_TUNNEL_TOKEN_QUERY_FALLBACK= TRUE", 1 },
@@ -759,9 +774,9 @@ test_token_query_fallback(void **state)
 		{ "YR_TUNNEL_TOKEN_QUERY_FALLBACK=on", 0 },
 		{ "YR_TUNNEL_TOKEN_QUERY_FALLBACK=0", 0 },
 	};
-	struct tun_options	 o;
-	const char		*env[2];
-	size_t			 i;
+	struct tun_options o;
+	const char *env[2];
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -778,9 +793,9 @@ static void
 test_verify(void **state)
 {
 	static const struct {
-		const char	*var1;
-		const char	*var2;
-		int		 want;
+		const char *var1;
+		const char *var2;
+		int want;
 	} t[] = {
 		{ NULL, NULL, 1 },
 		{ "YR_TUNNEL_SSL_VERIFY=0", NULL, 0 },
@@ -808,9 +823,9 @@ test_verify(void **state)
 	static const char *const sslfile[] = {
 		"YR_TUNNEL_CA_BUNDLE=", "SSL_CERT_FILE=/etc/ssl.pem", NULL
 	};
-	struct tun_options	 o;
-	const char		*env[3];
-	size_t			 i;
+	struct tun_options o;
+	const char *env[3];
+	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -829,12 +844,13 @@ test_verify(void **state)
 	}
 
 	{
-		static const char *const bad[] = {
-			"AKERNEL_VERIFY_TLS=maybe", NULL
-		};
+		static const char *const bad[] = { "AKERNEL_VERIFY_TLS=maybe",
+			NULL };
 
-		parse_err(bad, "AKERNEL_VERIFY_TLS must be 1, true, yes, on, "
-		    "0, false, no or off (got 'maybe')", BASE_FLAGS, NULL);
+		parse_err(bad,
+		    "AKERNEL_VERIFY_TLS must be 1, true, yes, on, "
+		    "0, false, no or off (got 'maybe')",
+		    BASE_FLAGS, NULL);
 	}
 
 	/* Flags over the environment. */
@@ -850,16 +866,17 @@ test_verify(void **state)
 	tun_options_free(&o);
 
 	/* --ca-file sets the trust file and turns verification on. */
-	parse_ok(&o, off, "--gateway", "wss://gw", "--sandbox", "s",
-	    "--target", "http://t", "--ca-file", "/tmp/ca.pem", NULL);
+	parse_ok(&o, off, "--gateway", "wss://gw", "--sandbox", "s", "--target",
+	    "http://t", "--ca-file", "/tmp/ca.pem", NULL);
 	assert_int_equal(o.verify_tls, 1);
 	assert_string_equal(o.ca_file, "/tmp/ca.pem");
 	assert_string_equal(o.ca_file_from, "--ca-file");
 	tun_options_free(&o);
-	parse_err(env_none, "--ca-file and --no-verify-tls contradict each "
-	    "other: --ca-file turns verification on", "--gateway", "wss://gw",
-	    "--sandbox", "s", "--target", "http://t", "--no-verify-tls",
-	    "--ca-file", "/tmp/ca.pem", NULL);
+	parse_err(env_none,
+	    "--ca-file and --no-verify-tls contradict each "
+	    "other: --ca-file turns verification on",
+	    "--gateway", "wss://gw", "--sandbox", "s", "--target", "http://t",
+	    "--no-verify-tls", "--ca-file", "/tmp/ca.pem", NULL);
 
 	/* The trust file: --ca-file, YR_TUNNEL_CA_BUNDLE, SSL_CERT_FILE. */
 	parse_ok(&o, bundle, "--gateway", "wss://gw", "--sandbox", "s",
@@ -883,20 +900,20 @@ test_verify(void **state)
 static void
 test_target_tls(void **state)
 {
-	struct tun_options	 o;
+	struct tun_options o;
 
 	(void)state;
-	parse_ok(&o, env_none, "--gateway", "gw", "--sandbox", "s",
-	    "--target", "https://t", "--target-ca-file", "/ca.pem",
-	    "--target-cert", "/c.pem", "--target-key", "/k.pem", NULL);
+	parse_ok(&o, env_none, "--gateway", "gw", "--sandbox", "s", "--target",
+	    "https://t", "--target-ca-file", "/ca.pem", "--target-cert",
+	    "/c.pem", "--target-key", "/k.pem", NULL);
 	assert_string_equal(o.target_ca_file, "/ca.pem");
 	assert_string_equal(o.target_cert, "/c.pem");
 	assert_string_equal(o.target_key, "/k.pem");
 	assert_int_equal(o.target_insecure, 0);
 	tun_options_free(&o);
 
-	parse_ok(&o, env_none, "--gateway", "gw", "--sandbox", "s",
-	    "--target", "https://t", "--target-insecure", NULL);
+	parse_ok(&o, env_none, "--gateway", "gw", "--sandbox", "s", "--target",
+	    "https://t", "--target-insecure", NULL);
 	assert_int_equal(o.target_insecure, 1);
 	assert_int_equal(o.nwarnings, 1);
 	assert_non_null(strstr(o.warnings[0], "DISABLED"));
@@ -904,9 +921,8 @@ test_target_tls(void **state)
 
 	/* YR_TUNNEL_SSL_VERIFY is for the tunnel only (§9.5). */
 	{
-		static const char *const env[] = {
-			"YR_TUNNEL_SSL_VERIFY=0", NULL
-		};
+		static const char *const env[] = { "YR_TUNNEL_SSL_VERIFY=0",
+			NULL };
 
 		parse_ok(&o, env, "--gateway", "gw", "--sandbox", "s",
 		    "--target", "https://t", NULL);
@@ -914,42 +930,55 @@ test_target_tls(void **state)
 		tun_options_free(&o);
 	}
 
-	parse_err(env_none, "--target-ca-file and --target-insecure "
-	    "contradict each other", "--gateway", "gw", "--sandbox", "s",
-	    "--target", "https://t", "--target-insecure", "--target-ca-file",
-	    "/ca.pem", NULL);
-	parse_err(env_none, "--target-cert and --target-key must be given "
-	    "together", "--gateway", "gw", "--sandbox", "s", "--target",
-	    "https://t", "--target-cert", "/c.pem", NULL);
+	parse_err(env_none,
+	    "--target-ca-file and --target-insecure "
+	    "contradict each other",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "https://t",
+	    "--target-insecure", "--target-ca-file", "/ca.pem", NULL);
+	parse_err(env_none,
+	    "--target-cert and --target-key must be given "
+	    "together",
+	    "--gateway", "gw", "--sandbox", "s", "--target", "https://t",
+	    "--target-cert", "/c.pem", NULL);
 }
 
 /* Flag syntax errors, --listen-port, logging flags, help and version. */
 static void
 test_flags(void **state)
 {
-	struct tun_options	 o;
+	struct tun_options o;
 
 	(void)state;
-	parse_err(env_none, "unknown option '--bogus'", BASE_FLAGS,
-	    "--bogus", NULL);
+	parse_err(
+	    env_none, "unknown option '--bogus'", BASE_FLAGS, "--bogus", NULL);
 	parse_err(env_none, "unknown option '-x'", BASE_FLAGS, "-x", NULL);
-	parse_err(env_none, "ambiguous option '--ver' (could be --verify-tls, "
-	    "--verbose, --version)", "--ver", NULL);
-	parse_err(env_none, "option '--gateway' needs a value", "--gateway",
-	    NULL);
-	parse_err(env_none, "option '--verbose' takes no value",
-	    "--verbose=2", NULL);
-	parse_err(env_none, "unexpected argument 'extra'", BASE_FLAGS,
-	    "extra", NULL);
+	parse_err(env_none,
+	    "ambiguous option '--ver' (could be --verify-tls, "
+	    "--verbose, --version)",
+	    "--ver", NULL);
+	parse_err(
+	    env_none, "option '--gateway' needs a value", "--gateway", NULL);
+	parse_err(
+	    env_none, "option '--verbose' takes no value", "--verbose=2", NULL);
+	parse_err(
+	    env_none, "unexpected argument 'extra'", BASE_FLAGS, "extra", NULL);
 
-	parse_err(env_none, "invalid --listen-port '0': use a port number "
-	    "from 1 to 65535", BASE_FLAGS, "--listen-port", "0", NULL);
-	parse_err(env_none, "invalid --listen-port '65536': use a port number "
-	    "from 1 to 65535", BASE_FLAGS, "--listen-port", "65536", NULL);
-	parse_err(env_none, "invalid --listen-port 'abc': use a port number "
-	    "from 1 to 65535", BASE_FLAGS, "--listen-port", "abc", NULL);
-	parse_err(env_none, "invalid --listen-port '-1': use a port number "
-	    "from 1 to 65535", BASE_FLAGS, "--listen-port=-1", NULL);
+	parse_err(env_none,
+	    "invalid --listen-port '0': use a port number "
+	    "from 1 to 65535",
+	    BASE_FLAGS, "--listen-port", "0", NULL);
+	parse_err(env_none,
+	    "invalid --listen-port '65536': use a port number "
+	    "from 1 to 65535",
+	    BASE_FLAGS, "--listen-port", "65536", NULL);
+	parse_err(env_none,
+	    "invalid --listen-port 'abc': use a port number "
+	    "from 1 to 65535",
+	    BASE_FLAGS, "--listen-port", "abc", NULL);
+	parse_err(env_none,
+	    "invalid --listen-port '-1': use a port number "
+	    "from 1 to 65535",
+	    BASE_FLAGS, "--listen-port=-1", NULL);
 	parse_ok(&o, env_none, BASE_FLAGS, "--listen-port", "65535", NULL);
 	assert_int_equal(o.listen_port, 65535);
 	tun_options_free(&o);
@@ -957,8 +986,10 @@ test_flags(void **state)
 	assert_int_equal(o.listen_port, 2);
 	tun_options_free(&o);
 
-	parse_err(env_none, "invalid --log-level 'loud' (use debug, info, warn "
-	    "or error)", BASE_FLAGS, "--log-level", "loud", NULL);
+	parse_err(env_none,
+	    "invalid --log-level 'loud' (use debug, info, warn "
+	    "or error)",
+	    BASE_FLAGS, "--log-level", "loud", NULL);
 	parse_err(env_none, "invalid --log-format 'xml' (use text or json)",
 	    BASE_FLAGS, "--log-format", "xml", NULL);
 	parse_ok(&o, env_none, BASE_FLAGS, "--log-level", "warn",
@@ -975,8 +1006,7 @@ test_flags(void **state)
 	assert_int_equal(o.verbose, 3);
 	assert_int_equal(o.log_level, LOG_LVL_DEBUG);
 	tun_options_free(&o);
-	parse_ok(&o, env_none, BASE_FLAGS, "-vv", "--log-level", "error",
-	    NULL);
+	parse_ok(&o, env_none, BASE_FLAGS, "-vv", "--log-level", "error", NULL);
 	assert_int_equal(o.log_level, LOG_LVL_ERROR);
 	tun_options_free(&o);
 
@@ -999,13 +1029,13 @@ test_flags(void **state)
 static void
 test_reparse(void **state)
 {
-	struct tun_options	 o;
-	int			 i;
+	struct tun_options o;
+	int i;
 
 	(void)state;
 	for (i = 0; i < 3; i++) {
-		parse_ok(&o, env_none, BASE_FLAGS, "--listen-port", "9001",
-		    NULL);
+		parse_ok(
+		    &o, env_none, BASE_FLAGS, "--listen-port", "9001", NULL);
 		assert_int_equal(o.listen_port, 9001);
 		tun_options_free(&o);
 	}
