@@ -157,6 +157,8 @@ run: deps all certs
 	./$(BUILD)/akgateway
 
 bench: all
+	$(Q)if [ ! -f bench/run.sh ]; then \
+	    echo "bench: no benchmarks yet (see bench/README.md)" >&2; exit 1; fi
 	$(Q)sh bench/run.sh
 
 install: all
