@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "addr.h"
 #include "alloc.h"
@@ -33,16 +34,20 @@ const char conf_builtin[] =
 #define DAY_MS (86400ULL * 1000)
 
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
-	"timeouts", "limits", "sandboxes", NULL };
+	"timeouts", "limits", "auth", "sandboxes", NULL };
+static const char *const auth_keys[] = { "secret", "cookie",
+	"require_tls_for_credentials", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
 static const char *const listen_keys[] = { "address", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
 static const char *const timeout_keys[] = { "request_header", "connect",
-	"keepalive", "upstream_idle", "upstream_response", "idle", NULL };
-static const char *const limit_keys[] = { "max_connections", "max_header_size",
-	"max_headers", "max_body_size", NULL };
-static const char *const sandbox_keys[] = { "id", "address", "ports", "tunnel",
-	NULL };
+	"keepalive", "upstream_idle", "upstream_response", "idle",
+	"websocket_idle", NULL };
+static const char *const limit_keys[] = { "max_connections",
+	"max_connections_per_sandbox", "max_header_size", "max_headers",
+	"max_body_size", NULL };
+static const char *const sandbox_keys[] = { "id", "address", "netns",
+	"max_connections", "ports", "tunnel", NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
 	NULL };
 static const char *const tunnel_keys[] = { "listen_port", "mode", NULL };
@@ -68,6 +73,9 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_max_header_size = 32 * 1024;
 	cf->cf_max_headers = 100;
 	cf->cf_max_body_size = 0;
+	cf->cf_max_connections_per_sandbox = 0;
+	cf->cf_ws_idle_timeout = 3600 * 1000;
+	cf->cf_auth_cookie = xstrdup("akgw_token");
 }
 
 /* Parse one listener address node. */
@@ -177,6 +185,48 @@ conf_admin(const struct cfg_doc *doc, const struct cfg_node *n,
 	return (0);
 }
 
+/* Parse the auth section: the token secret and how credentials travel. */
+static int
+conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node *v;
+	const char *p;
+
+	if (cfg_check_map(doc, n, "auth", auth_keys, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "secret")) != NULL) {
+		if (cfg_get_string(doc, v, "auth.secret", &cf->cf_auth_secret,
+		    cause) != 0)
+			return (-1);
+		cf->cf_auth_secret_len = strlen(cf->cf_auth_secret);
+		if (cf->cf_auth_secret_len < 16)
+			return (cfg_error(doc, v, cause, "auth.secret must be "
+			    "at least 16 bytes; make one with: openssl rand "
+			    "-hex 32"));
+	}
+	if ((v = cfg_map_get(n, "cookie")) != NULL) {
+		free(cf->cf_auth_cookie);
+		if (cfg_get_string(doc, v, "auth.cookie", &cf->cf_auth_cookie,
+		    cause) != 0)
+			return (-1);
+		for (p = cf->cf_auth_cookie; *p != '\0'; p++) {
+			if (!isalnum((unsigned char)*p) && *p != '_' &&
+			    *p != '-')
+				break;
+		}
+		if (*cf->cf_auth_cookie == '\0' || *p != '\0')
+			return (cfg_error(doc, v, cause, "auth.cookie must be "
+			    "letters, digits, '_' and '-', not '%s'",
+			    cf->cf_auth_cookie));
+	}
+	if ((v = cfg_map_get(n, "require_tls_for_credentials")) != NULL &&
+	    cfg_get_bool(doc, v, "auth.require_tls_for_credentials",
+	    &cf->cf_require_tls_creds, cause) != 0)
+		return (-1);
+	return (0);
+}
+
 /* Is s a valid lowercase DNS name for the host form? */
 static int
 conf_valid_domain(const char *s)
@@ -245,6 +295,8 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
 		{ "upstream_response",
 		    offsetof(struct gw_config, cf_response_timeout), 0 },
 		{ "idle", offsetof(struct gw_config, cf_idle_timeout), 100 },
+		{ "websocket_idle", offsetof(struct gw_config,
+		    cf_ws_idle_timeout), 100 },
 	};
 	struct cfg_node *v;
 	char what[64];
@@ -278,6 +330,12 @@ conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
 			&ll, cause) != 0)
 			return (-1);
 		cf->cf_max_connections = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "max_connections_per_sandbox")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.max_connections_per_sandbox",
+		    1, 1000000, &ll, cause) != 0)
+			return (-1);
+		cf->cf_max_connections_per_sandbox = (uint64_t)ll;
 	}
 	if ((v = cfg_map_get(n, "max_header_size")) != NULL &&
 	    cfg_get_size(doc, v, "limits.max_header_size", 1024, 1024 * 1024,
@@ -329,8 +387,8 @@ bad:
 
 /* Parse a sandbox's ports list. */
 static int
-conf_ports(const struct cfg_doc *doc, const struct cfg_node *n,
-    struct gw_sandbox *sb, char **cause)
+conf_ports(const struct gw_config *cf, const struct cfg_doc *doc,
+    const struct cfg_node *n, struct gw_sandbox *sb, char **cause)
 {
 	struct gw_port_rule *pr;
 	struct cfg_node *item, *v;
@@ -358,11 +416,11 @@ conf_ports(const struct cfg_doc *doc, const struct cfg_node *n,
 				&access, cause) != 0)
 				return (-1);
 			pr->pr_private = access == 1;
-			if (pr->pr_private)
-				return (cfg_error(doc, v, cause,
-				    "access: "
-				    "private needs token support, which this "
-				    "version does not have yet"));
+			if (pr->pr_private && (cf == NULL ||
+			    cf->cf_auth_secret == NULL))
+				return (cfg_error(doc, v, cause, "access: "
+				    "private needs auth.secret to check "
+				    "tokens with"));
 		}
 		if ((v = cfg_map_get(item, "host_rewrite")) != NULL) {
 			if (cfg_get_string(doc, v, "host_rewrite",
@@ -415,59 +473,125 @@ conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
 	return (0);
 }
 
-/* Parse one sandbox entry. */
+/* Check a sandbox id: 1 to 200 bytes, no spaces or control characters. */
 static int
-conf_sandbox(const struct cfg_doc *doc, const struct cfg_node *n,
-    struct gw_config *cf, char **cause)
+conf_sandbox_id(const struct cfg_doc *doc, const struct cfg_node *n,
+    const char *id, char **cause)
 {
-	struct gw_sandbox *sb = &cf->cf_sandboxes[cf->cf_nsandboxes];
-	struct cfg_node *v, *idn;
 	size_t i;
 
-	if (cfg_check_map(doc, n, "a sandbox", sandbox_keys, cause) != 0)
-		return (-1);
-	cf->cf_nsandboxes++;
-	if ((idn = cfg_map_get(n, "id")) == NULL)
-		return (cfg_error(doc, n, cause, "a sandbox needs an id"));
-	if (cfg_get_string(doc, idn, "sandbox id", &sb->sb_id, cause) != 0)
-		return (-1);
-	if (*sb->sb_id == '\0' || strlen(sb->sb_id) > 200)
-		return (cfg_error(
-		    doc, idn, cause, "a sandbox id must be 1 to 200 bytes"));
-	for (i = 0; sb->sb_id[i] != '\0'; i++) {
-		if ((unsigned char)sb->sb_id[i] <= ' ' || sb->sb_id[i] == 0x7f)
-			return (cfg_error(doc, idn, cause,
-			    "a sandbox id must "
+	if (*id == '\0' || strlen(id) > SAFEID_MAX)
+		return (cfg_error(doc, n, cause,
+		    "a sandbox id must be 1 to 200 bytes"));
+	for (i = 0; id[i] != '\0'; i++) {
+		if ((unsigned char)id[i] <= ' ' || id[i] == 0x7f)
+			return (cfg_error(doc, n, cause, "a sandbox id must "
 			    "not contain spaces or control characters"));
 	}
-	sb->sb_safe_id = safeid_make(sb->sb_id);
-	for (i = 0; i + 1 < cf->cf_nsandboxes; i++) {
-		if (strcmp(cf->cf_sandboxes[i].sb_id, sb->sb_id) == 0 ||
-		    strcmp(cf->cf_sandboxes[i].sb_safe_id, sb->sb_safe_id) == 0)
-			return (cfg_error(doc, idn, cause,
-			    "sandbox '%s' has "
-			    "the same id or safe id as sandbox '%s'",
-			    sb->sb_id, cf->cf_sandboxes[i].sb_id));
+	return (0);
+}
+
+/*
+ * Parse one sandbox entry into a new sandbox with one reference; the
+ * caller checks that its id and safe id are unique.
+ */
+struct gw_sandbox *
+conf_sandbox_parse(const struct gw_config *cf, const struct cfg_doc *doc,
+    const struct cfg_node *n, char **cause)
+{
+	struct gw_sandbox *sb;
+	struct cfg_node *v, *netns;
+	long long ll;
+
+	if (cfg_check_map(doc, n, "a sandbox", sandbox_keys, cause) != 0)
+		return (NULL);
+	sb = xcalloc(1, sizeof *sb);
+	sb->sb_refcnt = 1;
+	if ((v = cfg_map_get(n, "id")) == NULL) {
+		cfg_error(doc, n, cause, "a sandbox needs an id");
+		goto fail;
 	}
-	if ((v = cfg_map_get(n, "address")) == NULL)
-		return (cfg_error(doc, n, cause,
-		    "sandbox '%s' needs an "
-		    "address",
-		    sb->sb_id));
-	if (cfg_get_string(doc, v, "address", &sb->sb_address, cause) != 0)
-		return (-1);
-	if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr, &sb->sb_addrlen) !=
-	    0)
-		return (cfg_error(doc, v, cause,
-		    "address must be a literal "
-		    "IPv4 or IPv6 address, not '%s'",
-		    sb->sb_address));
+	if (cfg_get_string(doc, v, "sandbox id", &sb->sb_id, cause) != 0 ||
+	    conf_sandbox_id(doc, v, sb->sb_id, cause) != 0)
+		goto fail;
+	sb->sb_safe_id = safeid_make(sb->sb_id);
+
+	v = cfg_map_get(n, "address");
+	netns = cfg_map_get(n, "netns");
+	if ((v == NULL) == (netns == NULL)) {
+		cfg_error(doc, v != NULL ? netns : n, cause, "sandbox '%s' "
+		    "needs exactly one of address and netns", sb->sb_id);
+		goto fail;
+	}
+	if (v != NULL) {
+		if (cfg_get_string(doc, v, "address", &sb->sb_address,
+		    cause) != 0)
+			goto fail;
+		if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr,
+		    &sb->sb_addrlen) != 0) {
+			cfg_error(doc, v, cause, "address must be a literal "
+			    "IPv4 or IPv6 address, not '%s'", sb->sb_address);
+			goto fail;
+		}
+	} else {
+		if (cfg_get_string(doc, netns, "netns", &sb->sb_netns,
+		    cause) != 0)
+			goto fail;
+		if (sb->sb_netns[0] != '/') {
+			cfg_error(doc, netns, cause, "netns must be an "
+			    "absolute path such as /run/netns/NAME, not '%s'",
+			    sb->sb_netns);
+			goto fail;
+		}
+		/* Inside its namespace the sandbox's ports are on loopback. */
+		addr_parse_ip("127.0.0.1", 0, &sb->sb_addr, &sb->sb_addrlen);
+	}
+	if ((v = cfg_map_get(n, "max_connections")) != NULL) {
+		if (cfg_get_int(doc, v, "max_connections", 1, 1000000, &ll,
+		    cause) != 0)
+			goto fail;
+		sb->sb_max_connections = (uint64_t)ll;
+	}
 	if ((v = cfg_map_get(n, "ports")) != NULL &&
-	    conf_ports(doc, v, sb, cause) != 0)
-		return (-1);
+	    conf_ports(cf, doc, v, sb, cause) != 0)
+		goto fail;
 	if ((v = cfg_map_get(n, "tunnel")) != NULL &&
 	    conf_tunnel(doc, v, sb, cause) != 0)
+		goto fail;
+	return (sb);
+fail:
+	sandbox_unref(sb);
+	return (NULL);
+}
+
+/* Parse the sandboxes list; ids and safe ids must be unique. */
+static int
+conf_sandboxes(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct gw_sandbox *sb, *other;
+	size_t i, j;
+
+	if (cfg_check_seq(doc, n, "sandboxes", cause) != 0)
 		return (-1);
+	if (n->n_count > 0)
+		cf->cf_sandboxes = xcalloc(n->n_count,
+		    sizeof *cf->cf_sandboxes);
+	for (i = 0; i < n->n_count; i++) {
+		sb = conf_sandbox_parse(cf, doc, n->n_items[i], cause);
+		if (sb == NULL)
+			return (-1);
+		cf->cf_sandboxes[cf->cf_nsandboxes++] = sb;
+		for (j = 0; j + 1 < cf->cf_nsandboxes; j++) {
+			other = cf->cf_sandboxes[j];
+			if (strcmp(other->sb_id, sb->sb_id) != 0 &&
+			    strcmp(other->sb_safe_id, sb->sb_safe_id) != 0)
+				continue;
+			return (cfg_error(doc, cfg_map_get(n->n_items[i], "id"),
+			    cause, "sandbox '%s' has the same id or safe id "
+			    "as sandbox '%s'", sb->sb_id, other->sb_id));
+		}
+	}
 	return (0);
 }
 
@@ -477,7 +601,6 @@ conf_build(const struct cfg_doc *doc, char **cause)
 {
 	struct gw_config *cf;
 	struct cfg_node *root = doc->d_root, *v;
-	size_t i;
 
 	cf = xcalloc(1, sizeof *cf);
 	cf->cf_file = xstrdup(doc->d_file);
@@ -512,17 +635,12 @@ conf_build(const struct cfg_doc *doc, char **cause)
 	if ((v = cfg_map_get(root, "limits")) != NULL &&
 	    conf_limits(doc, v, cf, cause) != 0)
 		goto fail;
-	if ((v = cfg_map_get(root, "sandboxes")) != NULL) {
-		if (cfg_check_seq(doc, v, "sandboxes", cause) != 0)
-			goto fail;
-		if (v->n_count > 0)
-			cf->cf_sandboxes = xcalloc(
-			    v->n_count, sizeof *cf->cf_sandboxes);
-		for (i = 0; i < v->n_count; i++) {
-			if (conf_sandbox(doc, v->n_items[i], cf, cause) != 0)
-				goto fail;
-		}
-	}
+	if ((v = cfg_map_get(root, "auth")) != NULL &&
+	    conf_auth(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "sandboxes")) != NULL &&
+	    conf_sandboxes(doc, v, cf, cause) != 0)
+		goto fail;
 	return (cf);
 fail:
 	conf_free(cf);
@@ -561,21 +679,12 @@ conf_load_string(const char *name, const char *text, char **cause)
 void
 conf_free(struct gw_config *cf)
 {
-	struct gw_sandbox *sb;
-	size_t i, j;
+	size_t i;
 
 	if (cf == NULL)
 		return;
-	for (i = 0; i < cf->cf_nsandboxes; i++) {
-		sb = &cf->cf_sandboxes[i];
-		for (j = 0; j < sb->sb_nports; j++)
-			free(sb->sb_ports[j].pr_host_rewrite);
-		free(sb->sb_ports);
-		free(sb->sb_tunnel_ports);
-		free(sb->sb_address);
-		free(sb->sb_safe_id);
-		free(sb->sb_id);
-	}
+	for (i = 0; i < cf->cf_nsandboxes; i++)
+		sandbox_unref(cf->cf_sandboxes[i]);
 	free(cf->cf_sandboxes);
 	for (i = 0; i < cf->cf_ndomains; i++)
 		free(cf->cf_domains[i]);
@@ -585,6 +694,11 @@ conf_free(struct gw_config *cf)
 	free(cf->cf_listen);
 	free(cf->cf_admin.l_address);
 	free(cf->cf_admin_token);
+	if (cf->cf_auth_secret != NULL) {
+		explicit_bzero(cf->cf_auth_secret, cf->cf_auth_secret_len);
+		free(cf->cf_auth_secret);
+	}
+	free(cf->cf_auth_cookie);
 	free(cf->cf_log_file);
 	free(cf->cf_file);
 	free(cf);

@@ -31,7 +31,7 @@ static void conn_read_cb(struct bufferevent *, void *);
 static void conn_write_cb(struct bufferevent *, void *);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void conn_read_head(struct conn *);
-static void conn_finish(struct conn *);
+static void conn_log_access(struct conn *);
 
 /* Name of a state, for debug logs. */
 const char *
@@ -44,6 +44,8 @@ conn_state_name(enum conn_state s)
 		return ("body");
 	case CONN_S_WAIT:
 		return ("wait");
+	case CONN_S_UPGRADED:
+		return ("upgraded");
 	case CONN_S_ERROR:
 		return ("closing");
 	case CONN_S_DEAD:
@@ -74,13 +76,22 @@ conn_reset_exchange(struct conn *c)
 	free(c->c_method);
 	free(c->c_path);
 	c->c_target = c->c_host = c->c_method = c->c_path = NULL;
-	c->c_sandbox = NULL;
+	if (c->c_sandbox != NULL) {
+		if (c->c_flags & CONN_F_COUNTED)
+			c->c_sandbox->sb_nconns--;
+		sandbox_unref(c->c_sandbox);
+		c->c_sandbox = NULL;
+	}
+	free(c->c_prefix);
+	c->c_prefix = NULL;
 	c->c_rule = NULL;
 	c->c_port = 0;
 	c->c_status = 0;
+	c->c_err_code = NULL;
+	c->c_request_id[0] = '\0';
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
-	    CONN_F_RETRIED);
+	    CONN_F_RETRIED | CONN_F_COUNTED);
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -111,6 +122,11 @@ conn_close(struct conn *c, const char *reason)
 	log_debug("conn %llu %s: closed in state %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
 	    reason);
+	if (c->c_flags & CONN_F_UPGRADED) {
+		c->c_flags &= ~CONN_F_UPGRADED;
+		g->g_metrics.m_ws_active--;
+		conn_log_access(c);
+	}
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -122,20 +138,30 @@ conn_close(struct conn *c, const char *reason)
 	event_base_once(g->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
 }
 
-/* Log one line for a finished request; the query string is never logged. */
+/*
+ * Log one line for a finished request and count it; the query string is
+ * never logged.
+ */
 static void
 conn_log_access(struct conn *c)
 {
-	uint64_t ms = (clock_mono_usec() - c->c_start_us) / 1000;
+	struct gw_metrics *m = &c->c_gw->g_metrics;
+	uint64_t us = clock_mono_usec() - c->c_start_us;
 
+	metrics_request(c->c_gw, c->c_status, c->c_err_code, us);
+	m->m_bytes_in += c->c_req_body.b_total;
+	m->m_bytes_out += c->c_resp_body.b_total;
 	log_info("conn %llu %s: \"%s %s\" %d sandbox=%s port=%d in=%llu "
-		 "out=%llu %llums",
-	    (unsigned long long)c->c_id, c->c_peer_ip,
-	    c->c_method != NULL ? c->c_method : "-",
+	    "out=%llu %llums id=%s%s%s", (unsigned long long)c->c_id,
+	    c->c_peer_ip, c->c_method != NULL ? c->c_method : "-",
 	    c->c_path != NULL ? c->c_path : "-", c->c_status,
 	    c->c_sandbox != NULL ? c->c_sandbox->sb_id : "-", c->c_port,
 	    (unsigned long long)c->c_req_body.b_total,
-	    (unsigned long long)c->c_resp_body.b_total, (unsigned long long)ms);
+	    (unsigned long long)c->c_resp_body.b_total,
+	    (unsigned long long)(us / 1000),
+	    c->c_request_id[0] != '\0' ? c->c_request_id : "-",
+	    c->c_err_code != NULL ? " error=" : "",
+	    c->c_err_code != NULL ? c->c_err_code : "");
 }
 
 /* Start the next exchange on a kept-alive connection. */
@@ -158,7 +184,7 @@ conn_next(struct conn *c)
  * drained, shut down our side and drain the client's input for a moment,
  * so a response is not destroyed by a reset.
  */
-static void
+void
 conn_finish(struct conn *c)
 {
 	if (c->c_up != NULL)
@@ -230,6 +256,7 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	errpage_write(bufferevent_get_output(c->c_bev), status, code, msg,
 	    conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
 	c->c_status = status;
+	c->c_err_code = code;
 	log_info("conn %llu %s: refused %d %s: %s", (unsigned long long)c->c_id,
 	    c->c_peer_ip, status, code, msg);
 	free(msg);
@@ -267,20 +294,15 @@ conn_log_path(const char *target)
 	return (xstrndup(target, strcspn(target, "?")));
 }
 
-/* Route a parsed request to a sandbox port, or refuse it. */
-static void
-conn_route(struct conn *c)
+/* Take the target and host of a request; -1 if the target is refused. */
+static int
+conn_target(struct conn *c)
 {
-	struct gw *g = c->c_gw;
 	const struct http1_msg *m = &c->c_req;
 	const struct http1_header *h;
 	const char *t = m->m_target, *slash;
 	size_t tlen = m->m_target_len;
-	enum route_result r;
-	char *id = NULL;
-	int port = 0;
 
-	c->c_method = xstrndup(m->m_method, m->m_method_len);
 	if (tlen > 7 && strncasecmp(t, "http://", 7) == 0) {
 		/* absolute-form: the authority replaces Host. */
 		slash = memchr(t + 7, '/', tlen - 7);
@@ -290,8 +312,8 @@ conn_route(struct conn *c)
 		if (slash == t + tlen)
 			c->c_target = xstrdup("/");
 		else
-			c->c_target = xstrndup(
-			    slash, (size_t)(t + tlen - slash));
+			c->c_target = xstrndup(slash,
+			    (size_t)(t + tlen - slash));
 	} else if (*t == '/' ||
 	    (tlen == 1 && *t == '*' && strcmp(c->c_method, "OPTIONS") == 0)) {
 		c->c_target = xstrndup(t, tlen);
@@ -299,63 +321,113 @@ conn_route(struct conn *c)
 			c->c_host = xstrndup(h->value, h->value_len);
 	} else {
 		c->c_path = xstrdup("-");
-		conn_fail(c, gw_err_bad_target,
-		    "The request target must be "
+		conn_fail(c, gw_err_bad_target, "The request target must be "
 		    "a path such as /index.html.");
-		return;
+		return (-1);
 	}
 	c->c_path = conn_log_path(c->c_target);
+	return (0);
+}
 
-	r = ROUTE_NONE;
+/*
+ * Find which sandbox and port the request is for: the host form first,
+ * then the path form, whose prefix is stripped.  Returns the id
+ * (xmalloc'd) or NULL after refusing the request.
+ */
+static char *
+conn_find_route(struct conn *c)
+{
+	struct gw *g = c->c_gw;
+	const char *dom = g->g_conf->cf_domains[0];
+	enum route_result r = ROUTE_NONE;
+	char *id = NULL, *rest = NULL;
+
 	if (c->c_host != NULL)
 		r = route_parse_host(c->c_host, strlen(c->c_host),
-		    g->g_conf->cf_domains, g->g_conf->cf_ndomains, &port, &id);
+		    g->g_conf->cf_domains, g->g_conf->cf_ndomains, &c->c_port,
+		    &id);
+	if (r == ROUTE_OK)
+		return (id);
 	if (r == ROUTE_BAD) {
-		conn_fail(c, gw_err_bad_host,
-		    "The host '%s' is not a port "
+		conn_fail(c, gw_err_bad_host, "The host '%s' is not a port "
 		    "URL: write it as {port}-{sandbox}.%s, for example "
-		    "8000-mysandbox.%s.",
-		    c->c_host, g->g_conf->cf_domains[0],
-		    g->g_conf->cf_domains[0]);
-		return;
+		    "8000-mysandbox.%s.", c->c_host, dom, dom);
+		return (NULL);
 	}
-	if (r == ROUTE_NONE) {
-		conn_fail(c, gw_err_no_route,
-		    "This gateway serves sandbox "
-		    "ports at http://{port}-{sandbox}.%s/; '%s' is not such an "
-		    "address.",
-		    g->g_conf->cf_domains[0],
-		    c->c_host != NULL ? c->c_host : "(no host)");
-		return;
+	r = route_parse_path(c->c_target, &id, &c->c_port, &rest);
+	switch (r) {
+	case ROUTE_OK:
+		/* The upstream sees the rest; the prefix travels apart. */
+		xasprintf(&c->c_prefix, "/%s/%d", id, c->c_port);
+		free(c->c_target);
+		c->c_target = rest;
+		return (id);
+	case ROUTE_BAD:
+		conn_fail(c, gw_err_bad_path, "The path '%s' is not a port "
+		    "URL: write it as /{sandbox}/{port}/..., with a port from "
+		    "1 to 65535.", c->c_path);
+		return (NULL);
+	case ROUTE_RESERVED:
+		conn_fail(c, gw_err_no_route, "The path '%s' is reserved for "
+		    "reverse tunnels, which this gateway does not serve yet.",
+		    c->c_path);
+		return (NULL);
+	default:
+		conn_fail(c, gw_err_no_route, "This gateway serves sandbox "
+		    "ports at http://{port}-{sandbox}.%s/ and "
+		    "/{sandbox}/{port}/; '%s%s' is not such an address.", dom,
+		    c->c_host != NULL ? c->c_host : "", c->c_path);
+		return (NULL);
 	}
-	c->c_port = port;
-	if ((c->c_sandbox = route_find_sandbox(g->g_conf, id)) == NULL) {
-		conn_fail(c, gw_err_sandbox_not_found,
-		    "No sandbox '%s' is "
-		    "known to this gateway.",
-		    id);
+}
+
+/* Route a parsed request to a sandbox port, or refuse it. */
+static void
+conn_route(struct conn *c)
+{
+	struct gw *g = c->c_gw;
+	const struct http1_msg *m = &c->c_req;
+	struct gw_sandbox *sb;
+	uint64_t limit;
+	char *id;
+
+	c->c_method = xstrndup(m->m_method, m->m_method_len);
+	if (conn_target(c) != 0 || (id = conn_find_route(c)) == NULL)
+		return;
+	if ((sb = directory_find(g->g_dir, id)) == NULL) {
+		conn_fail(c, gw_err_sandbox_not_found, "No sandbox '%s' is "
+		    "known to this gateway.", id);
 		free(id);
 		return;
 	}
 	free(id);
-	if ((c->c_rule = route_find_port(g, c->c_sandbox, port)) == NULL) {
-		conn_fail(c, gw_err_port_not_published,
-		    "Sandbox '%s' does not "
-		    "publish port %d.",
-		    c->c_sandbox->sb_id, port);
+	sandbox_ref(sb);
+	c->c_sandbox = sb;
+	if ((c->c_rule = route_find_port(g, sb, c->c_port)) == NULL) {
+		conn_fail(c, gw_err_port_not_published, "Sandbox '%s' does not "
+		    "publish port %d.", sb->sb_id, c->c_port);
+		return;
+	}
+	limit = sb->sb_max_connections != 0 ? sb->sb_max_connections :
+	    g->g_conf->cf_max_connections_per_sandbox;
+	if (limit != 0 && sb->sb_nconns >= limit) {
+		conn_fail(c, gw_err_too_many_connections, "Sandbox '%s' is at "
+		    "its limit of %llu connections; try again shortly.",
+		    sb->sb_id, (unsigned long long)limit);
 		return;
 	}
 	if (g->g_conf->cf_max_body_size != 0 &&
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
 		c->c_flags &= ~CONN_F_KEEPALIVE;
-		conn_fail(c, gw_err_body_too_large,
-		    "The request body of %llu "
+		conn_fail(c, gw_err_body_too_large, "The request body of %llu "
 		    "bytes is larger than the %llu bytes this gateway accepts.",
 		    (unsigned long long)m->m_content_length,
 		    (unsigned long long)g->g_conf->cf_max_body_size);
 		return;
 	}
+	sb->sb_nconns++;
+	c->c_flags |= CONN_F_COUNTED;
 	proxy_start(c);
 }
 
@@ -411,6 +483,9 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	case CONN_S_WAIT:
 		break;
+	case CONN_S_UPGRADED:
+		relay_client_read(c);
+		break;
 	case CONN_S_ERROR:
 		/* Lingering: discard what the client still sends. */
 		evbuffer_drain(bufferevent_get_input(bev),
@@ -429,6 +504,10 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 
 	if (c->c_state == CONN_S_DEAD)
 		return;
+	if (c->c_state == CONN_S_UPGRADED) {
+		relay_client_drained(c);
+		return;
+	}
 	if (c->c_state != CONN_S_ERROR) {
 		proxy_client_drained(c);
 		return;
@@ -485,6 +564,9 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	case CONN_S_WAIT:
 		/* Half-close: still send the response, then close. */
 		break;
+	case CONN_S_UPGRADED:
+		relay_client_eof(c);
+		break;
 	case CONN_S_ERROR:
 		if (c->c_flags & CONN_F_LINGER)
 			conn_close(c, "done");
@@ -512,6 +594,9 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 		    "The request head did not "
 		    "arrive within %llums.",
 		    (unsigned long long)c->c_gw->g_conf->cf_header_timeout);
+		break;
+	case CONN_S_UPGRADED:
+		relay_idle(c);
 		break;
 	case CONN_S_ERROR:
 		conn_close(c,
@@ -553,6 +638,7 @@ conn_accept(
 	bufferevent_setwatermark(c->c_bev, EV_WRITE, CONN_LOW, 0);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
+	g->g_metrics.m_conns_accepted++;
 	log_debug("conn %llu %s: accepted on port %d",
 	    (unsigned long long)c->c_id, c->c_peer, local_port);
 	if (g->g_nconns > g->g_conf->cf_max_connections) {

@@ -18,6 +18,8 @@
 struct bufferevent;
 struct evconnlistener;
 struct evbuffer;
+struct cfg_doc;
+struct cfg_node;
 
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
@@ -32,11 +34,19 @@ enum gw_tunnel_mode {
 	GW_TUNNEL_FORWARD,
 };
 
-/* A sandbox in the directory. */
+/*
+ * A sandbox in the directory.  Immutable once published and reference
+ * counted: a request in flight keeps the version it was routed with while
+ * the admin API replaces it.
+ */
 struct gw_sandbox {
+	int sb_refcnt;
+	uint64_t sb_generation; /* unique per published version */
+	uint64_t sb_nconns; /* client connections routed to it now */
 	char *sb_id;
 	char *sb_safe_id;
-	char *sb_address; /* literal IP as written */
+	char *sb_address; /* literal IP as written, or NULL with netns */
+	char *sb_netns; /* network namespace path, or NULL */
 	struct sockaddr_storage sb_addr; /* port 0 */
 	socklen_t sb_addrlen;
 	struct gw_port_rule *sb_ports;
@@ -44,6 +54,15 @@ struct gw_sandbox {
 	uint16_t *sb_tunnel_ports; /* listen ports */
 	size_t sb_ntunnel_ports;
 	enum gw_tunnel_mode sb_tunnel_mode;
+	uint64_t sb_max_connections; /* 0: limits.max_connections_per_sandbox */
+};
+
+/* The set of sandboxes new requests are routed with; swapped whole. */
+struct gw_directory {
+	int d_refcnt;
+	uint64_t d_generation;
+	struct gw_sandbox **d_sandboxes;
+	size_t d_count;
 };
 
 /* A listener. */
@@ -80,7 +99,15 @@ struct gw_config {
 	uint64_t cf_max_headers;
 	uint64_t cf_max_body_size; /* 0 = no limit */
 
-	struct gw_sandbox *cf_sandboxes;
+	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
+	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
+
+	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
+	size_t cf_auth_secret_len;
+	char *cf_auth_cookie; /* cookie name carrying a token */
+	int cf_require_tls_creds; /* refuse credentials on plain HTTP */
+
+	struct gw_sandbox **cf_sandboxes; /* the initial directory */
 	size_t cf_nsandboxes;
 };
 
@@ -102,11 +129,34 @@ extern const struct gw_error gw_err_too_many_connections[];
 extern const struct gw_error gw_err_body_too_large[];
 extern const struct gw_error gw_err_request_timeout[];
 extern const struct gw_error gw_err_bad_target[];
+extern const struct gw_error gw_err_bad_path[];
+
+/* Upper bounds (seconds) of the request-duration histogram buckets. */
+#define GW_DURATION_BUCKETS 10
+/* Distinct error codes counted in metrics. */
+#define GW_METRIC_CODES 48
+
+/* Counters for /metrics; one set per process. */
+struct gw_metrics {
+	uint64_t m_conns_accepted;
+	uint64_t m_requests[6]; /* by status class: [1] 1xx .. [5] 5xx */
+	const char *m_codes[GW_METRIC_CODES]; /* gateway error codes seen */
+	uint64_t m_code_counts[GW_METRIC_CODES];
+	uint64_t m_upstream_connect_failures;
+	uint64_t m_upstream_retries;
+	uint64_t m_bytes_in; /* from clients */
+	uint64_t m_bytes_out; /* to clients */
+	uint64_t m_ws_active;
+	uint64_t m_duration_buckets[GW_DURATION_BUCKETS + 1]; /* last: +Inf */
+	uint64_t m_duration_sum_us;
+	uint64_t m_duration_count;
+};
 
 /* The running gateway. */
 struct gw {
 	struct event_base *g_base;
 	struct gw_config *g_conf;
+	struct gw_directory *g_dir; /* current directory */
 	struct http1_limits g_limits;
 	struct event *g_sigint;
 	struct event *g_sigterm;
@@ -117,6 +167,7 @@ struct gw {
 	uint64_t g_conn_ids;
 	TAILQ_HEAD(, conn) g_conns;
 	TAILQ_HEAD(, upstream) g_idle; /* pooled upstreams */
+	struct gw_metrics g_metrics;
 };
 
 /* A listening socket. */
@@ -132,6 +183,7 @@ enum conn_state {
 	CONN_S_HEAD = 0, /* reading a request head */
 	CONN_S_BODY, /* relaying the request body */
 	CONN_S_WAIT, /* request sent, waiting for the response */
+	CONN_S_UPGRADED, /* relaying raw bytes after 101 */
 	CONN_S_ERROR, /* writing a gateway error, then closing */
 	CONN_S_DEAD, /* closed; freed from the loop */
 };
@@ -162,6 +214,10 @@ struct conn {
 #define CONN_F_RESP_DONE 0x20 /* response fully relayed */
 #define CONN_F_LINGER 0x40 /* shut down, draining input */
 #define CONN_F_RETRIED 0x80 /* retried on a fresh upstream */
+#define CONN_F_COUNTED 0x100 /* counted in c_sandbox->sb_nconns */
+#define CONN_F_UPGRADED 0x200 /* relaying raw bytes after 101 */
+#define CONN_F_TLS 0x400 /* the client connection is TLS */
+#define CONN_F_WS_REQ 0x800 /* the request asks for a WebSocket upgrade */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -170,13 +226,17 @@ struct conn {
 	struct gw_body c_req_body;
 	struct gw_body c_resp_body;
 	struct upstream *c_up;
-	const struct gw_sandbox *c_sandbox;
+	struct gw_sandbox *c_sandbox; /* referenced while routed */
 	const struct gw_port_rule *c_rule;
 	int c_port;
 	char *c_target; /* origin-form, for upstream */
 	char *c_host; /* Host as the client sent it */
+	char *c_prefix; /* path-form prefix "/{id}/{port}", or NULL */
+	char c_request_id[40]; /* X-Request-Id sent upstream */
 	uint64_t c_start_us;
+	uint64_t c_active_ms; /* last byte moved, upgraded connections */
 	int c_status; /* status sent, for the log */
+	const char *c_err_code; /* gateway error code sent, or NULL */
 	char *c_method;
 	char *c_path; /* without the query */
 };
@@ -199,7 +259,9 @@ struct upstream {
 #define UP_F_REUSED 0x02 /* taken from the pool */
 #define UP_F_NO_REUSE 0x04 /* close after this exchange */
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
+#define UP_F_CLOSE_DRAINED 0x10 /* close once the output is written */
 	char *u_key; /* pool identity */
+	struct gw_sandbox *u_sandbox; /* referenced */
 	struct sockaddr_storage u_addr;
 	socklen_t u_addrlen;
 	int u_attempt;
@@ -214,17 +276,32 @@ struct gw_config *conf_load(const char *path, char **cause);
 struct gw_config *
 conf_load_string(const char *name, const char *text, char **cause);
 void conf_free(struct gw_config *);
+struct gw_sandbox *conf_sandbox_parse(const struct gw_config *,
+    const struct cfg_doc *, const struct cfg_node *, char **cause);
+
+/* directory.c */
+struct gw_directory *directory_new(struct gw_sandbox *const *, size_t);
+void directory_ref(struct gw_directory *);
+void directory_unref(struct gw_directory *);
+struct gw_sandbox *directory_find(const struct gw_directory *, const char *id);
+struct gw_directory *directory_put(const struct gw_directory *,
+    struct gw_sandbox *);
+struct gw_directory *directory_delete(const struct gw_directory *,
+    const char *id);
+void sandbox_ref(struct gw_sandbox *);
+void sandbox_unref(struct gw_sandbox *);
 
 /* route.c */
 enum route_result {
 	ROUTE_OK = 0,
 	ROUTE_NONE, /* not a port URL */
-	ROUTE_BAD, /* malformed host */
+	ROUTE_BAD, /* malformed host, id or port */
+	ROUTE_RESERVED, /* /tunnel/ or /direct/ */
 };
 enum route_result route_parse_host(const char *host, size_t len,
     char *const *domains, size_t ndomains, int *port, char **id);
-const struct gw_sandbox *
-route_find_sandbox(const struct gw_config *, const char *id);
+enum route_result route_parse_path(const char *target, char **id, int *port,
+    char **rest);
 const struct gw_port_rule *
 route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 
@@ -239,6 +316,7 @@ void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define conn_fail(c, e, ...) conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
 void conn_response_done(struct conn *);
+void conn_finish(struct conn *);
 void conn_close_all(struct gw *);
 const char *conn_state_name(enum conn_state);
 
@@ -252,9 +330,22 @@ void proxy_upstream_event(struct upstream *, short);
 void proxy_response_timeout(struct upstream *);
 void proxy_client_drained(struct conn *);
 
+/* relay.c */
+void relay_start(struct conn *);
+void relay_client_read(struct conn *);
+void relay_client_drained(struct conn *);
+void relay_client_eof(struct conn *);
+void relay_idle(struct conn *);
+
+/* metrics.c */
+void metrics_request(struct gw *, int status, const char *code,
+    uint64_t duration_us);
+void metrics_render(const struct gw *, struct evbuffer *);
+
 /* upstream.c */
-struct upstream *upstream_get(
-    struct gw *, struct conn *, const struct gw_sandbox *, int port, int fresh);
+struct upstream *upstream_get(struct gw *, struct conn *, struct gw_sandbox *,
+    int port, int fresh);
+void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
 void upstream_event_cb(struct bufferevent *, short, void *);

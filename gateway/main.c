@@ -118,6 +118,7 @@ main(int argc, char **argv)
 	    ? cf->cf_max_header_size
 	    : 8192;
 	g.g_limits.max_headers = cf->cf_max_headers;
+	g.g_dir = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	TAILQ_INIT(&g.g_conns);
 	TAILQ_INIT(&g.g_idle);
 	if ((g.g_base = event_base_new()) == NULL) {
@@ -145,6 +146,7 @@ main(int argc, char **argv)
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);
 	event_base_free(g.g_base);
+	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");
 	log_close();

@@ -28,6 +28,10 @@ static void proxy_upstream_read_cb(struct bufferevent *, void *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
 
+/* Fields the gateway writes itself on requests, replacing the client's. */
+static const char *const proxy_edge[] = { "x-forwarded-proto",
+	"x-forwarded-host", "x-forwarded-prefix", NULL };
+
 /* Hop-by-hop fields, never forwarded in either direction. */
 static const char *const proxy_hop[] = { "connection", "keep-alive",
 	"proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
@@ -42,6 +46,11 @@ proxy_is_hop(const struct http1_msg *m, const struct http1_header *h)
 
 	for (i = 0; proxy_hop[i] != NULL; i++) {
 		if (strcasecmp(h->name, proxy_hop[i]) == 0)
+			return (1);
+	}
+	/* The gateway sets these itself. */
+	for (i = 0; proxy_edge[i] != NULL; i++) {
+		if (strcasecmp(h->name, proxy_edge[i]) == 0)
 			return (1);
 	}
 	for (i = 0; i < m->m_nheaders; i++) {
@@ -131,6 +140,56 @@ proxy_add_header(
 	evbuffer_add(out, "\r\n", 2);
 }
 
+/* Copy the client's Upgrade field and say Connection: Upgrade. */
+static void
+proxy_add_upgrade(const struct http1_msg *m, struct evbuffer *out)
+{
+	const struct http1_header *h;
+
+	if ((h = http1_msg_find(m, "upgrade")) != NULL)
+		proxy_add_header(out, "Upgrade", h->value, h->value_len);
+	evbuffer_add_printf(out, "Connection: Upgrade\r\n");
+}
+
+/*
+ * Take the client's X-Request-Id when it is a sane token (up to 36 visible
+ * characters), else make one: 32 random hex digits.
+ */
+static void
+proxy_request_id(struct conn *c)
+{
+	const struct http1_header *h;
+	unsigned char rnd[16];
+	size_t i;
+
+	h = http1_msg_find(&c->c_req, "x-request-id");
+	if (h != NULL && h->value_len > 0 &&
+	    h->value_len < sizeof c->c_request_id &&
+	    strspn(h->value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
+	    "YZ0123456789-_.:") == h->value_len) {
+		memcpy(c->c_request_id, h->value, h->value_len + 1);
+		return;
+	}
+	arc4random_buf(rnd, sizeof rnd);
+	for (i = 0; i < sizeof rnd; i++)
+		snprintf(c->c_request_id + i * 2, 3, "%02x", rnd[i]);
+}
+
+/* Is the request a WebSocket upgrade (GET, Connection: upgrade, websocket)? */
+static int
+proxy_is_websocket(const struct http1_msg *m)
+{
+	const struct http1_header *h;
+
+	if (!(m->m_flags & HTTP1_F_CONN_UPGRADE) ||
+	    !(m->m_flags & HTTP1_F_UPGRADE) || m->m_method_len != 3 ||
+	    memcmp(m->m_method, "GET", 3) != 0)
+		return (0);
+	h = http1_msg_find(m, "upgrade");
+	return (h != NULL && http1_list_has(h->value, h->value_len,
+	    "websocket"));
+}
+
 /* Write the request head for the upstream. */
 static void
 proxy_write_request_head(struct conn *c, struct evbuffer *out)
@@ -141,6 +200,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	char *rewrite, *p;
 	const char *xff = NULL, *via = NULL;
 	size_t i, xff_len = 0, via_len = 0;
+	int ws = c->c_flags & CONN_F_WS_REQ;
 
 	evbuffer_add(out, m->m_method, m->m_method_len);
 	evbuffer_add(out, " ", 1);
@@ -166,11 +226,16 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 			via_len = h->value_len;
 			continue;
 		}
-		if (strcasecmp(h->name, "x-forwarded-proto") == 0 ||
-		    strcasecmp(h->name, "x-forwarded-host") == 0)
+		if (strcasecmp(h->name, "x-request-id") == 0)
 			continue;
 		proxy_add_header(out, h->name, h->value, h->value_len);
 	}
+	if (ws)
+		proxy_add_upgrade(m, out);
+	evbuffer_add_printf(out, "X-Request-Id: %s\r\n", c->c_request_id);
+	if (c->c_prefix != NULL)
+		evbuffer_add_printf(out, "X-Forwarded-Prefix: %s\r\n",
+		    c->c_prefix);
 	if (pr->pr_host_rewrite != NULL) {
 		rewrite = xstrdup(pr->pr_host_rewrite);
 		if ((p = strstr(rewrite, "${port}")) != NULL) {
@@ -183,7 +248,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	}
 	if (c->c_host != NULL)
 		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n", c->c_host);
-	evbuffer_add_printf(out, "X-Forwarded-Proto: http\r\n");
+	evbuffer_add_printf(out, "X-Forwarded-Proto: %s\r\n",
+	    (c->c_flags & CONN_F_TLS) ? "https" : "http");
 	if (xff != NULL) {
 		evbuffer_add(out, "X-Forwarded-For: ", 17);
 		evbuffer_add(out, xff, xff_len);
@@ -226,6 +292,10 @@ proxy_start(struct conn *c)
 	b->b_left = c->c_req.m_content_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	c->c_state = CONN_S_BODY;
+	if (c->c_request_id[0] == '\0')
+		proxy_request_id(c);
+	if (proxy_is_websocket(&c->c_req))
+		c->c_flags |= CONN_F_WS_REQ;
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
 	bufferevent_set_timeouts(c->c_bev, &tv, &tv);
 	c->c_up = upstream_get(
@@ -378,7 +448,12 @@ proxy_write_response_head(
 			    "chunked\r\n");
 		break;
 	}
-	if (!(c->c_flags & CONN_F_KEEPALIVE))
+	if (http1_msg_find(m, "x-request-id") == NULL)
+		evbuffer_add_printf(out, "X-Request-Id: %s\r\n",
+		    c->c_request_id);
+	if (m->m_status == 101)
+		proxy_add_upgrade(m, out);
+	else if (!(c->c_flags & CONN_F_KEEPALIVE))
 		evbuffer_add_printf(out, "Connection: close\r\n");
 	else if (c->c_req.m_minor == 0)
 		evbuffer_add_printf(out, "Connection: keep-alive\r\n");
@@ -396,14 +471,21 @@ proxy_response_head(struct conn *c, struct upstream *up)
 	b->b_kind = m->m_body;
 	b->b_left = m->m_content_length;
 	if (m->m_status == 101) {
-		/* WebSocket upgrades come with the port-URL work. */
-		conn_fail(c, gw_err_bad_response,
-		    "Sandbox '%s' port %d "
-		    "switched protocols, which this gateway does not relay "
-		    "yet.",
-		    c->c_sandbox->sb_id, c->c_port);
-		return (-1);
+		if (!(c->c_flags & CONN_F_WS_REQ)) {
+			conn_fail(c, gw_err_bad_response, "Sandbox '%s' port "
+			    "%d switched protocols without being asked to.",
+			    c->c_sandbox->sb_id, c->c_port);
+			return (-1);
+		}
+		c->c_status = 101;
+		c->c_flags |= CONN_F_RESP_STARTED;
+		proxy_write_response_head(c, m,
+		    bufferevent_get_output(c->c_bev));
+		relay_start(c);
+		return (1);
 	}
+	if (c->c_flags & CONN_F_WS_REQ)
+		up->u_flags |= UP_F_NO_REUSE;
 	if (m->m_flags & HTTP1_F_TE_OTHER) {
 		conn_fail(c, gw_err_bad_response,
 		    "Sandbox '%s' port %d "

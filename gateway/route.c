@@ -71,21 +71,63 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 	return (ROUTE_NONE);
 }
 
-/* Find a sandbox by raw id, then by safe id (case-insensitively). */
-const struct gw_sandbox *
-route_find_sandbox(const struct gw_config *cf, const char *id)
+/* May c appear in a sandbox id written in a path? */
+static int
+route_id_char(char c)
 {
-	size_t i;
+	return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || strchr("-._~@:+=", c) != NULL);
+}
 
-	for (i = 0; i < cf->cf_nsandboxes; i++) {
-		if (strcmp(cf->cf_sandboxes[i].sb_id, id) == 0)
-			return (&cf->cf_sandboxes[i]);
+/*
+ * Parse the path form "/{id}/{port}[/rest][?query]" of an origin-form
+ * target.  Returns ROUTE_OK with *id, *port and *rest (the target the
+ * upstream sees: "/rest?query", at least "/") set, all xmalloc'd;
+ * ROUTE_RESERVED for the /tunnel/ and /direct/ routes; ROUTE_NONE when the
+ * path has no two segments; ROUTE_BAD when the port or id is malformed.
+ */
+enum route_result
+route_parse_path(const char *target, char **id, int *port, char **rest)
+{
+	const char *seg, *end, *p, *tail;
+	size_t idlen;
+	long v = 0;
+
+	if (*target != '/')
+		return (ROUTE_NONE);
+	seg = target + 1;
+	idlen = strcspn(seg, "/?");
+	if (idlen == 0)
+		return (ROUTE_NONE);
+	if ((idlen == 6 && strncmp(seg, "tunnel", 6) == 0) ||
+	    (idlen == 6 && strncmp(seg, "direct", 6) == 0))
+		return (ROUTE_RESERVED);
+	if (seg[idlen] != '/')
+		return (ROUTE_NONE);
+	p = seg + idlen + 1;
+	end = p + strcspn(p, "/?");
+	if (end == p)
+		return (ROUTE_NONE);
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9' || v > 65535)
+			return (ROUTE_BAD);
+		v = v * 10 + (*p - '0');
 	}
-	for (i = 0; i < cf->cf_nsandboxes; i++) {
-		if (strcasecmp(cf->cf_sandboxes[i].sb_safe_id, id) == 0)
-			return (&cf->cf_sandboxes[i]);
+	p = seg + idlen + 1;
+	if (*p == '0' || v < 1 || v > 65535)
+		return (ROUTE_BAD);
+	for (p = seg; p < seg + idlen; p++) {
+		if (!route_id_char(*p))
+			return (ROUTE_BAD);
 	}
-	return (NULL);
+	tail = end;
+	*port = (int)v;
+	*id = xstrndup(seg, idlen);
+	if (*tail == '/')
+		*rest = xstrdup(tail);
+	else
+		xasprintf(rest, "/%s", tail);	/* "" or "?query" */
+	return (ROUTE_OK);
 }
 
 /* Could a connection to sandbox address sb at port reach listener l? */

@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "netns.h"
 
 /* Connection attempts before a port counts as not listening. */
 #define UP_ATTEMPTS 5
@@ -35,6 +36,7 @@ upstream_free(struct upstream *up)
 	if (up->u_timer != NULL)
 		event_free(up->u_timer);
 	http1_msg_reset(&up->u_resp);
+	sandbox_unref(up->u_sandbox);
 	free(up->u_key);
 	free(up);
 }
@@ -105,6 +107,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 		bufferevent_free(up->u_bev);
 		up->u_bev = NULL;
 	}
+	up->u_gw->g_metrics.m_upstream_connect_failures++;
 	if (up->u_attempt >= UP_ATTEMPTS) {
 		proxy_upstream_failed(up, gw_err_port_not_listening, why);
 		return;
@@ -114,6 +117,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 		delay = 400;
 	log_debug("upstream %s: attempt %d failed (%s), retry in %llums",
 	    up->u_key, up->u_attempt, why, (unsigned long long)delay);
+	up->u_gw->g_metrics.m_upstream_retries++;
 	clock_msec_to_tv(delay, &tv);
 	evtimer_add(up->u_timer, &tv);
 }
@@ -126,11 +130,21 @@ upstream_connect(struct upstream *up)
 	struct timeval tv;
 	int one = 1;
 	evutil_socket_t fd;
+	char *cause;
 
 	up->u_attempt++;
-	fd = socket(up->u_addr.ss_family,
-	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd == -1) {
+	if (up->u_sandbox->sb_netns != NULL) {
+		fd = netns_socket(up->u_sandbox->sb_netns, up->u_addr.ss_family,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &cause);
+		if (fd == -1) {
+			log_warn("upstream %s: %s", up->u_key, cause);
+			free(cause);
+			upstream_attempt_failed(up, "cannot enter the sandbox's "
+			    "network namespace");
+			return;
+		}
+	} else if ((fd = socket(up->u_addr.ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
@@ -199,17 +213,21 @@ upstream_pool_take(struct gw *g, const char *key)
  * proxy_upstream_ready or proxy_upstream_failed.
  */
 struct upstream *
-upstream_get(struct gw *g, struct conn *c, const struct gw_sandbox *sb,
-    int port, int fresh)
+upstream_get(struct gw *g, struct conn *c, struct gw_sandbox *sb, int port,
+    int fresh)
 {
 	struct upstream *up;
+	struct sockaddr_storage ss;
 	struct timeval tv;
 	char addr[ADDR_STRLEN], *key;
 
-	addr_set_port((struct sockaddr_storage *)&sb->sb_addr, port);
-	addr_format((const struct sockaddr *)&sb->sb_addr, addr, sizeof addr);
-	addr_set_port((struct sockaddr_storage *)&sb->sb_addr, 0);
-	xasprintf(&key, "%s|%s", sb->sb_id, addr);
+	memcpy(&ss, &sb->sb_addr, sb->sb_addrlen);
+	addr_set_port(&ss, port);
+	addr_format((struct sockaddr *)&ss, addr, sizeof addr);
+	/* Full identity: a connection never serves another sandbox. */
+	xasprintf(&key, "%s|%llu|%s|%s", sb->sb_id,
+	    (unsigned long long)sb->sb_generation,
+	    sb->sb_netns != NULL ? sb->sb_netns : "-", addr);
 	if (!fresh && (up = upstream_pool_take(g, key)) != NULL) {
 		free(key);
 		up->u_conn = c;
@@ -221,9 +239,10 @@ upstream_get(struct gw *g, struct conn *c, const struct gw_sandbox *sb,
 	up->u_key = key;
 	up->u_conn = c;
 	up->u_state = UP_S_CONNECTING;
-	memcpy(&up->u_addr, &sb->sb_addr, sb->sb_addrlen);
+	up->u_sandbox = sb;
+	sandbox_ref(sb);
+	memcpy(&up->u_addr, &ss, sizeof ss);
 	up->u_addrlen = sb->sb_addrlen;
-	addr_set_port(&up->u_addr, port);
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
 	/* Connect from the loop so the caller never sees a callback. */
 	tv.tv_sec = tv.tv_usec = 0;
@@ -277,6 +296,19 @@ upstream_release(struct upstream *up, int reusable)
 	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
 	evtimer_add(up->u_timer, &tv);
 	TAILQ_INSERT_HEAD(&g->g_idle, up, u_entry);
+}
+
+/* Close the pooled connections of sandbox id (it was deleted or replaced). */
+void
+upstream_pool_flush_sandbox(struct gw *g, const char *id)
+{
+	struct upstream *up, *next;
+
+	for (up = TAILQ_FIRST(&g->g_idle); up != NULL; up = next) {
+		next = TAILQ_NEXT(up, u_entry);
+		if (strcmp(up->u_sandbox->sb_id, id) == 0)
+			upstream_close(up, "sandbox removed from the directory");
+	}
 }
 
 /* Close every pooled connection (shutdown). */

@@ -56,15 +56,18 @@ test_builtin(void **state)
 	assert_int_equal(cf->cf_ndomains, 1);
 	assert_string_equal(cf->cf_domains[0], "localhost");
 	assert_int_equal(cf->cf_nsandboxes, 1);
-	assert_string_equal(cf->cf_sandboxes[0].sb_id, "local");
-	assert_string_equal(cf->cf_sandboxes[0].sb_address, "127.0.0.1");
-	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_lo, 1);
-	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_hi, 65535);
-	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_ports[0], 8766);
+	assert_string_equal(cf->cf_sandboxes[0]->sb_id, "local");
+	assert_string_equal(cf->cf_sandboxes[0]->sb_address, "127.0.0.1");
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[0].pr_lo, 1);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[0].pr_hi, 65535);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_tunnel_ports[0], 8766);
 	assert_int_equal(cf->cf_header_timeout, 10000);
 	assert_int_equal(cf->cf_connect_timeout, 5000);
 	assert_int_equal(cf->cf_keepalive_timeout, 75000);
 	assert_int_equal(cf->cf_upstream_idle, 5000);
+	assert_int_equal(cf->cf_ws_idle_timeout, 3600000);
+	assert_string_equal(cf->cf_auth_cookie, "akgw_token");
+	assert_null(cf->cf_auth_secret);
 	conf_free(cf);
 }
 
@@ -96,6 +99,11 @@ test_full(void **state)
 		       "  max_header_size: 16KiB\n"
 		       "  max_headers: 50\n"
 		       "  max_body_size: 1MiB\n"
+		       "  max_connections_per_sandbox: 7\n"
+		       "auth:\n"
+		       "  secret: 0123456789abcdef0123\n"
+		       "  cookie: tok\n"
+		       "  require_tls_for_credentials: yes\n"
 		       "sandboxes:\n"
 		       "  - id: sandbox@v1/foo.bar_baz\n"
 		       "    address: \"::1\"\n"
@@ -104,9 +112,14 @@ test_full(void **state)
 		       "      - port: 8000\n"
 		       "        access: public\n"
 		       "        host_rewrite: \"localhost:${port}\"\n"
+		       "      - port: 9000\n"
+		       "        access: private\n"
 		       "    tunnel:\n"
 		       "      listen_port: [8766, 9000]\n"
-		       "      mode: forward\n");
+		       "      mode: forward\n"
+		       "  - id: ns\n"
+		       "    netns: /run/netns/ns1\n"
+		       "    max_connections: 3\n");
 	assert_int_equal(cf->cf_log_level, LOG_LVL_DEBUG);
 	assert_int_equal(cf->cf_log_format, LOG_FMT_JSON);
 	assert_string_equal(cf->cf_log_file, "/tmp/x.log");
@@ -123,15 +136,26 @@ test_full(void **state)
 	assert_int_equal(cf->cf_max_headers, 50);
 	assert_int_equal(cf->cf_max_body_size, 1048576);
 	assert_string_equal(
-	    cf->cf_sandboxes[0].sb_safe_id, "sandbox-at-v1-foo-bar-baz");
-	assert_int_equal(cf->cf_sandboxes[0].sb_nports, 2);
-	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_lo, 3000);
-	assert_int_equal(cf->cf_sandboxes[0].sb_ports[0].pr_hi, 3999);
-	assert_string_equal(cf->cf_sandboxes[0].sb_ports[1].pr_host_rewrite,
+	    cf->cf_sandboxes[0]->sb_safe_id, "sandbox-at-v1-foo-bar-baz");
+	assert_int_equal(cf->cf_sandboxes[0]->sb_nports, 3);
+	assert_true(cf->cf_sandboxes[0]->sb_ports[2].pr_private);
+	assert_false(cf->cf_sandboxes[0]->sb_ports[1].pr_private);
+	assert_int_equal(cf->cf_max_connections_per_sandbox, 7);
+	assert_string_equal(cf->cf_auth_secret, "0123456789abcdef0123");
+	assert_int_equal(cf->cf_auth_secret_len, 20);
+	assert_string_equal(cf->cf_auth_cookie, "tok");
+	assert_true(cf->cf_require_tls_creds);
+	assert_int_equal(cf->cf_nsandboxes, 2);
+	assert_string_equal(cf->cf_sandboxes[1]->sb_netns, "/run/netns/ns1");
+	assert_null(cf->cf_sandboxes[1]->sb_address);
+	assert_int_equal(cf->cf_sandboxes[1]->sb_max_connections, 3);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[0].pr_lo, 3000);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[0].pr_hi, 3999);
+	assert_string_equal(cf->cf_sandboxes[0]->sb_ports[1].pr_host_rewrite,
 	    "localhost:${port}");
-	assert_int_equal(cf->cf_sandboxes[0].sb_ntunnel_ports, 2);
-	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_ports[1], 9000);
-	assert_int_equal(cf->cf_sandboxes[0].sb_tunnel_mode, GW_TUNNEL_FORWARD);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ntunnel_ports, 2);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_tunnel_ports[1], 9000);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_tunnel_mode, GW_TUNNEL_FORWARD);
 	conf_free(cf);
 }
 
@@ -141,7 +165,7 @@ test_errors(void **state)
 	(void)state;
 	expect_error("listen:\n  - address: 127.0.0.1:80\nbogus: 1\n",
 	    "t.yaml:3:1: unknown key 'bogus' in the configuration (expected "
-	    "one of: log, listen, admin, domains, timeouts, limits, "
+	    "one of: log, listen, admin, domains, timeouts, limits, auth, "
 	    "sandboxes)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    tls: x\n",
 	    "t.yaml:3:5: unknown key 'tls' in a listener (expected one of: "

@@ -137,19 +137,125 @@ static void
 test_find_sandbox(void **state)
 {
 	struct gw_config *cf = load();
+	struct gw_directory *d;
 
 	(void)state;
-	assert_ptr_equal(route_find_sandbox(cf, "sandbox@v1/foo.bar_baz"),
-	    &cf->cf_sandboxes[0]);
-	assert_ptr_equal(route_find_sandbox(cf, "sandbox-at-v1-foo-bar-baz"),
-	    &cf->cf_sandboxes[0]);
-	assert_ptr_equal(route_find_sandbox(cf, "SANDBOX-at-v1-foo-bar-baz"),
-	    &cf->cf_sandboxes[0]);
+	d = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_refcnt, 2);
+	assert_ptr_equal(directory_find(d, "sandbox@v1/foo.bar_baz"),
+	    cf->cf_sandboxes[0]);
+	assert_ptr_equal(directory_find(d, "sandbox-at-v1-foo-bar-baz"),
+	    cf->cf_sandboxes[0]);
+	assert_ptr_equal(directory_find(d, "SANDBOX-at-v1-foo-bar-baz"),
+	    cf->cf_sandboxes[0]);
 	assert_ptr_equal(
-	    route_find_sandbox(cf, "remote"), &cf->cf_sandboxes[1]);
-	assert_null(route_find_sandbox(cf, "nosuch"));
-	assert_null(route_find_sandbox(cf, "sandbox"));
+	    directory_find(d, "remote"), cf->cf_sandboxes[1]);
+	assert_null(directory_find(d, "nosuch"));
+	assert_null(directory_find(d, "sandbox"));
+	directory_unref(d);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_refcnt, 1);
 	conf_free(cf);
+}
+
+static void
+test_directory_change(void **state)
+{
+	struct gw_config *cf = load();
+	struct gw_directory *d, *d2, *d3;
+	struct gw_sandbox *old, *nsb;
+	uint64_t gen;
+
+	(void)state;
+	d = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
+	old = directory_find(d, "remote");
+	gen = old->sb_generation;
+	assert_true(gen != 0);
+	/* A request in flight holds the old version. */
+	sandbox_ref(old);
+
+	nsb = calloc(1, sizeof *nsb);
+	nsb->sb_refcnt = 1;
+	nsb->sb_id = strdup("remote");
+	nsb->sb_safe_id = strdup("remote");
+	d2 = directory_put(d, nsb);
+	sandbox_unref(nsb);
+	assert_int_equal(d2->d_count, 2);
+	assert_ptr_equal(directory_find(d2, "remote"), nsb);
+	assert_true(nsb->sb_generation > gen);
+	assert_true(d2->d_generation > d->d_generation);
+	/* The old directory is untouched. */
+	assert_ptr_equal(directory_find(d, "remote"), old);
+	directory_unref(d);
+	conf_free(cf);
+	assert_int_equal(old->sb_refcnt, 1);
+	assert_string_equal(old->sb_id, "remote");
+	sandbox_unref(old);
+
+	d3 = directory_delete(d2, "sandbox-at-v1-foo-bar-baz");
+	assert_non_null(d3);
+	assert_int_equal(d3->d_count, 1);
+	assert_null(directory_find(d3, "sandbox@v1/foo.bar_baz"));
+	assert_null(directory_delete(d3, "nosuch"));
+	directory_unref(d2);
+	directory_unref(d3);
+}
+
+/* Parse target and expect ROUTE_OK with id, port and rest. */
+static void
+expect_path(const char *target, const char *want_id, int want_port,
+    const char *want_rest)
+{
+	char *id = NULL, *rest = NULL;
+	int port = 0;
+
+	assert_int_equal(route_parse_path(target, &id, &port, &rest),
+	    ROUTE_OK);
+	assert_string_equal(id, want_id);
+	assert_int_equal(port, want_port);
+	assert_string_equal(rest, want_rest);
+	free(id);
+	free(rest);
+}
+
+/* Parse target and expect r. */
+static void
+expect_path_result(const char *target, enum route_result r)
+{
+	char *id = NULL, *rest = NULL;
+	int port = 0;
+
+	assert_int_equal(route_parse_path(target, &id, &port, &rest), r);
+	assert_null(id);
+	assert_null(rest);
+}
+
+static void
+test_path_form(void **state)
+{
+	(void)state;
+	expect_path("/sbx1/8080/app?x=1", "sbx1", 8080, "/app?x=1");
+	expect_path("/sbx1/8080/", "sbx1", 8080, "/");
+	expect_path("/sbx1/8080", "sbx1", 8080, "/");
+	expect_path("/sbx1/8080?x=1", "sbx1", 8080, "/?x=1");
+	expect_path("/sbx1/8080/a/b/c", "sbx1", 8080, "/a/b/c");
+	expect_path("/sandbox-at-v1-foo/1/", "sandbox-at-v1-foo", 1, "/");
+	expect_path("/a@b.c_d/65535/x", "a@b.c_d", 65535, "/x");
+	expect_path_result("/", ROUTE_NONE);
+	expect_path_result("/index.html", ROUTE_NONE);
+	expect_path_result("/sbx1", ROUTE_NONE);
+	expect_path_result("/sbx1/", ROUTE_NONE);
+	expect_path_result("//8080/", ROUTE_NONE);
+	expect_path_result("*", ROUTE_NONE);
+	expect_path_result("/tunnel/sbx1", ROUTE_RESERVED);
+	expect_path_result("/tunnel", ROUTE_RESERVED);
+	expect_path_result("/direct/sbx1/x", ROUTE_RESERVED);
+	expect_path_result("/sbx1/http/", ROUTE_BAD);
+	expect_path_result("/sbx1/0/", ROUTE_BAD);
+	expect_path_result("/sbx1/08080/", ROUTE_BAD);
+	expect_path_result("/sbx1/65536/", ROUTE_BAD);
+	expect_path_result("/sbx1/99999999999999999999/", ROUTE_BAD);
+	expect_path_result("/sb%20x/8080/", ROUTE_BAD);
+	expect_path_result("/sb<x>/8080/", ROUTE_BAD);
 }
 
 static void
@@ -157,8 +263,8 @@ test_find_port(void **state)
 {
 	struct gw_config *cf = load();
 	struct gw g;
-	const struct gw_sandbox *loc = &cf->cf_sandboxes[0];
-	const struct gw_sandbox *rem = &cf->cf_sandboxes[1];
+	const struct gw_sandbox *loc = cf->cf_sandboxes[0];
+	const struct gw_sandbox *rem = cf->cf_sandboxes[1];
 
 	(void)state;
 	memset(&g, 0, sizeof g);
@@ -188,6 +294,8 @@ main(void)
 		cmocka_unit_test(test_host_bad),
 		cmocka_unit_test(test_safeid),
 		cmocka_unit_test(test_find_sandbox),
+		cmocka_unit_test(test_directory_change),
+		cmocka_unit_test(test_path_form),
 		cmocka_unit_test(test_find_port),
 	};
 

@@ -1,0 +1,176 @@
+/*
+ * The sandbox directory: an immutable set of sandboxes that new requests
+ * are routed with.  A change builds a new directory and swaps it in whole;
+ * requests in flight keep a reference to the sandbox they were routed to,
+ * so a change never disturbs them.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "alloc.h"
+#include "gw.h"
+
+/* Generations are unique across every sandbox version of this process. */
+static uint64_t directory_generations;
+
+/* Take a reference to a sandbox. */
+void
+sandbox_ref(struct gw_sandbox *sb)
+{
+	sb->sb_refcnt++;
+}
+
+/* Drop a reference to a sandbox; the last one frees it. */
+void
+sandbox_unref(struct gw_sandbox *sb)
+{
+	size_t i;
+
+	if (sb == NULL || --sb->sb_refcnt > 0)
+		return;
+	for (i = 0; i < sb->sb_nports; i++)
+		free(sb->sb_ports[i].pr_host_rewrite);
+	free(sb->sb_ports);
+	free(sb->sb_tunnel_ports);
+	free(sb->sb_address);
+	free(sb->sb_netns);
+	free(sb->sb_safe_id);
+	free(sb->sb_id);
+	free(sb);
+}
+
+/* Give a sandbox that has none a generation. */
+static void
+directory_stamp(struct gw_sandbox *sb)
+{
+	if (sb->sb_generation == 0)
+		sb->sb_generation = ++directory_generations;
+}
+
+/* A new directory holding a reference to each of the n sandboxes. */
+struct gw_directory *
+directory_new(struct gw_sandbox *const *sandboxes, size_t n)
+{
+	struct gw_directory *d;
+	size_t i;
+
+	d = xcalloc(1, sizeof *d);
+	d->d_refcnt = 1;
+	d->d_generation = ++directory_generations;
+	if (n > 0)
+		d->d_sandboxes = xcalloc(n, sizeof *d->d_sandboxes);
+	for (i = 0; i < n; i++) {
+		directory_stamp(sandboxes[i]);
+		sandbox_ref(sandboxes[i]);
+		d->d_sandboxes[d->d_count++] = sandboxes[i];
+	}
+	return (d);
+}
+
+/* Take a reference to a directory. */
+void
+directory_ref(struct gw_directory *d)
+{
+	d->d_refcnt++;
+}
+
+/* Drop a reference to a directory and, with the last, its sandboxes. */
+void
+directory_unref(struct gw_directory *d)
+{
+	size_t i;
+
+	if (d == NULL || --d->d_refcnt > 0)
+		return;
+	for (i = 0; i < d->d_count; i++)
+		sandbox_unref(d->d_sandboxes[i]);
+	free(d->d_sandboxes);
+	free(d);
+}
+
+/* Index of the sandbox with this raw id, or of this safe id; -1 if none. */
+static ssize_t
+directory_index(const struct gw_directory *d, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < d->d_count; i++) {
+		if (strcmp(d->d_sandboxes[i]->sb_id, id) == 0)
+			return ((ssize_t)i);
+	}
+	/* Host names are case-insensitive, so safe ids compare that way. */
+	for (i = 0; i < d->d_count; i++) {
+		if (strcasecmp(d->d_sandboxes[i]->sb_safe_id, id) == 0)
+			return ((ssize_t)i);
+	}
+	return (-1);
+}
+
+/* The sandbox with raw id or safe id id, or NULL.  No reference is taken. */
+struct gw_sandbox *
+directory_find(const struct gw_directory *d, const char *id)
+{
+	ssize_t i;
+
+	if ((i = directory_index(d, id)) == -1)
+		return (NULL);
+	return (d->d_sandboxes[i]);
+}
+
+/*
+ * A new directory: d with sb added, or replacing the sandbox with the same
+ * raw id.  The caller has checked that sb's safe id is not another
+ * sandbox's.  sb gets a fresh generation.
+ */
+struct gw_directory *
+directory_put(const struct gw_directory *d, struct gw_sandbox *sb)
+{
+	struct gw_directory *nd;
+	size_t i;
+	int replaced = 0;
+
+	nd = xcalloc(1, sizeof *nd);
+	nd->d_refcnt = 1;
+	nd->d_generation = ++directory_generations;
+	nd->d_sandboxes = xcalloc(d->d_count + 1, sizeof *nd->d_sandboxes);
+	sb->sb_generation = ++directory_generations;
+	for (i = 0; i < d->d_count; i++) {
+		if (strcmp(d->d_sandboxes[i]->sb_id, sb->sb_id) == 0) {
+			nd->d_sandboxes[nd->d_count++] = sb;
+			replaced = 1;
+		} else
+			nd->d_sandboxes[nd->d_count++] = d->d_sandboxes[i];
+		sandbox_ref(nd->d_sandboxes[nd->d_count - 1]);
+	}
+	if (!replaced) {
+		sandbox_ref(sb);
+		nd->d_sandboxes[nd->d_count++] = sb;
+	}
+	return (nd);
+}
+
+/* A new directory without the sandbox id (raw or safe), or NULL if absent. */
+struct gw_directory *
+directory_delete(const struct gw_directory *d, const char *id)
+{
+	struct gw_directory *nd;
+	ssize_t skip;
+	size_t i;
+
+	if ((skip = directory_index(d, id)) == -1)
+		return (NULL);
+	nd = xcalloc(1, sizeof *nd);
+	nd->d_refcnt = 1;
+	nd->d_generation = ++directory_generations;
+	if (d->d_count > 1)
+		nd->d_sandboxes = xcalloc(d->d_count - 1,
+		    sizeof *nd->d_sandboxes);
+	for (i = 0; i < d->d_count; i++) {
+		if ((ssize_t)i == skip)
+			continue;
+		sandbox_ref(d->d_sandboxes[i]);
+		nd->d_sandboxes[nd->d_count++] = d->d_sandboxes[i];
+	}
+	return (nd);
+}

@@ -1,0 +1,122 @@
+/*
+ * Counters for the admin listener's /metrics, in the Prometheus text
+ * exposition format.  Counting is a few additions on the request path;
+ * rendering happens only when scraped.
+ */
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "gw.h"
+
+/* Histogram bucket bounds in seconds, ascending. */
+static const double metrics_bounds[GW_DURATION_BUCKETS] = { 0.005, 0.01,
+	0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30 };
+
+/*
+ * Count a finished request: its status class, the gateway error code that
+ * answered it (NULL when the upstream did), and its duration.
+ */
+void
+metrics_request(struct gw *g, int status, const char *code,
+    uint64_t duration_us)
+{
+	struct gw_metrics *m = &g->g_metrics;
+	size_t i;
+
+	if (status >= 100 && status < 600)
+		m->m_requests[status / 100]++;
+	if (code != NULL) {
+		for (i = 0; i < GW_METRIC_CODES; i++) {
+			if (m->m_codes[i] == NULL)
+				m->m_codes[i] = code;
+			if (m->m_codes[i] == code ||
+			    strcmp(m->m_codes[i], code) == 0) {
+				m->m_code_counts[i]++;
+				break;
+			}
+		}
+	}
+	for (i = 0; i < GW_DURATION_BUCKETS; i++) {
+		if ((double)duration_us / 1e6 <= metrics_bounds[i])
+			break;
+	}
+	m->m_duration_buckets[i]++;
+	m->m_duration_sum_us += duration_us;
+	m->m_duration_count++;
+}
+
+/* Append one "# HELP" and "# TYPE" pair. */
+static void
+metrics_head(struct evbuffer *out, const char *name, const char *type,
+    const char *help)
+{
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help,
+	    name, type);
+}
+
+/* Append every metric in the Prometheus text format. */
+void
+metrics_render(const struct gw *g, struct evbuffer *out)
+{
+	const struct gw_metrics *m = &g->g_metrics;
+	uint64_t cum = 0;
+	size_t i;
+
+	metrics_head(out, "akgw_connections_active", "gauge",
+	    "Client connections open now.");
+	evbuffer_add_printf(out, "akgw_connections_active %llu\n",
+	    (unsigned long long)g->g_nconns);
+	metrics_head(out, "akgw_connections_accepted_total", "counter",
+	    "Client connections accepted.");
+	evbuffer_add_printf(out, "akgw_connections_accepted_total %llu\n",
+	    (unsigned long long)m->m_conns_accepted);
+	metrics_head(out, "akgw_requests_total", "counter",
+	    "Requests answered, by status class.");
+	for (i = 1; i < 6; i++)
+		evbuffer_add_printf(out,
+		    "akgw_requests_total{class=\"%zuxx\"} %llu\n", i,
+		    (unsigned long long)m->m_requests[i]);
+	metrics_head(out, "akgw_gateway_errors_total", "counter",
+	    "Requests the gateway answered itself, by error code.");
+	for (i = 0; i < GW_METRIC_CODES && m->m_codes[i] != NULL; i++)
+		evbuffer_add_printf(out,
+		    "akgw_gateway_errors_total{code=\"%s\"} %llu\n",
+		    m->m_codes[i], (unsigned long long)m->m_code_counts[i]);
+	metrics_head(out, "akgw_upstream_connect_failures_total", "counter",
+	    "Upstream connection attempts that failed.");
+	evbuffer_add_printf(out, "akgw_upstream_connect_failures_total %llu\n",
+	    (unsigned long long)m->m_upstream_connect_failures);
+	metrics_head(out, "akgw_upstream_retries_total", "counter",
+	    "Upstream connection attempts retried.");
+	evbuffer_add_printf(out, "akgw_upstream_retries_total %llu\n",
+	    (unsigned long long)m->m_upstream_retries);
+	metrics_head(out, "akgw_bytes_in_total", "counter",
+	    "Body and WebSocket bytes received from clients.");
+	evbuffer_add_printf(out, "akgw_bytes_in_total %llu\n",
+	    (unsigned long long)m->m_bytes_in);
+	metrics_head(out, "akgw_bytes_out_total", "counter",
+	    "Body and WebSocket bytes sent to clients.");
+	evbuffer_add_printf(out, "akgw_bytes_out_total %llu\n",
+	    (unsigned long long)m->m_bytes_out);
+	metrics_head(out, "akgw_websockets_active", "gauge",
+	    "Upgraded (WebSocket) connections open now.");
+	evbuffer_add_printf(out, "akgw_websockets_active %llu\n",
+	    (unsigned long long)m->m_ws_active);
+	metrics_head(out, "akgw_request_duration_seconds", "histogram",
+	    "Time from the first byte of a request to its last response "
+	    "byte queued.");
+	for (i = 0; i < GW_DURATION_BUCKETS; i++) {
+		cum += m->m_duration_buckets[i];
+		evbuffer_add_printf(out,
+		    "akgw_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+		    metrics_bounds[i], (unsigned long long)cum);
+	}
+	cum += m->m_duration_buckets[GW_DURATION_BUCKETS];
+	evbuffer_add_printf(out,
+	    "akgw_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+	    "akgw_request_duration_seconds_sum %.6f\n"
+	    "akgw_request_duration_seconds_count %llu\n",
+	    (unsigned long long)cum, (double)m->m_duration_sum_us / 1e6,
+	    (unsigned long long)m->m_duration_count);
+}

@@ -1,0 +1,187 @@
+/*
+ * Raw byte relay for upgraded connections (WebSocket after 101 Switching
+ * Protocols).  Bytes move between the two bufferevents without copying,
+ * with the same watermarks as the HTTP relay, and the connection ends after
+ * a long idle time with no byte in either direction.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "gw.h"
+
+/* Stop reading a side when the other side's output holds this much. */
+#define RELAY_HIGH (256 * 1024)
+#define RELAY_LOW (64 * 1024)
+
+static void relay_upstream_read_cb(struct bufferevent *, void *);
+static void relay_upstream_write_cb(struct bufferevent *, void *);
+static void relay_upstream_event_cb(struct bufferevent *, short, void *);
+
+/* Move what src has read to dst's output; pause src when dst is full. */
+static void
+relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
+{
+	struct evbuffer *in = bufferevent_get_input(src);
+	struct evbuffer *out = bufferevent_get_output(dst);
+	size_t n;
+
+	if ((n = evbuffer_get_length(in)) > 0) {
+		evbuffer_add_buffer(out, in);
+		c->c_active_ms = clock_mono_msec();
+		if (src == c->c_bev)
+			c->c_req_body.b_total += n;
+		else
+			c->c_resp_body.b_total += n;
+	}
+	if (evbuffer_get_length(out) >= RELAY_HIGH)
+		bufferevent_disable(src, EV_READ);
+	else
+		bufferevent_enable(src, EV_READ);
+}
+
+/* Arm the idle check for the rest of the idle time. */
+static void
+relay_arm_idle(struct conn *c)
+{
+	uint64_t idle = c->c_gw->g_conf->cf_ws_idle_timeout;
+	uint64_t since = clock_mono_msec() - c->c_active_ms;
+	struct timeval tv;
+
+	clock_msec_to_tv(since >= idle ? 1 : idle - since, &tv);
+	evtimer_add(c->c_timer, &tv);
+}
+
+/*
+ * The idle timer fired: close when nothing moved for the whole idle time,
+ * else wait for the rest of it.  Checking lazily keeps the data path free
+ * of timer updates.
+ */
+void
+relay_idle(struct conn *c)
+{
+	if (clock_mono_msec() - c->c_active_ms >=
+	    c->c_gw->g_conf->cf_ws_idle_timeout) {
+		conn_close(c, "websocket idle timeout");
+		return;
+	}
+	relay_arm_idle(c);
+}
+
+/* Switch conn c and its upstream to the raw relay after a 101 response. */
+void
+relay_start(struct conn *c)
+{
+	struct upstream *up = c->c_up;
+
+	c->c_state = CONN_S_UPGRADED;
+	c->c_flags |= CONN_F_UPGRADED;
+	c->c_active_ms = clock_mono_msec();
+	up->u_flags |= UP_F_NO_REUSE;
+	evtimer_del(up->u_timer);
+	bufferevent_set_timeouts(up->u_bev, NULL, NULL);
+	bufferevent_set_timeouts(c->c_bev, NULL, NULL);
+	bufferevent_setwatermark(up->u_bev, EV_WRITE, RELAY_LOW, 0);
+	bufferevent_setwatermark(c->c_bev, EV_WRITE, RELAY_LOW, 0);
+	bufferevent_setcb(up->u_bev, relay_upstream_read_cb,
+	    relay_upstream_write_cb, relay_upstream_event_cb, up);
+	c->c_gw->g_metrics.m_ws_active++;
+	relay_arm_idle(c);
+	/* Bytes that arrived with the 101, and any the client sent early. */
+	relay_move(c, up->u_bev, c->c_bev);
+	relay_move(c, c->c_bev, up->u_bev);
+}
+
+/* The client sent bytes. */
+void
+relay_client_read(struct conn *c)
+{
+	if (c->c_up != NULL)
+		relay_move(c, c->c_bev, c->c_up->u_bev);
+}
+
+/* The client's output drained: read the upstream again. */
+void
+relay_client_drained(struct conn *c)
+{
+	if (c->c_up != NULL)
+		relay_move(c, c->c_up->u_bev, c->c_bev);
+}
+
+/*
+ * The client closed: pass on what it sent, then close the upstream once
+ * that is written, and the client connection now.
+ */
+void
+relay_client_eof(struct conn *c)
+{
+	struct upstream *up = c->c_up;
+
+	if (up != NULL) {
+		evbuffer_add_buffer(bufferevent_get_output(up->u_bev),
+		    bufferevent_get_input(c->c_bev));
+		up->u_conn = NULL;
+		c->c_up = NULL;
+		up->u_flags |= UP_F_CLOSE_DRAINED;
+		bufferevent_disable(up->u_bev, EV_READ);
+		bufferevent_setwatermark(up->u_bev, EV_WRITE, 0, 0);
+		if (evbuffer_get_length(bufferevent_get_output(up->u_bev)) == 0)
+			upstream_close(up, "websocket client closed");
+	}
+	conn_close(c, "websocket client closed");
+}
+
+/* The upstream sent bytes. */
+static void
+relay_upstream_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream *up = arg;
+
+	(void)bev;
+	if (up->u_state == UP_S_DEAD || up->u_conn == NULL)
+		return;
+	relay_move(up->u_conn, up->u_bev, up->u_conn->c_bev);
+}
+
+/* The upstream's output drained: read the client again, or finish. */
+static void
+relay_upstream_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream *up = arg;
+
+	if (up->u_state == UP_S_DEAD)
+		return;
+	if (up->u_flags & UP_F_CLOSE_DRAINED) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			upstream_close(up, "websocket client closed");
+		return;
+	}
+	if (up->u_conn != NULL)
+		relay_move(up->u_conn, up->u_conn->c_bev, up->u_bev);
+}
+
+/* The upstream closed or failed: pass on what it sent, then finish. */
+static void
+relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct upstream *up = arg;
+	struct conn *c = up->u_conn;
+
+	(void)bev;
+	if (up->u_state == UP_S_DEAD)
+		return;
+	if (c == NULL) {
+		upstream_close(up, "websocket upstream gone");
+		return;
+	}
+	evbuffer_add_buffer(bufferevent_get_output(c->c_bev),
+	    bufferevent_get_input(up->u_bev));
+	upstream_close(up, (what & BEV_EVENT_EOF) ? "websocket upstream closed" :
+	    "websocket upstream error");
+	conn_finish(c);
+}
