@@ -373,9 +373,12 @@ cfg_error(const struct cfg_doc *doc, const struct cfg_node *n, char **cause,
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	if (n != NULL)
+	if (n != NULL && n->n_line > 0)
 		xasprintf(cause, "%s:%d:%d: %s", doc->d_file, n->n_line,
 		    n->n_col, msg);
+	else if (n != NULL)
+		/* A tree built from JSON has no positions. */
+		xasprintf(cause, "%s: %s", doc->d_file, msg);
 	else
 		xasprintf(cause, "%s:1:1: %s", doc->d_file, msg);
 	free(msg);
