@@ -82,7 +82,7 @@ keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
-subjectAltName = DNS:localhost, DNS:*.localhost, IP:127.0.0.1, IP:::1
+subjectAltName = DNS:localhost, DNS:*.localhost, DNS:*.gw.localhost, IP:127.0.0.1, IP:::1
 
 [v3_other]
 basicConstraints = critical, CA:FALSE

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "gw.h"
 #include "safeid.h"
+#include "tls.h"
 
 /* The built-in default: for trying the gateway on one machine. */
 const char conf_builtin[] =
@@ -38,7 +39,9 @@ static const char *const top_keys[] = { "log", "listen", "admin", "domains",
 static const char *const auth_keys[] = { "secret", "cookie",
 	"require_tls_for_credentials", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
-static const char *const listen_keys[] = { "address", NULL };
+static const char *const listen_keys[] = { "address", "tls", NULL };
+static const char *const tls_keys[] = { "cert", "key", "sni", NULL };
+static const char *const sni_keys[] = { "names", "cert", "key", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
 static const char *const timeout_keys[] = { "request_header", "connect",
 	"keepalive", "upstream_idle", "upstream_response", "idle",
@@ -124,6 +127,88 @@ conf_log(const struct cfg_doc *doc, const struct cfg_node *n,
 	return (0);
 }
 
+/*
+ * Read a certificate and key pair, loading them once so that --check
+ * catches a missing file, a bad PEM or a key that does not match.
+ */
+static int
+conf_cert_pair(const struct cfg_doc *doc, const struct cfg_node *n,
+    const char *what, char **cert, char **key, char **cause)
+{
+	struct cfg_node *c, *k;
+	SSL_CTX *ctx;
+	char *why = NULL, *w;
+
+	if ((c = cfg_map_get(n, "cert")) == NULL ||
+	    (k = cfg_map_get(n, "key")) == NULL)
+		return (cfg_error(doc, n, cause, "%s needs cert and key",
+		    what));
+	xasprintf(&w, "%s.cert", what);
+	if (cfg_get_string(doc, c, w, cert, cause) != 0) {
+		free(w);
+		return (-1);
+	}
+	free(w);
+	xasprintf(&w, "%s.key", what);
+	if (cfg_get_string(doc, k, w, key, cause) != 0) {
+		free(w);
+		return (-1);
+	}
+	free(w);
+	if ((ctx = tls_server_ctx_new(*cert, *key, &why)) == NULL) {
+		cfg_error(doc, c, cause, "%s", why);
+		free(why);
+		return (-1);
+	}
+	tls_ctx_free(ctx);
+	return (0);
+}
+
+/* Parse a listener's tls section: a default certificate and an SNI map. */
+static int
+conf_tls(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_listen *l, char **cause)
+{
+	struct cfg_node *sni, *item, *names;
+	struct gw_sni *sn;
+	size_t i, j;
+
+	if (cfg_check_map(doc, n, "listen.tls", tls_keys, cause) != 0 ||
+	    conf_cert_pair(doc, n, "listen.tls", &l->l_cert, &l->l_key,
+	    cause) != 0)
+		return (-1);
+	if ((sni = cfg_map_get(n, "sni")) == NULL)
+		return (0);
+	if (cfg_check_seq(doc, sni, "listen.tls.sni", cause) != 0)
+		return (-1);
+	if (sni->n_count > 0)
+		l->l_sni = xcalloc(sni->n_count, sizeof *l->l_sni);
+	for (i = 0; i < sni->n_count; i++) {
+		item = sni->n_items[i];
+		sn = &l->l_sni[i];
+		if (cfg_check_map(doc, item, "an sni entry", sni_keys,
+		    cause) != 0)
+			return (-1);
+		l->l_nsni++;
+		if ((names = cfg_map_get(item, "names")) == NULL ||
+		    names->n_type != CFG_SEQ || names->n_count == 0)
+			return (cfg_error(doc, names != NULL ? names : item,
+			    cause, "an sni entry needs names: a list of host "
+			    "names"));
+		sn->sn_names = xcalloc(names->n_count, sizeof *sn->sn_names);
+		for (j = 0; j < names->n_count; j++) {
+			if (cfg_get_string(doc, names->n_items[j], "an sni name",
+			    &sn->sn_names[j], cause) != 0)
+				return (-1);
+			sn->sn_count++;
+		}
+		if (conf_cert_pair(doc, item, "listen.tls.sni", &sn->sn_cert,
+		    &sn->sn_key, cause) != 0)
+			return (-1);
+	}
+	return (0);
+}
+
 /* Parse the listen list. */
 static int
 conf_listen(const struct cfg_doc *doc, const struct cfg_node *n,
@@ -151,6 +236,10 @@ conf_listen(const struct cfg_doc *doc, const struct cfg_node *n,
 		if (conf_address(doc, v, "listen.address", &cf->cf_listen[i],
 			cause) != 0)
 			return (-1);
+		if ((v = cfg_map_get(item, "tls")) != NULL &&
+		    conf_tls(doc, v, &cf->cf_listen[i], cause) != 0)
+			return (-1);
+		v = cfg_map_get(item, "address");
 		for (j = 0; j < i; j++) {
 			if (strcmp(cf->cf_listen[j].l_address,
 				cf->cf_listen[i].l_address) == 0)
@@ -675,6 +764,25 @@ conf_load_string(const char *name, const char *text, char **cause)
 	return (cf);
 }
 
+/* Free what a listener's configuration holds. */
+static void
+conf_listen_free(struct gw_listen *l)
+{
+	size_t i, j;
+
+	for (i = 0; i < l->l_nsni; i++) {
+		for (j = 0; j < l->l_sni[i].sn_count; j++)
+			free(l->l_sni[i].sn_names[j]);
+		free(l->l_sni[i].sn_names);
+		free(l->l_sni[i].sn_cert);
+		free(l->l_sni[i].sn_key);
+	}
+	free(l->l_sni);
+	free(l->l_cert);
+	free(l->l_key);
+	free(l->l_address);
+}
+
 /* Free a configuration. */
 void
 conf_free(struct gw_config *cf)
@@ -690,7 +798,7 @@ conf_free(struct gw_config *cf)
 		free(cf->cf_domains[i]);
 	free(cf->cf_domains);
 	for (i = 0; i < cf->cf_nlisten; i++)
-		free(cf->cf_listen[i].l_address);
+		conf_listen_free(&cf->cf_listen[i]);
 	free(cf->cf_listen);
 	free(cf->cf_admin.l_address);
 	free(cf->cf_admin_token);

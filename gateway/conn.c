@@ -15,12 +15,14 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "addr.h"
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "tls.h"
 
 /* How long a closing connection drains input after its answer. */
 #define CONN_LINGER_MS 2000
@@ -520,6 +522,11 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 		conn_close(c, "done");
 		return;
 	}
+	if (c->c_flags & CONN_F_TLS) {
+		/* A raw shutdown would cut the TLS stream; just close. */
+		conn_close(c, "done");
+		return;
+	}
 	shutdown(bufferevent_getfd(bev), SHUT_WR);
 	bufferevent_enable(bev, EV_READ);
 	conn_timer_set(c, CONN_LINGER_MS);
@@ -530,11 +537,23 @@ static void
 conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
-	char why[128];
+	char why[160], tlserr[128];
+	unsigned long e;
 
 	(void)bev;
 	if (c->c_state == CONN_S_DEAD)
 		return;
+	if ((what & BEV_EVENT_ERROR) && (c->c_flags & CONN_F_TLS) &&
+	    (e = bufferevent_get_openssl_error(bev)) != 0) {
+		tls_error_string(e, tlserr, sizeof tlserr);
+		snprintf(why, sizeof why, "TLS error: %s", tlserr);
+		if (!(c->c_flags & CONN_F_HEAD_STARTED) && c->c_req.m_buf ==
+		    NULL && c->c_status == 0)
+			log_info("conn %llu %s: TLS handshake failed: %s",
+			    (unsigned long long)c->c_id, c->c_peer_ip, tlserr);
+		conn_close(c, why);
+		return;
+	}
 	if (what & BEV_EVENT_ERROR) {
 		snprintf(why, sizeof why, "client error: %s",
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -610,8 +629,8 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 
 /* A new client connection from a listener. */
 void
-conn_accept(
-    struct gw *g, int fd, struct sockaddr *sa, int salen, int local_port)
+conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
+    struct gw_listener *gl)
 {
 	struct conn *c;
 	int one = 1;
@@ -622,11 +641,20 @@ conn_accept(
 	c = xcalloc(1, sizeof *c);
 	c->c_gw = g;
 	c->c_id = ++g->g_conn_ids;
-	c->c_local_port = local_port;
+	c->c_local_port = gl->gl_port;
 	c->c_start_us = clock_mono_usec();
 	addr_format(sa, c->c_peer, sizeof c->c_peer);
 	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
-	c->c_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (gl->gl_ctx != NULL) {
+		c->c_flags |= CONN_F_TLS;
+		c->c_bev = bufferevent_openssl_socket_new(g->g_base, fd,
+		    tls_server_ssl_new(gl->gl_ctx), BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE);
+		/* A client that closes without close_notify is just EOF. */
+		bufferevent_openssl_set_allow_dirty_shutdown(c->c_bev, 1);
+	} else
+		c->c_bev = bufferevent_socket_new(g->g_base, fd,
+		    BEV_OPT_CLOSE_ON_FREE);
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
@@ -640,7 +668,7 @@ conn_accept(
 	g->g_nconns++;
 	g->g_metrics.m_conns_accepted++;
 	log_debug("conn %llu %s: accepted on port %d",
-	    (unsigned long long)c->c_id, c->c_peer, local_port);
+	    (unsigned long long)c->c_id, c->c_peer, gl->gl_port);
 	if (g->g_nconns > g->g_conf->cf_max_connections) {
 		conn_fail(c, gw_err_too_many_connections,
 		    "The gateway is at "

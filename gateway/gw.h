@@ -65,11 +65,23 @@ struct gw_directory {
 	size_t d_count;
 };
 
+/* A certificate served for the names a client asks for (SNI). */
+struct gw_sni {
+	char **sn_names; /* exact names or "*.suffix" */
+	size_t sn_count;
+	char *sn_cert;
+	char *sn_key;
+};
+
 /* A listener. */
 struct gw_listen {
 	char *l_address;
 	struct sockaddr_storage l_ss;
 	socklen_t l_sslen;
+	char *l_cert; /* TLS when set */
+	char *l_key;
+	struct gw_sni *l_sni;
+	size_t l_nsni;
 };
 
 /* The whole configuration; immutable once loaded. */
@@ -160,7 +172,7 @@ struct gw {
 	struct http1_limits g_limits;
 	struct event *g_sigint;
 	struct event *g_sigterm;
-	struct event *g_sigpipe;
+	struct event *g_sighup;
 	struct gw_listener *g_listeners;
 	size_t g_nlisteners;
 	uint64_t g_nconns;
@@ -172,6 +184,8 @@ struct gw {
 
 /* A listening socket. */
 struct gw_listener {
+	struct ssl_ctx_st *gl_ctx; /* TLS context, or NULL for plain HTTP */
+	struct tls_sni *gl_sni;
 	struct gw *gl_gw;
 	struct gw_listen *gl_conf;
 	struct evconnlistener *gl_lev;
@@ -308,9 +322,11 @@ route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 /* listener.c */
 int listener_start(struct gw *, char **cause);
 void listener_stop(struct gw *);
+void listener_reload_tls(struct gw *);
 
 /* conn.c */
-void conn_accept(struct gw *, int fd, struct sockaddr *, int, int local_port);
+void conn_accept(struct gw *, int fd, struct sockaddr *, int,
+    struct gw_listener *);
 void conn_close(struct conn *, const char *reason);
 void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -355,5 +371,33 @@ void upstream_pool_flush(struct gw *);
 void errpage_write(struct evbuffer *, int status, const char *code,
     const char *message, int html, int head_only, int keepalive);
 const char *errpage_reason(int status);
+
+/* auth.c */
+/*
+ * What auth_check decided: forward (ar_err NULL, maybe with ar_target), a
+ * 303 to ar_location with ar_set_cookie, or a refusal (ar_err, ar_message).
+ */
+struct auth_result {
+	const struct gw_error *ar_err; /* NULL: allowed */
+	char *ar_message; /* sentence for a refusal */
+	char *ar_location; /* redirect target (303) or NULL */
+	char *ar_set_cookie; /* Set-Cookie value for the redirect, or NULL */
+	char *ar_target; /* target without access_token, or NULL: unchanged */
+};
+extern const struct gw_error gw_err_unauthorized[]; /* 401 */
+extern const struct gw_error gw_err_forbidden[]; /* 403 */
+extern const struct gw_error gw_err_credentials_need_tls[]; /* 403 */
+int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
+    const struct gw_port_rule *, const struct http1_msg *req,
+    const char *target, int tls, int navigation, uint64_t now,
+    struct auth_result *);
+void auth_result_free(struct auth_result *);
+int auth_is_credential_header(
+    const struct gw_config *, const struct http1_header *);
+char *
+auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
+
+/* tokencmd.c */
+int tokencmd_main(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@
 #include "addr.h"
 #include "alloc.h"
 #include "gw.h"
+#include "tls.h"
 
 /* Pause after EMFILE or ENFILE. */
 #define LISTENER_PAUSE_MS 1000
@@ -23,7 +24,7 @@ listener_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	struct gw_listener *gl = arg;
 
 	(void)lev;
-	conn_accept(gl->gl_gw, fd, sa, salen, gl->gl_port);
+	conn_accept(gl->gl_gw, fd, sa, salen, gl);
 }
 
 /* The pause is over: accept again. */
@@ -57,6 +58,72 @@ listener_error_cb(struct evconnlistener *lev, void *arg)
 	    "listener %s: accept: %s", gl->gl_conf->l_address, strerror(e));
 }
 
+/* Build the TLS context and SNI map of a listener. */
+static int
+listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, struct tls_sni **snip,
+    char **cause)
+{
+	SSL_CTX *ctx, *sctx;
+	struct tls_sni *sni = NULL;
+	size_t i, j;
+
+	if ((ctx = tls_server_ctx_new(l->l_cert, l->l_key, cause)) == NULL)
+		return (-1);
+	if (l->l_nsni > 0) {
+		sni = tls_sni_new();
+		for (i = 0; i < l->l_nsni; i++) {
+			sctx = tls_server_ctx_new(l->l_sni[i].sn_cert,
+			    l->l_sni[i].sn_key, cause);
+			if (sctx == NULL) {
+				tls_sni_free(sni);
+				tls_ctx_free(ctx);
+				return (-1);
+			}
+			for (j = 0; j < l->l_sni[i].sn_count; j++)
+				tls_sni_add(sni, l->l_sni[i].sn_names[j], sctx);
+			tls_ctx_free(sctx); /* the map holds references */
+		}
+		tls_sni_attach(ctx, sni);
+	}
+	*ctxp = ctx;
+	*snip = sni;
+	return (0);
+}
+
+/*
+ * Reload every TLS listener's certificates (SIGHUP).  New connections get
+ * the new ones; connections already open keep theirs.  A listener whose
+ * files fail to load keeps serving its old certificates.
+ */
+void
+listener_reload_tls(struct gw *g)
+{
+	struct gw_listener *gl;
+	struct tls_sni *sni;
+	SSL_CTX *ctx;
+	char *cause;
+	size_t i;
+
+	for (i = 0; i < g->g_nlisteners; i++) {
+		gl = &g->g_listeners[i];
+		if (gl->gl_ctx == NULL)
+			continue;
+		if (listener_tls_load(gl->gl_conf, &ctx, &sni, &cause) != 0) {
+			log_error("listener %s: certificates not reloaded, the "
+			    "old ones stay in use: %s", gl->gl_conf->l_address,
+			    cause);
+			free(cause);
+			continue;
+		}
+		tls_ctx_free(gl->gl_ctx);
+		tls_sni_free(gl->gl_sni);
+		gl->gl_ctx = ctx;
+		gl->gl_sni = sni;
+		log_info("listener %s: certificates reloaded",
+		    gl->gl_conf->l_address);
+	}
+}
+
 /* Open every configured listener; -1 with *cause if one cannot bind. */
 int
 listener_start(struct gw *g, char **cause)
@@ -71,6 +138,10 @@ listener_start(struct gw *g, char **cause)
 		gl->gl_gw = g;
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
+		if (gl->gl_conf->l_cert != NULL &&
+		    listener_tls_load(gl->gl_conf, &gl->gl_ctx, &gl->gl_sni,
+		    cause) != 0)
+			return (-1);
 		gl->gl_lev = evconnlistener_new_bind(g->g_base,
 		    listener_accept_cb, gl,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
@@ -85,7 +156,9 @@ listener_start(struct gw *g, char **cause)
 		g->g_nlisteners++;
 		evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
 		gl->gl_pause = evtimer_new(g->g_base, listener_resume_cb, gl);
-		log_info("listening on http://%s", gl->gl_conf->l_address);
+		log_info("listening on %s://%s",
+		    gl->gl_ctx != NULL ? "https" : "http",
+		    gl->gl_conf->l_address);
 	}
 	return (0);
 }
@@ -99,6 +172,8 @@ listener_stop(struct gw *g)
 	for (i = 0; i < g->g_nlisteners; i++) {
 		evconnlistener_free(g->g_listeners[i].gl_lev);
 		event_free(g->g_listeners[i].gl_pause);
+		tls_ctx_free(g->g_listeners[i].gl_ctx);
+		tls_sni_free(g->g_listeners[i].gl_sni);
 	}
 	free(g->g_listeners);
 	g->g_listeners = NULL;

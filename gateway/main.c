@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "gw.h"
+#include "tls.h"
 
 static void
 usage(FILE *f)
@@ -31,6 +32,16 @@ usage(FILE *f)
 	    "Try: make run, then curl http://8000-local.localhost:8080/\n");
 }
 
+/* SIGHUP: reload the TLS certificates without dropping connections. */
+static void
+main_sighup_cb(evutil_socket_t sig, short events, void *arg)
+{
+	(void)sig;
+	(void)events;
+	log_info("received SIGHUP, reloading certificates");
+	listener_reload_tls(arg);
+}
+
 /* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
 static void
 main_signal_cb(evutil_socket_t sig, short events, void *arg)
@@ -44,6 +55,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	upstream_pool_flush(g);
 	event_del(g->g_sigint);
 	event_del(g->g_sigterm);
+	event_del(g->g_sighup);
 	/* Let the deferred frees run, then leave. */
 	event_base_loopexit(g->g_base, NULL);
 }
@@ -88,6 +100,7 @@ main(int argc, char **argv)
 		return (2);
 	}
 
+	tls_init();
 	if (file != NULL)
 		cf = conf_load(file, &cause);
 	else
@@ -130,6 +143,8 @@ main(int argc, char **argv)
 	g.g_sigterm = evsignal_new(g.g_base, SIGTERM, main_signal_cb, &g);
 	evsignal_add(g.g_sigint, NULL);
 	evsignal_add(g.g_sigterm, NULL);
+	g.g_sighup = evsignal_new(g.g_base, SIGHUP, main_sighup_cb, &g);
+	evsignal_add(g.g_sighup, NULL);
 
 	if (listener_start(&g, &cause) != 0) {
 		log_error("%s", cause);
@@ -145,6 +160,7 @@ main(int argc, char **argv)
 
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);
+	event_free(g.g_sighup);
 	event_base_free(g.g_base);
 	directory_unref(g.g_dir);
 	conf_free(cf);

@@ -11,19 +11,29 @@
 #include "alloc.h"
 #include "gw.h"
 
+/* Does c belong in a safe id written in a host name? */
+static int
+route_host_char(char c)
+{
+	return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || c == '-');
+}
+
 /*
- * Parse a Host value against the configured domains.  Returns ROUTE_OK with
- * *port and *id (xmalloc'd) set, ROUTE_NONE when the host is not under any
- * domain as a port URL (an IP, the bare domain, another name), or ROUTE_BAD
- * when it is under a domain but the first label is not "{port}-{id}".
+ * Parse a Host value against the configured domains (the longest that
+ * matches).  Returns ROUTE_OK with *port and *id (xmalloc'd) set;
+ * ROUTE_BAD when the name is under a domain and reads as an attempt at
+ * "{port}-{id}" (it starts with digits) but is malformed; ROUTE_NONE for
+ * everything else (an IP, the bare domain, another name), which the path
+ * form may still route.
  */
 enum route_result
 route_parse_host(const char *host, size_t len, char *const *domains,
     size_t ndomains, int *port, char **id)
 {
 	const char *label, *dash, *p, *colon;
-	size_t i, dlen, llen;
-	long v;
+	size_t i, dlen, llen, best = 0;
+	long v = 0;
 
 	if (len == 0 || *host == '[')
 		return (ROUTE_NONE);
@@ -39,36 +49,40 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 		len--; /* a fully qualified name */
 	for (i = 0; i < ndomains; i++) {
 		dlen = strlen(domains[i]);
-		if (len < dlen + 2 || host[len - dlen - 1] != '.' ||
-		    strncasecmp(host + len - dlen, domains[i], dlen) != 0)
-			continue;
-		label = host;
-		llen = len - dlen - 1;
-		if (memchr(label, '.', llen) != NULL)
-			return (ROUTE_BAD); /* a deeper name */
-		if ((dash = memchr(label, '-', llen)) == NULL ||
-		    dash == label || dash == label + llen - 1 ||
-		    dash - label > 5)
-			return (ROUTE_BAD);
-		v = 0;
-		for (p = label; p < dash; p++) {
-			if (*p < '0' || *p > '9')
-				return (ROUTE_BAD);
-			v = v * 10 + (*p - '0');
-		}
-		if (*label == '0' || v < 1 || v > 65535)
-			return (ROUTE_BAD);
-		for (p = dash + 1; p < label + llen; p++) {
-			if (!((*p >= 'a' && *p <= 'z') ||
-				(*p >= 'A' && *p <= 'Z') ||
-				(*p >= '0' && *p <= '9') || *p == '-'))
-				return (ROUTE_BAD);
-		}
-		*port = (int)v;
-		*id = xstrndup(dash + 1, (size_t)(label + llen - dash - 1));
-		return (ROUTE_OK);
+		if (len >= dlen + 2 && host[len - dlen - 1] == '.' &&
+		    strncasecmp(host + len - dlen, domains[i], dlen) == 0 &&
+		    dlen > best)
+			best = dlen;
 	}
-	return (ROUTE_NONE);
+	if (best == 0)
+		return (ROUTE_NONE);
+	llen = len - best - 1;
+	/* The label next to the domain is the port URL. */
+	label = host + llen;
+	while (label > host && label[-1] != '.')
+		label--;
+	llen -= (size_t)(label - host);
+	if (llen == 0 || *label < '0' || *label > '9')
+		return (ROUTE_NONE);
+	if (label != host)
+		return (ROUTE_BAD); /* deeper names are not port URLs */
+	dash = memchr(label, '-', llen);
+	if (dash == NULL || dash == label + llen - 1 || dash - label > 5)
+		return (ROUTE_BAD);
+	for (p = label; p < dash; p++) {
+		if (*p < '0' || *p > '9')
+			return (ROUTE_BAD);
+		v = v * 10 + (*p - '0');
+	}
+	if (*label == '0' || v < 1 || v > 65535)
+		return (ROUTE_BAD);
+	for (p = dash + 1; p < label + llen; p++) {
+		if (!route_host_char(*p))
+			return (ROUTE_BAD);
+	}
+	*port = (int)v;
+	*id = xstrndup(dash + 1, (size_t)(label + llen - dash - 1));
+	return (ROUTE_OK);
 }
 
 /* May c appear in a sandbox id written in a path? */

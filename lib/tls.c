@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -365,4 +366,122 @@ const char *
 tls_verify_error(SSL *ssl)
 {
 	return (X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+}
+
+/* A new server-side connection on ctx, to hand to a bufferevent. */
+SSL *
+tls_server_ssl_new(SSL_CTX *ctx)
+{
+	SSL *ssl;
+
+	if ((ssl = SSL_new(ctx)) == NULL)
+		abort(); /* allocation failure, as with xmalloc */
+	return (ssl);
+}
+
+/* Text of an OpenSSL error code, for logs. */
+void
+tls_error_string(unsigned long e, char *buf, size_t len)
+{
+	const char *reason;
+
+	if (e == 0) {
+		snprintf(buf, len, "connection closed during the handshake");
+		return;
+	}
+	if ((reason = ERR_reason_error_string(e)) != NULL)
+		snprintf(buf, len, "%s", reason);
+	else
+		ERR_error_string_n(e, buf, len);
+}
+
+/* One entry of an SNI map: a host name (or "*.suffix") and its context. */
+struct tls_sni_entry {
+	char *se_name;
+	SSL_CTX *se_ctx;
+};
+
+/* Certificates chosen by the name a client asks for (SNI). */
+struct tls_sni {
+	struct tls_sni_entry *ts_entries;
+	size_t ts_count;
+};
+
+/* A new, empty SNI map. */
+struct tls_sni *
+tls_sni_new(void)
+{
+	return (xcalloc(1, sizeof(struct tls_sni)));
+}
+
+/* Add name (exact, or "*.example.com" for one label) served by ctx. */
+void
+tls_sni_add(struct tls_sni *ts, const char *name, SSL_CTX *ctx)
+{
+	ts->ts_entries = xreallocarray(ts->ts_entries, ts->ts_count + 1,
+	    sizeof *ts->ts_entries);
+	ts->ts_entries[ts->ts_count].se_name = xstrdup(name);
+	ts->ts_entries[ts->ts_count].se_ctx = ctx;
+	SSL_CTX_up_ref(ctx);
+	ts->ts_count++;
+}
+
+/* Free an SNI map and its references. */
+void
+tls_sni_free(struct tls_sni *ts)
+{
+	size_t i;
+
+	if (ts == NULL)
+		return;
+	for (i = 0; i < ts->ts_count; i++) {
+		free(ts->ts_entries[i].se_name);
+		SSL_CTX_free(ts->ts_entries[i].se_ctx);
+	}
+	free(ts->ts_entries);
+	free(ts);
+}
+
+/* Does name match pattern (exact, or a "*." wildcard for one label)? */
+static int
+tls_sni_match(const char *pattern, const char *name)
+{
+	const char *dot;
+
+	if (strcasecmp(pattern, name) == 0)
+		return (1);
+	if (strncmp(pattern, "*.", 2) != 0 || (dot = strchr(name, '.')) ==
+	    NULL || dot == name)
+		return (0);
+	return (strcasecmp(pattern + 1, dot) == 0);
+}
+
+/* The servername callback: switch to the context serving the name. */
+static int
+tls_sni_cb(SSL *ssl, int *alert, void *arg)
+{
+	struct tls_sni *ts = arg;
+	const char *name;
+	size_t i;
+
+	(void)alert;
+	name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	if (name == NULL)
+		return (SSL_TLSEXT_ERR_NOACK);
+	for (i = 0; i < ts->ts_count; i++) {
+		if (tls_sni_match(ts->ts_entries[i].se_name, name)) {
+			SSL_set_SSL_CTX(ssl, ts->ts_entries[i].se_ctx);
+			return (SSL_TLSEXT_ERR_OK);
+		}
+	}
+	/* Unknown names get the default certificate. */
+	return (SSL_TLSEXT_ERR_OK);
+}
+
+/* Let the default context dflt hand names in ts to their contexts. */
+void
+tls_sni_attach(SSL_CTX *dflt, struct tls_sni *ts)
+{
+	SSL_CTX_set_tlsext_servername_callback(dflt, tls_sni_cb);
+	SSL_CTX_set_tlsext_servername_arg(dflt, ts);
 }

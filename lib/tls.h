@@ -14,5 +14,13 @@ SSL *tls_client_ssl_new(SSL_CTX *, const char *, char **);
 void tls_ctx_free(SSL_CTX *);
 const char *tls_last_error(void);
 const char *tls_verify_error(SSL *);
+SSL *tls_server_ssl_new(SSL_CTX *);
+void tls_error_string(unsigned long, char *, size_t);
+
+struct tls_sni;
+struct tls_sni *tls_sni_new(void);
+void tls_sni_add(struct tls_sni *, const char *, SSL_CTX *);
+void tls_sni_free(struct tls_sni *);
+void tls_sni_attach(SSL_CTX *, struct tls_sni *);
 
 #endif

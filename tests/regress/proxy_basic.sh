@@ -109,7 +109,7 @@ check_refusal "http://9-sbx-at-v1-one.localhost:$GW/x" 404 port_not_published \
 check_refusal "http://$GW-sbx-at-v1-one.localhost:$GW/x" 404 port_not_published \
 	"does not publish port $GW."
 check_refusal "http://127.0.0.1:$GW/x" 404 no_route "is not such an address"
-check_refusal "http://abc-sbx.localhost:$GW/x" 400 bad_host "is not a port URL"
+check_refusal "http://99999-sbx.localhost:$GW/x" 400 bad_host "is not a port URL"
 check_refusal "http://$CLOSED-sbx-at-v1-one.localhost:$GW/x" 502 port_not_listening \
 	"Nothing is listening on port $CLOSED in sandbox 'sbx@v1/one'"
 n=$(wc -l <"$T/upstream.jsonl")

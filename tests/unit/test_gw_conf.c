@@ -167,9 +167,18 @@ test_errors(void **state)
 	    "t.yaml:3:1: unknown key 'bogus' in the configuration (expected "
 	    "one of: log, listen, admin, domains, timeouts, limits, auth, "
 	    "sandboxes)");
+	expect_error("listen:\n  - address: 127.0.0.1:80\n    proto: x\n",
+	    "t.yaml:3:5: unknown key 'proto' in a listener (expected one of: "
+	    "address, tls)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    tls: x\n",
-	    "t.yaml:3:5: unknown key 'tls' in a listener (expected one of: "
-	    "address)");
+	    "t.yaml:3:10: listen.tls must be a mapping, not a scalar");
+	expect_error("listen:\n  - address: 127.0.0.1:80\n"
+	    "    tls: {cert: /nonexistent.crt}\n",
+	    "t.yaml:3:10: listen.tls needs cert and key");
+	expect_error("listen:\n  - address: 127.0.0.1:80\n"
+	    "    tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
+	    "t.yaml:3:17: cannot load certificate /nonexistent.crt: No such "
+	    "file or directory");
 	expect_error("log: {level: loud}\nlisten: [{address: 127.0.0.1:1}]\n",
 	    "t.yaml:1:14: log.level must be debug, info, warn or error, not "
 	    "'loud'");

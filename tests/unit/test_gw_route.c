@@ -15,7 +15,8 @@
 #include "safeid.h"
 
 static char d_local[] = "localhost", d_example[] = "gw.example.com";
-static char *domains[] = { d_local, d_example };
+static char d_gw[] = "gw.localhost", d_apps[] = "apps.gw.example.com";
+static char *domains[] = { d_local, d_example, d_gw, d_apps };
 
 /* Parse host and expect ROUTE_OK with port and id. */
 static void
@@ -25,7 +26,7 @@ expect_host(const char *host, int want_port, const char *want_id)
 	int port = 0;
 
 	assert_int_equal(
-	    route_parse_host(host, strlen(host), domains, 2, &port, &id),
+	    route_parse_host(host, strlen(host), domains, 4, &port, &id),
 	    ROUTE_OK);
 	assert_int_equal(port, want_port);
 	assert_string_equal(id, want_id);
@@ -40,7 +41,7 @@ expect_result(const char *host, enum route_result r)
 	int port = 0;
 
 	assert_int_equal(
-	    route_parse_host(host, strlen(host), domains, 2, &port, &id), r);
+	    route_parse_host(host, strlen(host), domains, 4, &port, &id), r);
 	assert_null(id);
 }
 
@@ -56,6 +57,9 @@ test_host_form(void **state)
 	    "sandbox-at-v1-foo");
 	expect_host("3000-SBX.GW.Example.Com:443", 3000, "SBX");
 	expect_host("80-a-b-c.localhost", 80, "a-b-c");
+	/* The longest matching domain wins. */
+	expect_host("8000-local.gw.localhost", 8000, "local");
+	expect_host("8000-local.apps.gw.example.com", 8000, "local");
 }
 
 static void
@@ -76,10 +80,8 @@ static void
 test_host_bad(void **state)
 {
 	(void)state;
-	expect_result("www.localhost", ROUTE_BAD);
 	expect_result("8000.localhost", ROUTE_BAD);
 	expect_result("8000-.localhost", ROUTE_BAD);
-	expect_result("-x.localhost", ROUTE_BAD);
 	expect_result("0-x.localhost", ROUTE_BAD);
 	expect_result("08000-x.localhost", ROUTE_BAD);
 	expect_result("65536-x.localhost", ROUTE_BAD);
@@ -88,6 +90,11 @@ test_host_bad(void **state)
 	expect_result("a.8000-x.localhost", ROUTE_BAD);
 	expect_result("8000-x_y.localhost", ROUTE_BAD);
 	expect_result("8000-x.localhost:80x", ROUTE_BAD);
+	/* Names that do not start with a port are not port URLs. */
+	expect_result("www.localhost", ROUTE_NONE);
+	expect_result("-x.localhost", ROUTE_NONE);
+	expect_result("abc-sbx.localhost", ROUTE_NONE);
+	expect_result("a.b.localhost", ROUTE_NONE);
 }
 
 static void
