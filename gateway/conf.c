@@ -141,8 +141,8 @@ conf_cert_pair(const struct cfg_doc *doc, const struct cfg_node *n,
 
 	if ((c = cfg_map_get(n, "cert")) == NULL ||
 	    (k = cfg_map_get(n, "key")) == NULL)
-		return (cfg_error(doc, n, cause, "%s needs cert and key",
-		    what));
+		return (
+		    cfg_error(doc, n, cause, "%s needs cert and key", what));
 	xasprintf(&w, "%s.cert", what);
 	if (cfg_get_string(doc, c, w, cert, cause) != 0) {
 		free(w);
@@ -174,8 +174,8 @@ conf_tls(const struct cfg_doc *doc, const struct cfg_node *n,
 	size_t i, j;
 
 	if (cfg_check_map(doc, n, "listen.tls", tls_keys, cause) != 0 ||
-	    conf_cert_pair(doc, n, "listen.tls", &l->l_cert, &l->l_key,
-	    cause) != 0)
+	    conf_cert_pair(
+		doc, n, "listen.tls", &l->l_cert, &l->l_key, cause) != 0)
 		return (-1);
 	if ((sni = cfg_map_get(n, "sni")) == NULL)
 		return (0);
@@ -186,24 +186,25 @@ conf_tls(const struct cfg_doc *doc, const struct cfg_node *n,
 	for (i = 0; i < sni->n_count; i++) {
 		item = sni->n_items[i];
 		sn = &l->l_sni[i];
-		if (cfg_check_map(doc, item, "an sni entry", sni_keys,
-		    cause) != 0)
+		if (cfg_check_map(doc, item, "an sni entry", sni_keys, cause) !=
+		    0)
 			return (-1);
 		l->l_nsni++;
 		if ((names = cfg_map_get(item, "names")) == NULL ||
 		    names->n_type != CFG_SEQ || names->n_count == 0)
-			return (cfg_error(doc, names != NULL ? names : item,
-			    cause, "an sni entry needs names: a list of host "
-			    "names"));
+			return (
+			    cfg_error(doc, names != NULL ? names : item, cause,
+				"an sni entry needs names: a list of host "
+				"names"));
 		sn->sn_names = xcalloc(names->n_count, sizeof *sn->sn_names);
 		for (j = 0; j < names->n_count; j++) {
-			if (cfg_get_string(doc, names->n_items[j], "an sni name",
-			    &sn->sn_names[j], cause) != 0)
+			if (cfg_get_string(doc, names->n_items[j],
+				"an sni name", &sn->sn_names[j], cause) != 0)
 				return (-1);
 			sn->sn_count++;
 		}
 		if (conf_cert_pair(doc, item, "listen.tls.sni", &sn->sn_cert,
-		    &sn->sn_key, cause) != 0)
+			&sn->sn_key, cause) != 0)
 			return (-1);
 	}
 	return (0);
@@ -285,19 +286,20 @@ conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
 	if (cfg_check_map(doc, n, "auth", auth_keys, cause) != 0)
 		return (-1);
 	if ((v = cfg_map_get(n, "secret")) != NULL) {
-		if (cfg_get_string(doc, v, "auth.secret", &cf->cf_auth_secret,
-		    cause) != 0)
+		if (cfg_get_string(
+			doc, v, "auth.secret", &cf->cf_auth_secret, cause) != 0)
 			return (-1);
 		cf->cf_auth_secret_len = strlen(cf->cf_auth_secret);
 		if (cf->cf_auth_secret_len < 16)
-			return (cfg_error(doc, v, cause, "auth.secret must be "
+			return (cfg_error(doc, v, cause,
+			    "auth.secret must be "
 			    "at least 16 bytes; make one with: openssl rand "
 			    "-hex 32"));
 	}
 	if ((v = cfg_map_get(n, "cookie")) != NULL) {
 		free(cf->cf_auth_cookie);
-		if (cfg_get_string(doc, v, "auth.cookie", &cf->cf_auth_cookie,
-		    cause) != 0)
+		if (cfg_get_string(
+			doc, v, "auth.cookie", &cf->cf_auth_cookie, cause) != 0)
 			return (-1);
 		for (p = cf->cf_auth_cookie; *p != '\0'; p++) {
 			if (!isalnum((unsigned char)*p) && *p != '_' &&
@@ -305,13 +307,14 @@ conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
 				break;
 		}
 		if (*cf->cf_auth_cookie == '\0' || *p != '\0')
-			return (cfg_error(doc, v, cause, "auth.cookie must be "
+			return (cfg_error(doc, v, cause,
+			    "auth.cookie must be "
 			    "letters, digits, '_' and '-', not '%s'",
 			    cf->cf_auth_cookie));
 	}
 	if ((v = cfg_map_get(n, "require_tls_for_credentials")) != NULL &&
 	    cfg_get_bool(doc, v, "auth.require_tls_for_credentials",
-	    &cf->cf_require_tls_creds, cause) != 0)
+		&cf->cf_require_tls_creds, cause) != 0)
 		return (-1);
 	return (0);
 }
@@ -384,8 +387,8 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
 		{ "upstream_response",
 		    offsetof(struct gw_config, cf_response_timeout), 0 },
 		{ "idle", offsetof(struct gw_config, cf_idle_timeout), 100 },
-		{ "websocket_idle", offsetof(struct gw_config,
-		    cf_ws_idle_timeout), 100 },
+		{ "websocket_idle",
+		    offsetof(struct gw_config, cf_ws_idle_timeout), 100 },
 	};
 	struct cfg_node *v;
 	char what[64];
@@ -421,8 +424,8 @@ conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
 		cf->cf_max_connections = (uint64_t)ll;
 	}
 	if ((v = cfg_map_get(n, "max_connections_per_sandbox")) != NULL) {
-		if (cfg_get_int(doc, v, "limits.max_connections_per_sandbox",
-		    1, 1000000, &ll, cause) != 0)
+		if (cfg_get_int(doc, v, "limits.max_connections_per_sandbox", 1,
+			1000000, &ll, cause) != 0)
 			return (-1);
 		cf->cf_max_connections_per_sandbox = (uint64_t)ll;
 	}
@@ -505,9 +508,10 @@ conf_ports(const struct gw_config *cf, const struct cfg_doc *doc,
 				&access, cause) != 0)
 				return (-1);
 			pr->pr_private = access == 1;
-			if (pr->pr_private && (cf == NULL ||
-			    cf->cf_auth_secret == NULL))
-				return (cfg_error(doc, v, cause, "access: "
+			if (pr->pr_private &&
+			    (cf == NULL || cf->cf_auth_secret == NULL))
+				return (cfg_error(doc, v, cause,
+				    "access: "
 				    "private needs auth.secret to check "
 				    "tokens with"));
 		}
@@ -570,11 +574,12 @@ conf_sandbox_id(const struct cfg_doc *doc, const struct cfg_node *n,
 	size_t i;
 
 	if (*id == '\0' || strlen(id) > SAFEID_MAX)
-		return (cfg_error(doc, n, cause,
-		    "a sandbox id must be 1 to 200 bytes"));
+		return (cfg_error(
+		    doc, n, cause, "a sandbox id must be 1 to 200 bytes"));
 	for (i = 0; id[i] != '\0'; i++) {
 		if ((unsigned char)id[i] <= ' ' || id[i] == 0x7f)
-			return (cfg_error(doc, n, cause, "a sandbox id must "
+			return (cfg_error(doc, n, cause,
+			    "a sandbox id must "
 			    "not contain spaces or control characters"));
 	}
 	return (0);
@@ -608,26 +613,31 @@ conf_sandbox_parse(const struct gw_config *cf, const struct cfg_doc *doc,
 	v = cfg_map_get(n, "address");
 	netns = cfg_map_get(n, "netns");
 	if ((v == NULL) == (netns == NULL)) {
-		cfg_error(doc, v != NULL ? netns : n, cause, "sandbox '%s' "
-		    "needs exactly one of address and netns", sb->sb_id);
+		cfg_error(doc, v != NULL ? netns : n, cause,
+		    "sandbox '%s' "
+		    "needs exactly one of address and netns",
+		    sb->sb_id);
 		goto fail;
 	}
 	if (v != NULL) {
-		if (cfg_get_string(doc, v, "address", &sb->sb_address,
-		    cause) != 0)
+		if (cfg_get_string(doc, v, "address", &sb->sb_address, cause) !=
+		    0)
 			goto fail;
 		if (addr_parse_ip(sb->sb_address, 0, &sb->sb_addr,
-		    &sb->sb_addrlen) != 0) {
-			cfg_error(doc, v, cause, "address must be a literal "
-			    "IPv4 or IPv6 address, not '%s'", sb->sb_address);
+			&sb->sb_addrlen) != 0) {
+			cfg_error(doc, v, cause,
+			    "address must be a literal "
+			    "IPv4 or IPv6 address, not '%s'",
+			    sb->sb_address);
 			goto fail;
 		}
 	} else {
-		if (cfg_get_string(doc, netns, "netns", &sb->sb_netns,
-		    cause) != 0)
+		if (cfg_get_string(doc, netns, "netns", &sb->sb_netns, cause) !=
+		    0)
 			goto fail;
 		if (sb->sb_netns[0] != '/') {
-			cfg_error(doc, netns, cause, "netns must be an "
+			cfg_error(doc, netns, cause,
+			    "netns must be an "
 			    "absolute path such as /run/netns/NAME, not '%s'",
 			    sb->sb_netns);
 			goto fail;
@@ -636,8 +646,8 @@ conf_sandbox_parse(const struct gw_config *cf, const struct cfg_doc *doc,
 		addr_parse_ip("127.0.0.1", 0, &sb->sb_addr, &sb->sb_addrlen);
 	}
 	if ((v = cfg_map_get(n, "max_connections")) != NULL) {
-		if (cfg_get_int(doc, v, "max_connections", 1, 1000000, &ll,
-		    cause) != 0)
+		if (cfg_get_int(
+			doc, v, "max_connections", 1, 1000000, &ll, cause) != 0)
 			goto fail;
 		sb->sb_max_connections = (uint64_t)ll;
 	}
@@ -664,8 +674,8 @@ conf_sandboxes(const struct cfg_doc *doc, const struct cfg_node *n,
 	if (cfg_check_seq(doc, n, "sandboxes", cause) != 0)
 		return (-1);
 	if (n->n_count > 0)
-		cf->cf_sandboxes = xcalloc(n->n_count,
-		    sizeof *cf->cf_sandboxes);
+		cf->cf_sandboxes = xcalloc(
+		    n->n_count, sizeof *cf->cf_sandboxes);
 	for (i = 0; i < n->n_count; i++) {
 		sb = conf_sandbox_parse(cf, doc, n->n_items[i], cause);
 		if (sb == NULL)
@@ -677,8 +687,10 @@ conf_sandboxes(const struct cfg_doc *doc, const struct cfg_node *n,
 			    strcmp(other->sb_safe_id, sb->sb_safe_id) != 0)
 				continue;
 			return (cfg_error(doc, cfg_map_get(n->n_items[i], "id"),
-			    cause, "sandbox '%s' has the same id or safe id "
-			    "as sandbox '%s'", sb->sb_id, other->sb_id));
+			    cause,
+			    "sandbox '%s' has the same id or safe id "
+			    "as sandbox '%s'",
+			    sb->sb_id, other->sb_id));
 		}
 	}
 	return (0);

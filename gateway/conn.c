@@ -17,6 +17,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <jansson.h>
 
 #include "addr.h"
 #include "alloc.h"
@@ -33,7 +34,7 @@ static void conn_read_cb(struct bufferevent *, void *);
 static void conn_write_cb(struct bufferevent *, void *);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void conn_read_head(struct conn *);
-static void conn_log_access(struct conn *);
+static void conn_log_access(struct conn *, const char *);
 
 /* Name of a state, for debug logs. */
 const char *
@@ -91,6 +92,7 @@ conn_reset_exchange(struct conn *c)
 	c->c_status = 0;
 	c->c_err_code = NULL;
 	c->c_request_id[0] = '\0';
+	c->c_up_start_us = 0;
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
 	    CONN_F_RETRIED | CONN_F_COUNTED);
@@ -127,7 +129,7 @@ conn_close(struct conn *c, const char *reason)
 	if (c->c_flags & CONN_F_UPGRADED) {
 		c->c_flags &= ~CONN_F_UPGRADED;
 		g->g_metrics.m_ws_active--;
-		conn_log_access(c);
+		conn_log_access(c, reason);
 	}
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
@@ -141,29 +143,52 @@ conn_close(struct conn *c, const char *reason)
 }
 
 /*
- * Log one line for a finished request and count it; the query string is
- * never logged.
+ * Log one access line for a finished request and count it.  close says
+ * what happens to the connection next ("keep-alive", or why it closes).
+ * The query string is never logged.
  */
 static void
-conn_log_access(struct conn *c)
+conn_log_access(struct conn *c, const char *close)
 {
 	struct gw_metrics *m = &c->c_gw->g_metrics;
-	uint64_t us = clock_mono_usec() - c->c_start_us;
+	uint64_t now = clock_mono_usec(), us = now - c->c_start_us;
+	json_t *f;
 
 	metrics_request(c->c_gw, c->c_status, c->c_err_code, us);
 	m->m_bytes_in += c->c_req_body.b_total;
 	m->m_bytes_out += c->c_resp_body.b_total;
-	log_info("conn %llu %s: \"%s %s\" %d sandbox=%s port=%d in=%llu "
-	    "out=%llu %llums id=%s%s%s", (unsigned long long)c->c_id,
-	    c->c_peer_ip, c->c_method != NULL ? c->c_method : "-",
-	    c->c_path != NULL ? c->c_path : "-", c->c_status,
-	    c->c_sandbox != NULL ? c->c_sandbox->sb_id : "-", c->c_port,
-	    (unsigned long long)c->c_req_body.b_total,
-	    (unsigned long long)c->c_resp_body.b_total,
-	    (unsigned long long)(us / 1000),
-	    c->c_request_id[0] != '\0' ? c->c_request_id : "-",
-	    c->c_err_code != NULL ? " error=" : "",
-	    c->c_err_code != NULL ? c->c_err_code : "");
+	if (!log_enabled(LOG_LVL_INFO))
+		return;
+	f = json_object();
+	json_object_set_new(f, "conn", json_integer((json_int_t)c->c_id));
+	json_object_set_new(f, "client", json_string(c->c_peer_ip));
+	json_object_set_new(f, "request_id",
+	    c->c_request_id[0] != '\0' ? json_string(c->c_request_id)
+				       : json_null());
+	json_object_set_new(f, "method",
+	    c->c_method != NULL ? json_string_nocheck(c->c_method)
+				: json_null());
+	json_object_set_new(f, "path",
+	    c->c_path != NULL ? json_string_nocheck(c->c_path) : json_null());
+	json_object_set_new(f, "status", json_integer(c->c_status));
+	json_object_set_new(f, "sandbox",
+	    c->c_sandbox != NULL ? json_string_nocheck(c->c_sandbox->sb_id)
+				 : json_null());
+	json_object_set_new(
+	    f, "port", c->c_port != 0 ? json_integer(c->c_port) : json_null());
+	json_object_set_new(
+	    f, "bytes_in", json_integer((json_int_t)c->c_req_body.b_total));
+	json_object_set_new(
+	    f, "bytes_out", json_integer((json_int_t)c->c_resp_body.b_total));
+	json_object_set_new(f, "ms", json_real((double)us / 1000));
+	json_object_set_new(f, "upstream_ms",
+	    c->c_up_start_us != 0
+		? json_real((double)(now - c->c_up_start_us) / 1000)
+		: json_null());
+	json_object_set_new(f, "error",
+	    c->c_err_code != NULL ? json_string(c->c_err_code) : json_null());
+	json_object_set_new(f, "close", json_string_nocheck(close));
+	log_event(LOG_LVL_INFO, "access", f);
 }
 
 /* Start the next exchange on a kept-alive connection. */
@@ -255,15 +280,16 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	    c->c_req.m_buf != NULL &&
 	    (c->c_req_body.b_kind == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
 	    !(c->c_flags & CONN_F_CLIENT_EOF);
-	errpage_write(bufferevent_get_output(c->c_bev), status, code, msg,
-	    conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
+	errpage_write(bufferevent_get_output(c->c_bev),
+	    c->c_request_id[0] != '\0' ? c->c_request_id : NULL, status, code,
+	    msg, conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
 	c->c_status = status;
 	c->c_err_code = code;
-	log_info("conn %llu %s: refused %d %s: %s", (unsigned long long)c->c_id,
-	    c->c_peer_ip, status, code, msg);
+	log_debug("conn %llu %s: refused %d %s: %s",
+	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
 	free(msg);
 	if (c->c_req.m_buf != NULL)
-		conn_log_access(c);
+		conn_log_access(c, keep ? "keep-alive" : "close");
 	if (keep)
 		conn_next(c);
 	else
@@ -275,15 +301,16 @@ void
 conn_response_done(struct conn *c)
 {
 	struct upstream *up = c->c_up;
-	int reusable;
+	int reusable, keep;
 
 	reusable = c->c_req_body.b_done && c->c_resp_body.b_done;
-	conn_log_access(c);
+	keep = (c->c_flags & CONN_F_KEEPALIVE) && c->c_req_body.b_done &&
+	    !(c->c_flags & CONN_F_CLIENT_EOF);
+	conn_log_access(c, keep ? "keep-alive" : "close");
 	if (up != NULL)
 		upstream_release(up, reusable);
 	c->c_up = NULL;
-	if ((c->c_flags & CONN_F_KEEPALIVE) && c->c_req_body.b_done &&
-	    !(c->c_flags & CONN_F_CLIENT_EOF))
+	if (keep)
 		conn_next(c);
 	else
 		conn_finish(c);
@@ -314,8 +341,8 @@ conn_target(struct conn *c)
 		if (slash == t + tlen)
 			c->c_target = xstrdup("/");
 		else
-			c->c_target = xstrndup(slash,
-			    (size_t)(t + tlen - slash));
+			c->c_target = xstrndup(
+			    slash, (size_t)(t + tlen - slash));
 	} else if (*t == '/' ||
 	    (tlen == 1 && *t == '*' && strcmp(c->c_method, "OPTIONS") == 0)) {
 		c->c_target = xstrndup(t, tlen);
@@ -323,7 +350,8 @@ conn_target(struct conn *c)
 			c->c_host = xstrndup(h->value, h->value_len);
 	} else {
 		c->c_path = xstrdup("-");
-		conn_fail(c, gw_err_bad_target, "The request target must be "
+		conn_fail(c, gw_err_bad_target,
+		    "The request target must be "
 		    "a path such as /index.html.");
 		return (-1);
 	}
@@ -351,9 +379,11 @@ conn_find_route(struct conn *c)
 	if (r == ROUTE_OK)
 		return (id);
 	if (r == ROUTE_BAD) {
-		conn_fail(c, gw_err_bad_host, "The host '%s' is not a port "
+		conn_fail(c, gw_err_bad_host,
+		    "The host '%s' is not a port "
 		    "URL: write it as {port}-{sandbox}.%s, for example "
-		    "8000-mysandbox.%s.", c->c_host, dom, dom);
+		    "8000-mysandbox.%s.",
+		    c->c_host, dom, dom);
 		return (NULL);
 	}
 	r = route_parse_path(c->c_target, &id, &c->c_port, &rest);
@@ -365,20 +395,24 @@ conn_find_route(struct conn *c)
 		c->c_target = rest;
 		return (id);
 	case ROUTE_BAD:
-		conn_fail(c, gw_err_bad_path, "The path '%s' is not a port "
+		conn_fail(c, gw_err_bad_path,
+		    "The path '%s' is not a port "
 		    "URL: write it as /{sandbox}/{port}/..., with a port from "
-		    "1 to 65535.", c->c_path);
+		    "1 to 65535.",
+		    c->c_path);
 		return (NULL);
 	case ROUTE_RESERVED:
-		conn_fail(c, gw_err_no_route, "The path '%s' is reserved for "
+		conn_fail(c, gw_err_no_route,
+		    "The path '%s' is reserved for "
 		    "reverse tunnels, which this gateway does not serve yet.",
 		    c->c_path);
 		return (NULL);
 	default:
-		conn_fail(c, gw_err_no_route, "This gateway serves sandbox "
+		conn_fail(c, gw_err_no_route,
+		    "This gateway serves sandbox "
 		    "ports at http://{port}-{sandbox}.%s/ and "
-		    "/{sandbox}/{port}/; '%s%s' is not such an address.", dom,
-		    c->c_host != NULL ? c->c_host : "", c->c_path);
+		    "/{sandbox}/{port}/; '%s%s' is not such an address.",
+		    dom, c->c_host != NULL ? c->c_host : "", c->c_path);
 		return (NULL);
 	}
 }
@@ -394,11 +428,14 @@ conn_route(struct conn *c)
 	char *id;
 
 	c->c_method = xstrndup(m->m_method, m->m_method_len);
+	proxy_request_id(c);
 	if (conn_target(c) != 0 || (id = conn_find_route(c)) == NULL)
 		return;
 	if ((sb = directory_find(g->g_dir, id)) == NULL) {
-		conn_fail(c, gw_err_sandbox_not_found, "No sandbox '%s' is "
-		    "known to this gateway.", id);
+		conn_fail(c, gw_err_sandbox_not_found,
+		    "No sandbox '%s' is "
+		    "known to this gateway.",
+		    id);
 		free(id);
 		return;
 	}
@@ -406,14 +443,18 @@ conn_route(struct conn *c)
 	sandbox_ref(sb);
 	c->c_sandbox = sb;
 	if ((c->c_rule = route_find_port(g, sb, c->c_port)) == NULL) {
-		conn_fail(c, gw_err_port_not_published, "Sandbox '%s' does not "
-		    "publish port %d.", sb->sb_id, c->c_port);
+		conn_fail(c, gw_err_port_not_published,
+		    "Sandbox '%s' does not "
+		    "publish port %d.",
+		    sb->sb_id, c->c_port);
 		return;
 	}
-	limit = sb->sb_max_connections != 0 ? sb->sb_max_connections :
-	    g->g_conf->cf_max_connections_per_sandbox;
+	limit = sb->sb_max_connections != 0
+	    ? sb->sb_max_connections
+	    : g->g_conf->cf_max_connections_per_sandbox;
 	if (limit != 0 && sb->sb_nconns >= limit) {
-		conn_fail(c, gw_err_too_many_connections, "Sandbox '%s' is at "
+		conn_fail(c, gw_err_too_many_connections,
+		    "Sandbox '%s' is at "
 		    "its limit of %llu connections; try again shortly.",
 		    sb->sb_id, (unsigned long long)limit);
 		return;
@@ -422,7 +463,8 @@ conn_route(struct conn *c)
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
 		c->c_flags &= ~CONN_F_KEEPALIVE;
-		conn_fail(c, gw_err_body_too_large, "The request body of %llu "
+		conn_fail(c, gw_err_body_too_large,
+		    "The request body of %llu "
 		    "bytes is larger than the %llu bytes this gateway accepts.",
 		    (unsigned long long)m->m_content_length,
 		    (unsigned long long)g->g_conf->cf_max_body_size);
@@ -547,8 +589,8 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	    (e = bufferevent_get_openssl_error(bev)) != 0) {
 		tls_error_string(e, tlserr, sizeof tlserr);
 		snprintf(why, sizeof why, "TLS error: %s", tlserr);
-		if (!(c->c_flags & CONN_F_HEAD_STARTED) && c->c_req.m_buf ==
-		    NULL && c->c_status == 0)
+		if (!(c->c_flags & CONN_F_HEAD_STARTED) &&
+		    c->c_req.m_buf == NULL && c->c_status == 0)
 			log_info("conn %llu %s: TLS handshake failed: %s",
 			    (unsigned long long)c->c_id, c->c_peer_ip, tlserr);
 		conn_close(c, why);
@@ -653,8 +695,8 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 		/* A client that closes without close_notify is just EOF. */
 		bufferevent_openssl_set_allow_dirty_shutdown(c->c_bev, 1);
 	} else
-		c->c_bev = bufferevent_socket_new(g->g_base, fd,
-		    BEV_OPT_CLOSE_ON_FREE);
+		c->c_bev = bufferevent_socket_new(
+		    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);

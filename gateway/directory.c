@@ -164,8 +164,8 @@ directory_delete(const struct gw_directory *d, const char *id)
 	nd->d_refcnt = 1;
 	nd->d_generation = ++directory_generations;
 	if (d->d_count > 1)
-		nd->d_sandboxes = xcalloc(d->d_count - 1,
-		    sizeof *nd->d_sandboxes);
+		nd->d_sandboxes = xcalloc(
+		    d->d_count - 1, sizeof *nd->d_sandboxes);
 	for (i = 0; i < d->d_count; i++) {
 		if ((ssize_t)i == skip)
 			continue;

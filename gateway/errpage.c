@@ -93,12 +93,14 @@ errpage_html_escape(struct evbuffer *out, const char *s)
 }
 
 /*
- * Append a whole error response to out.  head_only leaves the body out (a
- * HEAD request) but keeps its Content-Length.
+ * Append a whole error response to out.  request_id, when not NULL, is
+ * sent as X-Request-Id; head_only leaves the body out (a HEAD request) but
+ * keeps its Content-Length.
  */
 void
-errpage_write(struct evbuffer *out, int status, const char *code,
-    const char *message, int html, int head_only, int keepalive)
+errpage_write(struct evbuffer *out, const char *request_id, int status,
+    const char *code, const char *message, int html, int head_only,
+    int keepalive)
 {
 	struct evbuffer *body;
 	json_t *obj;
@@ -134,11 +136,15 @@ errpage_write(struct evbuffer *out, int status, const char *code,
 	    "Content-Length: %zu\r\n"
 	    "Cache-Control: no-store\r\n"
 	    "X-Gateway-Error: %s\r\n"
+	    "%s%s%s"
 	    "%s"
 	    "\r\n",
 	    status, errpage_reason(status),
 	    html ? "text/html; charset=utf-8" : "application/json",
 	    evbuffer_get_length(body), code,
+	    request_id != NULL ? "X-Request-Id: " : "",
+	    request_id != NULL ? request_id : "",
+	    request_id != NULL ? "\r\n" : "",
 	    keepalive ? "" : "Connection: close\r\n");
 	if (!head_only)
 		evbuffer_add_buffer(out, body);

@@ -180,6 +180,7 @@ struct gw {
 	TAILQ_HEAD(, conn) g_conns;
 	TAILQ_HEAD(, upstream) g_idle; /* pooled upstreams */
 	struct gw_metrics g_metrics;
+	struct admin *g_admin; /* admin listener */
 };
 
 /* A listening socket. */
@@ -248,6 +249,7 @@ struct conn {
 	char *c_prefix; /* path-form prefix "/{id}/{port}", or NULL */
 	char c_request_id[40]; /* X-Request-Id sent upstream */
 	uint64_t c_start_us;
+	uint64_t c_up_start_us; /* upstream asked for, for upstream_ms */
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
 	int c_status; /* status sent, for the log */
 	const char *c_err_code; /* gateway error code sent, or NULL */
@@ -283,6 +285,10 @@ struct upstream {
 	struct conn *u_conn;
 	struct http1_msg u_resp;
 };
+
+/* admin.c */
+int admin_start(struct gw *, char **cause);
+void admin_stop(struct gw *);
 
 /* conf.c */
 extern const char conf_builtin[];
@@ -338,6 +344,7 @@ const char *conn_state_name(enum conn_state);
 
 /* proxy.c */
 void proxy_start(struct conn *);
+void proxy_request_id(struct conn *);
 void proxy_request_body(struct conn *);
 void proxy_upstream_ready(struct upstream *);
 void proxy_upstream_failed(
@@ -368,8 +375,9 @@ void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
 
 /* errpage.c */
-void errpage_write(struct evbuffer *, int status, const char *code,
-    const char *message, int html, int head_only, int keepalive);
+void errpage_write(struct evbuffer *, const char *request_id, int status,
+    const char *code, const char *message, int html, int head_only,
+    int keepalive);
 const char *errpage_reason(int status);
 
 /* auth.c */

@@ -60,8 +60,8 @@ listener_error_cb(struct evconnlistener *lev, void *arg)
 
 /* Build the TLS context and SNI map of a listener. */
 static int
-listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, struct tls_sni **snip,
-    char **cause)
+listener_tls_load(
+    struct gw_listen *l, SSL_CTX **ctxp, struct tls_sni **snip, char **cause)
 {
 	SSL_CTX *ctx, *sctx;
 	struct tls_sni *sni = NULL;
@@ -72,8 +72,8 @@ listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, struct tls_sni **snip,
 	if (l->l_nsni > 0) {
 		sni = tls_sni_new();
 		for (i = 0; i < l->l_nsni; i++) {
-			sctx = tls_server_ctx_new(l->l_sni[i].sn_cert,
-			    l->l_sni[i].sn_key, cause);
+			sctx = tls_server_ctx_new(
+			    l->l_sni[i].sn_cert, l->l_sni[i].sn_key, cause);
 			if (sctx == NULL) {
 				tls_sni_free(sni);
 				tls_ctx_free(ctx);
@@ -110,8 +110,8 @@ listener_reload_tls(struct gw *g)
 			continue;
 		if (listener_tls_load(gl->gl_conf, &ctx, &sni, &cause) != 0) {
 			log_error("listener %s: certificates not reloaded, the "
-			    "old ones stay in use: %s", gl->gl_conf->l_address,
-			    cause);
+				  "old ones stay in use: %s",
+			    gl->gl_conf->l_address, cause);
 			free(cause);
 			continue;
 		}
@@ -139,8 +139,8 @@ listener_start(struct gw *g, char **cause)
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
 		if (gl->gl_conf->l_cert != NULL &&
-		    listener_tls_load(gl->gl_conf, &gl->gl_ctx, &gl->gl_sni,
-		    cause) != 0)
+		    listener_tls_load(
+			gl->gl_conf, &gl->gl_ctx, &gl->gl_sni, cause) != 0)
 			return (-1);
 		gl->gl_lev = evconnlistener_new_bind(g->g_base,
 		    listener_accept_cb, gl,

@@ -51,6 +51,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	(void)events;
 	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	listener_stop(g);
+	admin_stop(g);
 	conn_close_all(g);
 	upstream_pool_flush(g);
 	event_del(g->g_sigint);
@@ -147,6 +148,11 @@ main(int argc, char **argv)
 	evsignal_add(g.g_sighup, NULL);
 
 	if (listener_start(&g, &cause) != 0) {
+		log_error("%s", cause);
+		free(cause);
+		return (1);
+	}
+	if (admin_start(&g, &cause) != 0) {
 		log_error("%s", cause);
 		free(cause);
 		return (1);

@@ -10,16 +10,16 @@
 #include "gw.h"
 
 /* Histogram bucket bounds in seconds, ascending. */
-static const double metrics_bounds[GW_DURATION_BUCKETS] = { 0.005, 0.01,
-	0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30 };
+static const double metrics_bounds[GW_DURATION_BUCKETS] = { 0.005, 0.01, 0.025,
+	0.05, 0.1, 0.25, 0.5, 1, 5, 30 };
 
 /*
  * Count a finished request: its status class, the gateway error code that
  * answered it (NULL when the upstream did), and its duration.
  */
 void
-metrics_request(struct gw *g, int status, const char *code,
-    uint64_t duration_us)
+metrics_request(
+    struct gw *g, int status, const char *code, uint64_t duration_us)
 {
 	struct gw_metrics *m = &g->g_metrics;
 	size_t i;
@@ -48,11 +48,11 @@ metrics_request(struct gw *g, int status, const char *code,
 
 /* Append one "# HELP" and "# TYPE" pair. */
 static void
-metrics_head(struct evbuffer *out, const char *name, const char *type,
-    const char *help)
+metrics_head(
+    struct evbuffer *out, const char *name, const char *type, const char *help)
 {
-	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help,
-	    name, type);
+	evbuffer_add_printf(
+	    out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* Append every metric in the Prometheus text format. */

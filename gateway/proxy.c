@@ -155,7 +155,7 @@ proxy_add_upgrade(const struct http1_msg *m, struct evbuffer *out)
  * Take the client's X-Request-Id when it is a sane token (up to 36 visible
  * characters), else make one: 32 random hex digits.
  */
-static void
+void
 proxy_request_id(struct conn *c)
 {
 	const struct http1_header *h;
@@ -165,8 +165,9 @@ proxy_request_id(struct conn *c)
 	h = http1_msg_find(&c->c_req, "x-request-id");
 	if (h != NULL && h->value_len > 0 &&
 	    h->value_len < sizeof c->c_request_id &&
-	    strspn(h->value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
-	    "YZ0123456789-_.:") == h->value_len) {
+	    strspn(h->value,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
+		"YZ0123456789-_.:") == h->value_len) {
 		memcpy(c->c_request_id, h->value, h->value_len + 1);
 		return;
 	}
@@ -186,8 +187,8 @@ proxy_is_websocket(const struct http1_msg *m)
 	    memcmp(m->m_method, "GET", 3) != 0)
 		return (0);
 	h = http1_msg_find(m, "upgrade");
-	return (h != NULL && http1_list_has(h->value, h->value_len,
-	    "websocket"));
+	return (
+	    h != NULL && http1_list_has(h->value, h->value_len, "websocket"));
 }
 
 /* Write the request head for the upstream. */
@@ -234,8 +235,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		proxy_add_upgrade(m, out);
 	evbuffer_add_printf(out, "X-Request-Id: %s\r\n", c->c_request_id);
 	if (c->c_prefix != NULL)
-		evbuffer_add_printf(out, "X-Forwarded-Prefix: %s\r\n",
-		    c->c_prefix);
+		evbuffer_add_printf(
+		    out, "X-Forwarded-Prefix: %s\r\n", c->c_prefix);
 	if (pr->pr_host_rewrite != NULL) {
 		rewrite = xstrdup(pr->pr_host_rewrite);
 		if ((p = strstr(rewrite, "${port}")) != NULL) {
@@ -292,12 +293,12 @@ proxy_start(struct conn *c)
 	b->b_left = c->c_req.m_content_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	c->c_state = CONN_S_BODY;
-	if (c->c_request_id[0] == '\0')
-		proxy_request_id(c);
 	if (proxy_is_websocket(&c->c_req))
 		c->c_flags |= CONN_F_WS_REQ;
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
 	bufferevent_set_timeouts(c->c_bev, &tv, &tv);
+	if (c->c_up_start_us == 0)
+		c->c_up_start_us = clock_mono_usec();
 	c->c_up = upstream_get(
 	    c->c_gw, c, c->c_sandbox, c->c_port, c->c_flags & CONN_F_RETRIED);
 	if (c->c_up->u_state == UP_S_ACTIVE)
@@ -449,8 +450,8 @@ proxy_write_response_head(
 		break;
 	}
 	if (http1_msg_find(m, "x-request-id") == NULL)
-		evbuffer_add_printf(out, "X-Request-Id: %s\r\n",
-		    c->c_request_id);
+		evbuffer_add_printf(
+		    out, "X-Request-Id: %s\r\n", c->c_request_id);
 	if (m->m_status == 101)
 		proxy_add_upgrade(m, out);
 	else if (!(c->c_flags & CONN_F_KEEPALIVE))
@@ -472,15 +473,16 @@ proxy_response_head(struct conn *c, struct upstream *up)
 	b->b_left = m->m_content_length;
 	if (m->m_status == 101) {
 		if (!(c->c_flags & CONN_F_WS_REQ)) {
-			conn_fail(c, gw_err_bad_response, "Sandbox '%s' port "
+			conn_fail(c, gw_err_bad_response,
+			    "Sandbox '%s' port "
 			    "%d switched protocols without being asked to.",
 			    c->c_sandbox->sb_id, c->c_port);
 			return (-1);
 		}
 		c->c_status = 101;
 		c->c_flags |= CONN_F_RESP_STARTED;
-		proxy_write_response_head(c, m,
-		    bufferevent_get_output(c->c_bev));
+		proxy_write_response_head(
+		    c, m, bufferevent_get_output(c->c_bev));
 		relay_start(c);
 		return (1);
 	}

@@ -179,9 +179,10 @@ relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		upstream_close(up, "websocket upstream gone");
 		return;
 	}
-	evbuffer_add_buffer(bufferevent_get_output(c->c_bev),
-	    bufferevent_get_input(up->u_bev));
-	upstream_close(up, (what & BEV_EVENT_EOF) ? "websocket upstream closed" :
-	    "websocket upstream error");
+	evbuffer_add_buffer(
+	    bufferevent_get_output(c->c_bev), bufferevent_get_input(up->u_bev));
+	upstream_close(up,
+	    (what & BEV_EVENT_EOF) ? "websocket upstream closed"
+				   : "websocket upstream error");
 	conn_finish(c);
 }

@@ -140,7 +140,7 @@ route_parse_path(const char *target, char **id, int *port, char **rest)
 	if (*tail == '/')
 		*rest = xstrdup(tail);
 	else
-		xasprintf(rest, "/%s", tail);	/* "" or "?query" */
+		xasprintf(rest, "/%s", tail); /* "" or "?query" */
 	return (ROUTE_OK);
 }
 

@@ -139,12 +139,13 @@ upstream_connect(struct upstream *up)
 		if (fd == -1) {
 			log_warn("upstream %s: %s", up->u_key, cause);
 			free(cause);
-			upstream_attempt_failed(up, "cannot enter the sandbox's "
+			upstream_attempt_failed(up,
+			    "cannot enter the sandbox's "
 			    "network namespace");
 			return;
 		}
 	} else if ((fd = socket(up->u_addr.ss_family,
-	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
+			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
@@ -213,8 +214,8 @@ upstream_pool_take(struct gw *g, const char *key)
  * proxy_upstream_ready or proxy_upstream_failed.
  */
 struct upstream *
-upstream_get(struct gw *g, struct conn *c, struct gw_sandbox *sb, int port,
-    int fresh)
+upstream_get(
+    struct gw *g, struct conn *c, struct gw_sandbox *sb, int port, int fresh)
 {
 	struct upstream *up;
 	struct sockaddr_storage ss;
@@ -307,7 +308,8 @@ upstream_pool_flush_sandbox(struct gw *g, const char *id)
 	for (up = TAILQ_FIRST(&g->g_idle); up != NULL; up = next) {
 		next = TAILQ_NEXT(up, u_entry);
 		if (strcmp(up->u_sandbox->sb_id, id) == 0)
-			upstream_close(up, "sandbox removed from the directory");
+			upstream_close(
+			    up, "sandbox removed from the directory");
 	}
 }
 

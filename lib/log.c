@@ -114,25 +114,37 @@ log_write(const char *buf, size_t len)
 	}
 }
 
-/* Log a message with a va_list. */
-void
-log_vmsg(enum log_level level, const char *fmt, va_list ap)
+/* Format the current wall-clock time as an ISO 8601 UTC timestamp. */
+static void
+log_time(char *ts, size_t len)
 {
 	struct timeval tv;
 	struct tm tm;
-	char ts[64], *msg, *line, *js;
-	json_t *obj;
 	int n;
 
-	if (!log_enabled(level))
-		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	n = (int)strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(
-	    ts + n, sizeof ts - (size_t)n, ".%03dZ", (int)(tv.tv_usec / 1000));
-	xvasprintf(&msg, fmt, ap);
+	n = (int)strftime(ts, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(ts + n, len - (size_t)n, ".%03dZ", (int)(tv.tv_usec / 1000));
+}
 
+/*
+ * Write one line: "time level msg key=value ..." as text, or one JSON
+ * object with time, level, msg and the fields.  fields may be NULL; its
+ * reference is consumed.
+ */
+static void
+log_line(enum log_level level, const char *msg, json_t *fields)
+{
+	char ts[64], *line, *js, *v;
+	const char *key;
+	json_t *obj, *val;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int n;
+
+	log_time(ts, sizeof ts);
 	if (log_fmt == LOG_FMT_JSON) {
 		/* Never lose a message because it is not valid UTF-8. */
 		obj = json_object();
@@ -140,17 +152,67 @@ log_vmsg(enum log_level level, const char *fmt, va_list ap)
 		json_object_set_new(
 		    obj, "level", json_string(log_names[level]));
 		json_object_set_new(obj, "msg", json_string_nocheck(msg));
-		js = json_dumps(obj, JSON_COMPACT);
+		if (fields != NULL)
+			json_object_update(obj, fields);
+		json_decref(fields);
+		js = json_dumps(obj,
+		    JSON_COMPACT | JSON_PRESERVE_ORDER |
+			JSON_REAL_PRECISION(6));
 		if (js != NULL) {
 			n = xasprintf(&line, "%s\n", js);
 			free(js);
 		} else
 			n = xasprintf(&line, "{\"msg\":\"unencodable\"}\n");
 		json_decref(obj);
-	} else
-		n = xasprintf(&line, "%s %-5s %s\n", ts, log_names[level], msg);
-	log_write(line, (size_t)n);
-	free(line);
+		log_write(line, (size_t)n);
+		free(line);
+		return;
+	}
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		abort();
+	fprintf(f, "%s %-5s %s", ts, log_names[level], msg);
+	json_object_foreach(fields, key, val)
+	{
+		if (json_is_string(val))
+			fprintf(f, " %s=%s", key, json_string_value(val));
+		else if (json_is_null(val))
+			fprintf(f, " %s=-", key);
+		else if (json_is_real(val))
+			fprintf(f, " %s=%.3f", key, json_real_value(val));
+		else {
+			v = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+			fprintf(f, " %s=%s", key, v != NULL ? v : "?");
+			free(v);
+		}
+	}
+	fputc('\n', f);
+	fclose(f);
+	log_write(buf, len);
+	free(buf);
+	json_decref(fields);
+}
+
+/* Log a message with structured fields (consumes the fields reference). */
+void
+log_event(enum log_level level, const char *msg, json_t *fields)
+{
+	if (!log_enabled(level)) {
+		json_decref(fields);
+		return;
+	}
+	log_line(level, msg, fields);
+}
+
+/* Log a message with a va_list. */
+void
+log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+	char *msg;
+
+	if (!log_enabled(level))
+		return;
+	xvasprintf(&msg, fmt, ap);
+	log_line(level, msg, NULL);
 	free(msg);
 }
 

@@ -23,6 +23,8 @@ int log_level_parse(const char *, enum log_level *);
 int log_format_parse(const char *, enum log_format *);
 void log_msg(enum log_level, const char *, ...)
     __attribute__((format(printf, 2, 3)));
+struct json_t;
+void log_event(enum log_level, const char *, struct json_t *);
 void log_vmsg(enum log_level, const char *, va_list)
     __attribute__((format(printf, 2, 0)));
 

@@ -22,15 +22,16 @@
  * every later socket would land in the wrong namespace.
  */
 int
-netns_socket(const char *path, int domain, int type, int protocol,
-    char **cause)
+netns_socket(const char *path, int domain, int type, int protocol, char **cause)
 {
 	int self, target, fd, saved;
 
 	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) ==
 	    -1) {
-		xasprintf(cause, "cannot open this thread's network namespace: "
-		    "%s", strerror(errno));
+		xasprintf(cause,
+		    "cannot open this thread's network namespace: "
+		    "%s",
+		    strerror(errno));
 		return (-1);
 	}
 	if ((target = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
@@ -53,8 +54,10 @@ netns_socket(const char *path, int domain, int type, int protocol,
 	close(target);
 	close(self);
 	if (fd == -1) {
-		xasprintf(cause, "cannot create a socket in network namespace "
-		    "%s: %s", path, strerror(saved));
+		xasprintf(cause,
+		    "cannot create a socket in network namespace "
+		    "%s: %s",
+		    path, strerror(saved));
 		return (-1);
 	}
 	return (fd);

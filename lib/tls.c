@@ -418,8 +418,8 @@ tls_sni_new(void)
 void
 tls_sni_add(struct tls_sni *ts, const char *name, SSL_CTX *ctx)
 {
-	ts->ts_entries = xreallocarray(ts->ts_entries, ts->ts_count + 1,
-	    sizeof *ts->ts_entries);
+	ts->ts_entries = xreallocarray(
+	    ts->ts_entries, ts->ts_count + 1, sizeof *ts->ts_entries);
 	ts->ts_entries[ts->ts_count].se_name = xstrdup(name);
 	ts->ts_entries[ts->ts_count].se_ctx = ctx;
 	SSL_CTX_up_ref(ctx);
@@ -450,8 +450,8 @@ tls_sni_match(const char *pattern, const char *name)
 
 	if (strcasecmp(pattern, name) == 0)
 		return (1);
-	if (strncmp(pattern, "*.", 2) != 0 || (dot = strchr(name, '.')) ==
-	    NULL || dot == name)
+	if (strncmp(pattern, "*.", 2) != 0 ||
+	    (dot = strchr(name, '.')) == NULL || dot == name)
 		return (0);
 	return (strcasecmp(pattern + 1, dot) == 0);
 }
