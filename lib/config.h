@@ -66,4 +66,9 @@ int cfg_get_enum(const struct cfg_doc *, const struct cfg_node *,
 int cfg_parse_duration(const char *, uint64_t *ms);
 int cfg_parse_size(const char *, uint64_t *);
 
+/* config_json.c */
+struct json_t;
+struct cfg_doc *
+cfg_from_json(const char *name, const struct json_t *, char **cause);
+
 #endif
