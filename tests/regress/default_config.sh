@@ -1,10 +1,10 @@
 #!/bin/sh
 # The built-in default that `make run` starts: port URLs on 127.0.0.1:8080
 # for the sandbox 'local' reach local ports, with clear errors otherwise.
-# It needs ports 8080 and 8000 free on 127.0.0.1.
+# It needs ports 8080, 9090 and 8000 free on 127.0.0.1.
 . "$(dirname "$0")/lib.sh"
 
-for p in 8080 8000; do
+for p in 8080 9090 8000; do
 	if $PY -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$p))!=0)"; then
 		fail "port $p is in use; the default-config test needs it free"
 	fi
@@ -30,3 +30,10 @@ assert_contains "admin port refused" '"code":"port_not_published"' "$out"
 out=$(curl -sS --max-time 10 http://8766-local.localhost:8080/)
 assert_contains "tunnel port refused" '"code":"port_not_published"' "$out"
 ok "built-in default serves port URLs for 'local'"
+
+wait_port 9090
+out=$(curl -sS --max-time 10 http://127.0.0.1:9090/healthz)
+assert_eq "admin healthz on the default" '{"status":"ok"}' "$out"
+out=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' http://127.0.0.1:9090/v1/sandboxes)
+assert_eq "default admin API open on loopback" "200" "$out"
+ok "built-in default serves the admin API on 127.0.0.1:9090"
