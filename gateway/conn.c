@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -417,6 +418,68 @@ conn_find_route(struct conn *c)
 	}
 }
 
+/*
+ * Check credentials for the routed port.  Returns 0 to go on (the target
+ * may lose its access_token), or -1 after answering: a refusal, or for a
+ * browser that brought a token in the query, a 303 that moves it into a
+ * cookie.
+ */
+static int
+conn_auth(struct conn *c)
+{
+	struct gw *g = c->c_gw;
+	struct auth_result ar;
+	char *loc, *cookie, *p;
+	int r, keep;
+
+	memset(&ar, 0, sizeof ar);
+	r = auth_check(g->g_conf, c->c_sandbox, c->c_port, c->c_rule, &c->c_req,
+	    c->c_target, c->c_flags & CONN_F_TLS, conn_wants_html(c),
+	    (uint64_t)time(NULL), &ar);
+	if (r < 0) {
+		conn_fail(c, ar.ar_err, "%s", ar.ar_message);
+		auth_result_free(&ar);
+		return (-1);
+	}
+	if (r > 0) {
+		/* Path-form URLs keep the prefix, and a cookie of their own. */
+		xasprintf(&loc, "%s%s", c->c_prefix != NULL ? c->c_prefix : "",
+		    ar.ar_location);
+		cookie = ar.ar_set_cookie;
+		if (c->c_prefix != NULL &&
+		    (p = strstr(ar.ar_set_cookie, "; Path=/;")) != NULL) {
+			*p = '\0';
+			xasprintf(&cookie, "%s; Path=%s/;%s", ar.ar_set_cookie,
+			    c->c_prefix, p + 9);
+			*p = ';';
+		}
+		keep = (c->c_flags & CONN_F_KEEPALIVE) &&
+		    c->c_req.m_body == HTTP1_BODY_NONE;
+		errpage_redirect(bufferevent_get_output(c->c_bev),
+		    c->c_request_id, loc, cookie, keep);
+		c->c_status = 303;
+		conn_log_access(c, keep ? "keep-alive" : "close");
+		if (cookie != ar.ar_set_cookie) {
+			explicit_bzero(cookie, strlen(cookie));
+			free(cookie);
+		}
+		free(loc);
+		auth_result_free(&ar);
+		if (keep)
+			conn_next(c);
+		else
+			conn_finish(c);
+		return (-1);
+	}
+	if (ar.ar_target != NULL) {
+		free(c->c_target);
+		c->c_target = ar.ar_target;
+		ar.ar_target = NULL;
+	}
+	auth_result_free(&ar);
+	return (0);
+}
+
 /* Route a parsed request to a sandbox port, or refuse it. */
 static void
 conn_route(struct conn *c)
@@ -444,11 +507,12 @@ conn_route(struct conn *c)
 	c->c_sandbox = sb;
 	if ((c->c_rule = route_find_port(g, sb, c->c_port)) == NULL) {
 		conn_fail(c, gw_err_port_not_published,
-		    "Sandbox '%s' does not "
-		    "publish port %d.",
-		    sb->sb_id, c->c_port);
+		    "Sandbox '%s' does not publish port %d.", sb->sb_id,
+		    c->c_port);
 		return;
 	}
+	if (conn_auth(c) != 0)
+		return;
 	limit = sb->sb_max_connections != 0
 	    ? sb->sb_max_connections
 	    : g->g_conf->cf_max_connections_per_sandbox;

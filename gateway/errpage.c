@@ -93,6 +93,30 @@ errpage_html_escape(struct evbuffer *out, const char *s)
 }
 
 /*
+ * Append a 303 redirect to location that sets a cookie (the access-token
+ * exchange for browsers).
+ */
+void
+errpage_redirect(struct evbuffer *out, const char *request_id,
+    const char *location, const char *set_cookie, int keepalive)
+{
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 303 See Other\r\n"
+	    "Location: %s\r\n"
+	    "Set-Cookie: %s\r\n"
+	    "Cache-Control: no-store\r\n"
+	    "Referrer-Policy: no-referrer\r\n"
+	    "Content-Length: 0\r\n"
+	    "%s%s%s"
+	    "%s"
+	    "\r\n",
+	    location, set_cookie, request_id != NULL ? "X-Request-Id: " : "",
+	    request_id != NULL ? request_id : "",
+	    request_id != NULL ? "\r\n" : "",
+	    keepalive ? "" : "Connection: close\r\n");
+}
+
+/*
  * Append a whole error response to out.  request_id, when not NULL, is
  * sent as X-Request-Id; head_only leaves the body out (a HEAD request) but
  * keeps its Content-Length.

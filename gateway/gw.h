@@ -375,6 +375,8 @@ void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
 
 /* errpage.c */
+void errpage_redirect(struct evbuffer *, const char *request_id,
+    const char *location, const char *set_cookie, int keepalive);
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);

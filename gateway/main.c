@@ -18,6 +18,8 @@ usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: akgateway [-c FILE] [--check] [--version] [--help]\n"
+	    "       akgateway token --sandbox ID --port N|--all-ports --ttl T "
+	    "[-c FILE]\n"
 	    "\n"
 	    "The public entry for sandbox port URLs.\n"
 	    "\n"
@@ -75,6 +77,8 @@ main(int argc, char **argv)
 	char *cause = NULL;
 	int ch, check = 0;
 
+	if (argc > 1 && strcmp(argv[1], "token") == 0)
+		return (tokencmd_main(argc - 1, argv + 1));
 	while ((ch = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':

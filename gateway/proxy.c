@@ -202,6 +202,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	const char *xff = NULL, *via = NULL;
 	size_t i, xff_len = 0, via_len = 0;
 	int ws = c->c_flags & CONN_F_WS_REQ;
+	char *cookie;
 
 	evbuffer_add(out, m->m_method, m->m_method_len);
 	evbuffer_add(out, " ", 1);
@@ -229,6 +230,18 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		}
 		if (strcasecmp(h->name, "x-request-id") == 0)
 			continue;
+		/* Credentials never travel further than the gateway. */
+		if (auth_is_credential_header(c->c_gw->g_conf, h))
+			continue;
+		if (strcasecmp(h->name, "cookie") == 0) {
+			if ((cookie = auth_strip_cookie(c->c_gw->g_conf,
+				 h->value, h->value_len)) != NULL) {
+				proxy_add_header(
+				    out, "Cookie", cookie, strlen(cookie));
+				free(cookie);
+			}
+			continue;
+		}
 		proxy_add_header(out, h->name, h->value, h->value_len);
 	}
 	if (ws)
