@@ -1,0 +1,1681 @@
+/*
+ * Reverse-tunnel protocol v2 codec (tunnel-protocol.md §3, §4, §6, §11).
+ *
+ * Decoding follows the Rust sandbox's schema (strict types, unknown members
+ * ignored) with null read as absent, as §3.1 requires; encoding produces the
+ * field names and shapes of §4 exactly. The project's choices where the
+ * references disagree (§14) are noted where they apply.
+ */
+#include <sys/types.h>
+#include <sys/random.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "alloc.h"
+#include "tunproto.h"
+
+/* Wire names, indexed by enum tunproto_type. */
+static const char *const tunproto_type_names[TUNPROTO_T__COUNT] = {
+	[TUNPROTO_T_NONE] = NULL,
+	[TUNPROTO_T_HELLO] = "hello",
+	[TUNPROTO_T_HTTP_REQ] = "http_req",
+	[TUNPROTO_T_HTTP_RESP] = "http_resp",
+	[TUNPROTO_T_HTTP_REQ_BEGIN] = "http_req_begin",
+	[TUNPROTO_T_HTTP_REQ_END] = "http_req_end",
+	[TUNPROTO_T_HTTP_RESP_BEGIN] = "http_resp_begin",
+	[TUNPROTO_T_HTTP_RESP_END] = "http_resp_end",
+	[TUNPROTO_T_WINDOW] = "window",
+	[TUNPROTO_T_ERROR] = "error",
+	[TUNPROTO_T_WS_CONNECT] = "ws_connect",
+	[TUNPROTO_T_WS_CONNECTED] = "ws_connected",
+	[TUNPROTO_T_WS_MESSAGE] = "ws_message",
+	[TUNPROTO_T_WS_CLOSE] = "ws_close",
+	[TUNPROTO_T_PING] = "ping",
+	[TUNPROTO_T_PONG] = "pong",
+};
+
+static const char tunproto_b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/*
+ * Set *err (if err is not NULL) to a formatted message for the caller to
+ * free; returns -1. Callers set *err at most once per call.
+ */
+static int __attribute__((format(printf, 2, 3)))
+tunproto_fail(char **err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL)
+		return (-1);
+	va_start(ap, fmt);
+	xvasprintf(err, fmt, ap);
+	va_end(ap);
+	return (-1);
+}
+
+/* Value of one hex digit, or -1 (lowercase only, as canonical text is). */
+static int
+tunproto_hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return (c - '0');
+	if (c >= 'a' && c <= 'f')
+		return (c - 'a' + 10);
+	return (-1);
+}
+
+/*
+ * Parse canonical lowercase UUID text into 16 bytes (out may be NULL to
+ * validate only). Returns 0, or -1 if s is not exactly that form.
+ */
+int
+tunproto_uuid_parse(const char *s, uint8_t *out)
+{
+	uint8_t b[16];
+	size_t i, n = 0;
+	int hi, lo;
+
+	if (s == NULL)
+		return (-1);
+	for (i = 0; i < TUNPROTO_UUID_LEN; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return (-1);
+			continue;
+		}
+		if ((hi = tunproto_hex(s[i])) == -1 ||
+		    (lo = tunproto_hex(s[i + 1])) == -1)
+			return (-1);
+		b[n++] = (uint8_t)(hi << 4 | lo);
+		i++;
+	}
+	if (s[TUNPROTO_UUID_LEN] != '\0')
+		return (-1);
+	if (out != NULL)
+		memcpy(out, b, sizeof b);
+	return (0);
+}
+
+/* Is s canonical lowercase UUID text? */
+int
+tunproto_uuid_valid(const char *s)
+{
+	return (tunproto_uuid_parse(s, NULL) == 0);
+}
+
+/* Render 16 bytes as canonical lowercase UUID text into out[37]. */
+void
+tunproto_uuid_format(const uint8_t *in, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[in[i] >> 4];
+		out[o++] = hex[in[i] & 0x0f];
+	}
+	out[o] = '\0';
+}
+
+/* Write a random version 4 UUID into out[37]. Returns 0, or -1 on failure. */
+int
+tunproto_uuid_random(char *out)
+{
+	uint8_t b[16];
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof b) {
+		n = getrandom(b + got, sizeof b - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return (-1);
+		}
+		got += (size_t)n;
+	}
+	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+	tunproto_uuid_format(b, out);
+	return (0);
+}
+
+/* Store v big-endian in n bytes at p. */
+static void
+tunproto_put_be(uint8_t *p, uint64_t v, size_t n)
+{
+	while (n-- > 0) {
+		p[n] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+/* Read an n-byte big-endian number at p. */
+static uint64_t
+tunproto_get_be(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n-- > 0)
+		v = v << 8 | *p++;
+	return (v);
+}
+
+/* Bytes the encoded envelope takes: header, offset if any, payload. */
+size_t
+tunproto_env_size(const struct tunproto_env *env)
+{
+	return (TUNPROTO_ENV_HEADER_SIZE +
+	    ((env->e_flags & TUNPROTO_ENV_F_OFFSET) ? TUNPROTO_ENV_OFFSET_SIZE
+						    : 0) +
+	    env->e_len);
+}
+
+/*
+ * Validate env against max_chunk and write its header (and offset) into
+ * hdr, which holds TUNPROTO_ENV_PREFIX_MAX bytes; *hlen is what was
+ * written. The payload itself is not copied. Returns 0 or -1 with *err.
+ */
+int
+tunproto_env_encode_header(const struct tunproto_env *env, size_t max_chunk,
+    uint8_t *hdr, size_t *hlen, char **err)
+{
+	uint8_t id[16];
+	size_t wire;
+
+	/* Checks in the order of the reference encoder, then ours. */
+	if (env->e_len > max_chunk)
+		return (tunproto_fail(err,
+		    "binary payload exceeds negotiated chunk limit: %zu > %zu",
+		    env->e_len, max_chunk));
+	if (tunproto_uuid_parse(env->e_id, id) != 0)
+		return (
+		    tunproto_fail(err, "binary envelope id must be a UUID"));
+	if (env->e_kind < TUNPROTO_ENV_HTTP_REQUEST_DATA ||
+	    env->e_kind > TUNPROTO_ENV_WS_BINARY_DATA)
+		return (tunproto_fail(
+		    err, "unknown binary envelope kind: %u", env->e_kind));
+	if (env->e_flags & ~(TUNPROTO_ENV_F_END | TUNPROTO_ENV_F_OFFSET))
+		return (tunproto_fail(
+		    err, "unknown binary envelope flags: 0x%x", env->e_flags));
+	wire = env->e_len;
+	if (env->e_flags & TUNPROTO_ENV_F_OFFSET)
+		wire += TUNPROTO_ENV_OFFSET_SIZE;
+	if (env->e_len > UINT32_MAX - TUNPROTO_ENV_OFFSET_SIZE)
+		return (tunproto_fail(err, "binary payload size overflow"));
+
+	hdr[0] = TUNPROTO_ENV_MAGIC0;
+	hdr[1] = TUNPROTO_ENV_MAGIC1;
+	hdr[2] = TUNPROTO_ENV_VERSION;
+	hdr[3] = env->e_kind;
+	hdr[4] = TUNPROTO_ENV_ID_LEN;
+	memcpy(hdr + 5, id, sizeof id);
+	hdr[21] = env->e_flags;
+	tunproto_put_be(hdr + 22, wire, 4);
+	*hlen = TUNPROTO_ENV_HEADER_SIZE;
+	if (env->e_flags & TUNPROTO_ENV_F_OFFSET) {
+		tunproto_put_be(hdr + *hlen, env->e_offset, 8);
+		*hlen += TUNPROTO_ENV_OFFSET_SIZE;
+	}
+	return (0);
+}
+
+/*
+ * Encode env into the size bytes at buf; *outlen is the length written.
+ * Returns 0, or -1 with *err (also when buf is too small).
+ */
+int
+tunproto_env_encode(const struct tunproto_env *env, size_t max_chunk,
+    uint8_t *buf, size_t size, size_t *outlen, char **err)
+{
+	uint8_t hdr[TUNPROTO_ENV_PREFIX_MAX];
+	size_t hlen;
+
+	if (tunproto_env_encode_header(env, max_chunk, hdr, &hlen, err) != 0)
+		return (-1);
+	if (size < hlen || size - hlen < env->e_len)
+		return (tunproto_fail(err,
+		    "binary envelope needs %zu bytes, buffer has %zu",
+		    hlen + env->e_len, size));
+	memcpy(buf, hdr, hlen);
+	if (env->e_len != 0)
+		memcpy(buf + hlen, env->e_payload, env->e_len);
+	*outlen = hlen + env->e_len;
+	return (0);
+}
+
+/*
+ * Encode env into a new buffer (free with free); *outlen is its length.
+ * Returns NULL with *err if env is invalid.
+ */
+uint8_t *
+tunproto_env_encode_alloc(const struct tunproto_env *env, size_t max_chunk,
+    size_t *outlen, char **err)
+{
+	uint8_t hdr[TUNPROTO_ENV_PREFIX_MAX], *buf;
+	size_t hlen;
+
+	if (tunproto_env_encode_header(env, max_chunk, hdr, &hlen, err) != 0)
+		return (NULL);
+	buf = xmalloc(hlen + env->e_len);
+	memcpy(buf, hdr, hlen);
+	if (env->e_len != 0)
+		memcpy(buf + hlen, env->e_payload, env->e_len);
+	*outlen = hlen + env->e_len;
+	return (buf);
+}
+
+/*
+ * Decode one binary envelope of len bytes, checking in the order of §3.2
+ * with its messages; max_chunk is the negotiated max_stream_chunk (the
+ * configured one before negotiation). env->e_payload points into buf.
+ * Returns 0, or -1 with *err: a protocol error.
+ */
+int
+tunproto_env_decode(const uint8_t *buf, size_t len, size_t max_chunk,
+    struct tunproto_env *env, char **err)
+{
+	uint64_t wire;
+	size_t limit, have;
+
+	memset(env, 0, sizeof *env);
+	if (len < TUNPROTO_ENV_HEADER_SIZE)
+		return (tunproto_fail(
+		    err, "binary envelope is shorter than its header"));
+	if (buf[0] != TUNPROTO_ENV_MAGIC0 || buf[1] != TUNPROTO_ENV_MAGIC1)
+		return (tunproto_fail(err, "invalid binary envelope magic"));
+	if (buf[2] != TUNPROTO_ENV_VERSION)
+		return (tunproto_fail(
+		    err, "unsupported binary envelope version: %u", buf[2]));
+	if (buf[4] != TUNPROTO_ENV_ID_LEN)
+		return (tunproto_fail(
+		    err, "invalid binary envelope UUID length: %u", buf[4]));
+	if (buf[3] < TUNPROTO_ENV_HTTP_REQUEST_DATA ||
+	    buf[3] > TUNPROTO_ENV_WS_BINARY_DATA)
+		return (tunproto_fail(
+		    err, "unknown binary envelope kind: %u", buf[3]));
+	if (buf[21] & ~(TUNPROTO_ENV_F_END | TUNPROTO_ENV_F_OFFSET))
+		return (tunproto_fail(
+		    err, "unknown binary envelope flags: 0x%x", buf[21]));
+
+	wire = tunproto_get_be(buf + 22, 4);
+	limit = max_chunk;
+	if (buf[21] & TUNPROTO_ENV_F_OFFSET)
+		limit = (max_chunk > SIZE_MAX - TUNPROTO_ENV_OFFSET_SIZE)
+		    ? SIZE_MAX
+		    : max_chunk + TUNPROTO_ENV_OFFSET_SIZE;
+	if (wire > limit)
+		return (tunproto_fail(err,
+		    "binary payload exceeds negotiated chunk limit: "
+		    "%llu > %zu",
+		    (unsigned long long)wire, limit));
+	have = len - TUNPROTO_ENV_HEADER_SIZE;
+	if (have != wire)
+		return (tunproto_fail(err,
+		    "binary payload length mismatch: %zu != %llu", have,
+		    (unsigned long long)wire));
+
+	env->e_kind = buf[3];
+	env->e_flags = buf[21];
+	tunproto_uuid_format(buf + 5, env->e_id);
+	env->e_payload = buf + TUNPROTO_ENV_HEADER_SIZE;
+	env->e_len = have;
+	if (env->e_flags & TUNPROTO_ENV_F_OFFSET) {
+		if (have < TUNPROTO_ENV_OFFSET_SIZE) {
+			memset(env, 0, sizeof *env);
+			return (tunproto_fail(err,
+			    "offset binary envelope payload is too short"));
+		}
+		env->e_offset = tunproto_get_be(env->e_payload, 8);
+		env->e_payload += TUNPROTO_ENV_OFFSET_SIZE;
+		env->e_len -= TUNPROTO_ENV_OFFSET_SIZE;
+	}
+	/* Unreachable after check 7, kept as the reference has it. */
+	if (env->e_len > max_chunk) {
+		have = env->e_len;
+		memset(env, 0, sizeof *env);
+		return (tunproto_fail(err,
+		    "binary payload exceeds negotiated chunk limit: %zu > %zu",
+		    have, max_chunk));
+	}
+	return (0);
+}
+
+/* Wire name of a message type, or NULL. */
+const char *
+tunproto_type_name(enum tunproto_type t)
+{
+	if (t <= TUNPROTO_T_NONE || t >= TUNPROTO_T__COUNT)
+		return (NULL);
+	return (tunproto_type_names[t]);
+}
+
+/* Message type for a wire name of len bytes, or TUNPROTO_T_NONE. */
+enum tunproto_type
+tunproto_type_lookup(const char *name, size_t len)
+{
+	int t;
+
+	for (t = TUNPROTO_T_NONE + 1; t < TUNPROTO_T__COUNT; t++) {
+		if (strlen(tunproto_type_names[t]) == len &&
+		    memcmp(tunproto_type_names[t], name, len) == 0)
+			return ((enum tunproto_type)t);
+	}
+	return (TUNPROTO_T_NONE);
+}
+
+/* Value of one base64 character, or -1. */
+static int
+tunproto_b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return (c - 'A');
+	if (c >= 'a' && c <= 'z')
+		return (c - 'a' + 26);
+	if (c >= '0' && c <= '9')
+		return (c - '0' + 52);
+	if (c == '+')
+		return (62);
+	if (c == '/')
+		return (63);
+	return (-1);
+}
+
+/* Length of the padded base64 form of n bytes, or SIZE_MAX if too long. */
+static size_t
+tunproto_b64_len(size_t n)
+{
+	if (n / 3 >= SIZE_MAX / 4 - 1)
+		return (SIZE_MAX);
+	return ((n + 2) / 3 * 4);
+}
+
+/* Encode n bytes as standard base64 with padding into out (NUL-ended). */
+static void
+tunproto_b64_encode(const uint8_t *in, size_t n, char *out)
+{
+	uint32_t v;
+	size_t i, o = 0;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
+		    in[i + 2];
+		out[o++] = tunproto_b64_alphabet[v >> 18];
+		out[o++] = tunproto_b64_alphabet[(v >> 12) & 63];
+		out[o++] = tunproto_b64_alphabet[(v >> 6) & 63];
+		out[o++] = tunproto_b64_alphabet[v & 63];
+	}
+	if (i < n) {
+		v = (uint32_t)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		out[o++] = tunproto_b64_alphabet[v >> 18];
+		out[o++] = tunproto_b64_alphabet[(v >> 12) & 63];
+		out[o++] = (i + 1 < n) ? tunproto_b64_alphabet[(v >> 6) & 63]
+				       : '=';
+		out[o++] = '=';
+	}
+	out[o] = '\0';
+}
+
+/*
+ * Decode strict base64: the standard alphabet, padding required, no
+ * white space, zero trailing bits (the Rust sandbox's STANDARD engine).
+ * Sets *out (NUL-terminated, NULL when empty) and *outlen; returns 0/-1.
+ */
+static int
+tunproto_b64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen)
+{
+	uint8_t *buf;
+	size_t i, o = 0;
+	int v[4], k, pad;
+
+	*out = NULL;
+	*outlen = 0;
+	if (len == 0)
+		return (0);
+	if (len % 4 != 0)
+		return (-1);
+	buf = xmalloc(len / 4 * 3 + 1);
+	for (i = 0; i < len; i += 4) {
+		pad = 0;
+		for (k = 0; k < 4; k++) {
+			if (s[i + k] == '=' && i + 4 == len && k >= 2) {
+				pad++;
+				v[k] = 0;
+				continue;
+			}
+			if (pad != 0 ||
+			    (v[k] = tunproto_b64_value(
+				 (unsigned char)s[i + k])) == -1)
+				goto fail;
+		}
+		/* "x=" then a character is not padding. */
+		if (pad == 1 && s[i + 2] == '=')
+			goto fail;
+		if ((pad == 2 && (v[1] & 0x0f) != 0) ||
+		    (pad == 1 && (v[2] & 0x03) != 0))
+			goto fail;
+		buf[o++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
+		if (pad < 2)
+			buf[o++] = (uint8_t)((v[1] & 0x0f) << 4 | v[2] >> 2);
+		if (pad < 1)
+			buf[o++] = (uint8_t)((v[2] & 0x03) << 6 | v[3]);
+	}
+	buf[o] = '\0';
+	*out = buf;
+	*outlen = o;
+	return (0);
+
+fail:
+	free(buf);
+	return (-1);
+}
+
+/*
+ * Turn a JSON string (valid UTF-8) into header octets: code points up to
+ * U+00FF become one byte each (Latin-1, §3.4); anything above keeps its
+ * UTF-8 bytes. Returns NULL for a NUL character.
+ */
+static char *
+tunproto_latin1_decode(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char *out;
+	size_t i, o = 0;
+
+	out = xmalloc(len + 1);
+	for (i = 0; i < len; i++) {
+		if (p[i] == 0) {
+			free(out);
+			return (NULL);
+		}
+		if ((p[i] == 0xc2 || p[i] == 0xc3) && i + 1 < len) {
+			out[o++] = (char)((p[i] & 0x1f) << 6 |
+			    (p[i + 1] & 0x3f));
+			i++;
+		} else
+			out[o++] = (char)p[i];
+	}
+	out[o] = '\0';
+	return (out);
+}
+
+/* Map header octets to a JSON string, one code point per byte (§3.4). */
+static json_t *
+tunproto_latin1_string(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	json_t *j;
+	char *buf;
+	size_t i, o = 0, len = strlen(s);
+
+	buf = xmalloc(len * 2 + 1);
+	for (i = 0; i < len; i++) {
+		if (p[i] < 0x80)
+			buf[o++] = (char)p[i];
+		else {
+			buf[o++] = (char)(0xc0 | p[i] >> 6);
+			buf[o++] = (char)(0x80 | (p[i] & 0x3f));
+		}
+	}
+	j = json_stringn_nocheck(buf, o);
+	free(buf);
+	return (j);
+}
+
+/* Member key of object o, or NULL if it is absent or null (§3.1). */
+static json_t *
+tunproto_member(json_t *o, const char *key)
+{
+	json_t *v;
+
+	v = json_object_get(o, key);
+	if (v == NULL || json_is_null(v))
+		return (NULL);
+	return (v);
+}
+
+/*
+ * Read string member key into *out (NULL if absent and optional). Strings
+ * with a NUL character are refused. Returns 0 or -1 with *err.
+ */
+static int
+tunproto_get_string(json_t *o, const char *type, const char *key, int required,
+    char **out, char **err)
+{
+	json_t *v;
+
+	*out = NULL;
+	if ((v = tunproto_member(o, key)) == NULL) {
+		if (required)
+			return (tunproto_fail(
+			    err, "%s: \"%s\" is missing", type, key));
+		return (0);
+	}
+	if (!json_is_string(v))
+		return (tunproto_fail(
+		    err, "%s: \"%s\" must be a string", type, key));
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return (tunproto_fail(
+		    err, "%s: \"%s\" contains a NUL character", type, key));
+	*out = xstrndup(json_string_value(v), json_string_length(v));
+	return (0);
+}
+
+/*
+ * Read an integer member in 0..max into *out; *present says whether it was
+ * there (absent leaves *out alone). Returns 0 or -1 with *err.
+ */
+static int
+tunproto_get_uint(json_t *o, const char *type, const char *key, int required,
+    uint64_t max, uint64_t *out, int *present, char **err)
+{
+	json_int_t i;
+	json_t *v;
+
+	if (present != NULL)
+		*present = 0;
+	if ((v = tunproto_member(o, key)) == NULL) {
+		if (required)
+			return (tunproto_fail(
+			    err, "%s: \"%s\" is missing", type, key));
+		return (0);
+	}
+	if (!json_is_integer(v) || (i = json_integer_value(v)) < 0)
+		return (tunproto_fail(err,
+		    "%s: \"%s\" must be a non-negative integer", type, key));
+	if ((uint64_t)i > max)
+		return (tunproto_fail(err, "%s: \"%s\" must be at most %llu",
+		    type, key, (unsigned long long)max));
+	*out = (uint64_t)i;
+	if (present != NULL)
+		*present = 1;
+	return (0);
+}
+
+/* Read an optional boolean member into *out. Returns 0 or -1 with *err. */
+static int
+tunproto_get_bool(
+    json_t *o, const char *type, const char *key, int *out, char **err)
+{
+	json_t *v;
+
+	*out = 0;
+	if ((v = tunproto_member(o, key)) == NULL)
+		return (0);
+	if (!json_is_boolean(v))
+		return (tunproto_fail(
+		    err, "%s: \"%s\" must be a boolean", type, key));
+	*out = json_is_true(v);
+	return (0);
+}
+
+/* Append a header, taking ownership of name and value. */
+static void
+tunproto_push_header(struct tunproto_msg *m, char *name, char *value)
+{
+	m->m_headers = xreallocarray(
+	    m->m_headers, m->m_nheaders + 1, sizeof *m->m_headers);
+	m->m_headers[m->m_nheaders].h_name = name;
+	m->m_headers[m->m_nheaders].h_value = value;
+	m->m_nheaders++;
+}
+
+/* Append one header from two JSON strings; returns 0, or -1 for a NUL. */
+static int
+tunproto_add_json_header(
+    struct tunproto_msg *m, const char *name, size_t name_len, json_t *value)
+{
+	char *n, *v;
+
+	if ((n = tunproto_latin1_decode(name, name_len)) == NULL)
+		return (-1);
+	v = tunproto_latin1_decode(
+	    json_string_value(value), json_string_length(value));
+	if (v == NULL) {
+		free(n);
+		return (-1);
+	}
+	tunproto_push_header(m, n, v);
+	return (0);
+}
+
+/* Read a pair array [["Name","value"], ...] into m's headers. */
+static int
+tunproto_get_pairs(json_t *a, struct tunproto_msg *m, const char *type,
+    const char *key, char **err)
+{
+	json_t *item, *n, *v;
+	size_t i;
+
+	json_array_foreach(a, i, item)
+	{
+		if (!json_is_array(item) || json_array_size(item) != 2)
+			return (tunproto_fail(err,
+			    "%s: \"%s\" must be [name, value] pairs", type,
+			    key));
+		n = json_array_get(item, 0);
+		v = json_array_get(item, 1);
+		if (!json_is_string(n) || !json_is_string(v))
+			return (tunproto_fail(err,
+			    "%s: \"%s\" names and values must be strings", type,
+			    key));
+		if (tunproto_add_json_header(
+			m, json_string_value(n), json_string_length(n), v) != 0)
+			return (tunproto_fail(err,
+			    "%s: \"%s\" contains a NUL character", type, key));
+	}
+	return (0);
+}
+
+/* Read an object {"Name": "value", ...} into m's headers, in its order. */
+static int
+tunproto_get_header_object(
+    json_t *o, struct tunproto_msg *m, const char *type, char **err)
+{
+	json_t *v;
+	void *it;
+
+	for (it = json_object_iter(o); it != NULL;
+	     it = json_object_iter_next(o, it)) {
+		v = json_object_iter_value(it);
+		if (!json_is_string(v))
+			return (tunproto_fail(err,
+			    "%s: \"headers\" values must be strings", type));
+		if (tunproto_add_json_header(m, json_object_iter_key(it),
+			json_object_iter_key_len(it), v) != 0)
+			return (tunproto_fail(err,
+			    "%s: \"headers\" contains a NUL character", type));
+	}
+	return (0);
+}
+
+/*
+ * Read HTTP headers: a pair array in "headers" (current peers), else a
+ * pair array in "header_items" (agent-dx V1), else the legacy object in
+ * "headers" (§3.4, §14.1). Returns 0 or -1 with *err.
+ */
+static int
+tunproto_get_http_headers(json_t *o, struct tunproto_msg *m, const char *type,
+    int required, char **err)
+{
+	json_t *h, *items;
+
+	h = tunproto_member(o, "headers");
+	items = tunproto_member(o, "header_items");
+	if (h != NULL && json_is_array(h))
+		return (tunproto_get_pairs(h, m, type, "headers", err));
+	if (items != NULL) {
+		if (!json_is_array(items))
+			return (tunproto_fail(err,
+			    "%s: \"header_items\" must be [name, value] pairs",
+			    type));
+		return (
+		    tunproto_get_pairs(items, m, type, "header_items", err));
+	}
+	if (h != NULL && json_is_object(h))
+		return (tunproto_get_header_object(h, m, type, err));
+	if (h != NULL)
+		return (tunproto_fail(
+		    err, "%s: \"headers\" must be [name, value] pairs", type));
+	if (required)
+		return (tunproto_fail(err, "%s: \"headers\" is missing", type));
+	return (0);
+}
+
+/*
+ * Read a base64 body member (absent means empty) into m->m_body. A string
+ * that is not base64 sets *bad to key and leaves the body empty. Returns
+ * 0 or -1 with *err.
+ */
+static int
+tunproto_get_b64(json_t *o, struct tunproto_msg *m, const char *type,
+    const char *key, int required, const char **bad, char **err)
+{
+	json_t *v;
+
+	if ((v = tunproto_member(o, key)) == NULL) {
+		if (required)
+			return (tunproto_fail(
+			    err, "%s: \"%s\" is missing", type, key));
+		return (0);
+	}
+	if (!json_is_string(v))
+		return (tunproto_fail(
+		    err, "%s: \"%s\" must be a string", type, key));
+	if (tunproto_b64_decode(json_string_value(v), json_string_length(v),
+		&m->m_body, &m->m_body_len) != 0)
+		*bad = key;
+	return (0);
+}
+
+/* Read the members of a hello (§4.2) into m. */
+static int
+tunproto_dec_hello(json_t *o, struct tunproto_msg *m, char **err)
+{
+	struct tunproto_limits *l = &m->m_limits;
+	const char *t = "hello";
+	uint64_t v = 0;
+	int present, resume;
+
+	/* The Rust sandbox reads protocol_version as an 8-bit integer. */
+	if (tunproto_get_uint(
+		o, t, "protocol_version", 1, 255, &v, NULL, err) != 0)
+		return (-1);
+	l->l_protocol_version = (int)v;
+	if (tunproto_get_uint(o, t, "max_stream_chunk", 1, INT64_MAX,
+		&l->l_max_stream_chunk, NULL, err) != 0 ||
+	    tunproto_get_uint(o, t, "max_inflight", 1, INT64_MAX,
+		&l->l_max_inflight, NULL, err) != 0 ||
+	    tunproto_get_uint(o, t, "stream_window_frames", 1, INT64_MAX,
+		&l->l_stream_window_frames, NULL, err) != 0)
+		return (-1);
+	if (tunproto_get_uint(o, t, "max_body_size", 0, INT64_MAX,
+		&l->l_max_body_size, &present, err) != 0)
+		return (-1);
+	if (present)
+		m->m_flags |= TUNPROTO_MSG_F_MAX_BODY;
+	if (tunproto_get_uint(o, t, "max_ws_message_size", 0, INT64_MAX,
+		&l->l_max_ws_message_size, &present, err) != 0)
+		return (-1);
+	if (present)
+		m->m_flags |= TUNPROTO_MSG_F_MAX_WS;
+	if (tunproto_get_bool(o, t, "resume", &resume, err) != 0)
+		return (-1);
+	if (resume)
+		m->m_flags |= TUNPROTO_MSG_F_RESUME;
+	return (
+	    tunproto_get_string(o, t, "session_id", 0, &m->m_session_id, err));
+}
+
+/* Read an optional content_length (null or absent: unknown). */
+static int
+tunproto_dec_content_length(
+    json_t *o, struct tunproto_msg *m, const char *t, char **err)
+{
+	int present;
+
+	if (tunproto_get_uint(o, t, "content_length", 0, INT64_MAX,
+		&m->m_content_length, &present, err) != 0)
+		return (-1);
+	if (present)
+		m->m_flags |= TUNPROTO_MSG_F_CONTENT_LENGTH;
+	return (0);
+}
+
+/* Read a required HTTP status (a 16-bit integer, as Rust reads it). */
+static int
+tunproto_dec_status(
+    json_t *o, struct tunproto_msg *m, const char *t, char **err)
+{
+	uint64_t v = 0;
+
+	if (tunproto_get_uint(o, t, "status", 1, 65535, &v, NULL, err) != 0)
+		return (-1);
+	m->m_status = (int)v;
+	return (0);
+}
+
+/* Read a window (§4.8); the credits-or-ack rule is tunproto_window_check. */
+static int
+tunproto_dec_window(json_t *o, struct tunproto_msg *m, char **err)
+{
+	int present, complete;
+
+	if (tunproto_get_uint(o, "window", "credits", 1, INT64_MAX,
+		&m->m_credits, NULL, err) != 0)
+		return (-1);
+	if (tunproto_get_uint(o, "window", "ack_offset", 0, INT64_MAX,
+		&m->m_ack_offset, &present, err) != 0)
+		return (-1);
+	if (present)
+		m->m_flags |= TUNPROTO_MSG_F_ACK_OFFSET;
+	if (tunproto_get_bool(o, "window", "complete", &complete, err) != 0)
+		return (-1);
+	if (complete)
+		m->m_flags |= TUNPROTO_MSG_F_COMPLETE;
+	return (0);
+}
+
+/* Read a ws_message (§4.10): text as is, binary from base64. */
+static int
+tunproto_dec_ws_message(
+    json_t *o, struct tunproto_msg *m, const char **bad, char **err)
+{
+	const char *t = "ws_message";
+	json_t *v;
+	int binary;
+
+	if (tunproto_get_bool(o, t, "binary", &binary, err) != 0)
+		return (-1);
+	if (binary) {
+		m->m_flags |= TUNPROTO_MSG_F_BINARY;
+		return (tunproto_get_b64(o, m, t, "data", 1, bad, err));
+	}
+	if ((v = tunproto_member(o, "data")) == NULL)
+		return (tunproto_fail(err, "%s: \"data\" is missing", t));
+	if (!json_is_string(v))
+		return (tunproto_fail(err, "%s: \"data\" must be a string", t));
+	/* Text may hold U+0000; keep the length, add a NUL for convenience. */
+	m->m_body_len = json_string_length(v);
+	m->m_body = xmalloc(m->m_body_len + 1);
+	memcpy(m->m_body, json_string_value(v), m->m_body_len);
+	m->m_body[m->m_body_len] = '\0';
+	return (0);
+}
+
+/* Read a ws_close (§4.10): code defaults to 1000, reason to "". */
+static int
+tunproto_dec_ws_close(json_t *o, struct tunproto_msg *m, char **err)
+{
+	uint64_t code = 1000;
+
+	if (tunproto_get_uint(
+		o, "ws_close", "code", 0, 65535, &code, NULL, err) != 0)
+		return (-1);
+	m->m_code = (int)code;
+	return (
+	    tunproto_get_string(o, "ws_close", "reason", 0, &m->m_reason, err));
+}
+
+/* Read a ping or pong timestamp: any JSON number, integer kept as such. */
+static int
+tunproto_dec_timestamp(json_t *o, struct tunproto_msg *m, char **err)
+{
+	const char *t = tunproto_type_name(m->m_type);
+	json_t *v;
+
+	if ((v = tunproto_member(o, "timestamp")) == NULL)
+		return (tunproto_fail(err, "%s: \"timestamp\" is missing", t));
+	if (json_is_integer(v)) {
+		m->m_flags |= TUNPROTO_MSG_F_TS_INT;
+		m->m_timestamp_int = json_integer_value(v);
+		m->m_timestamp = (double)m->m_timestamp_int;
+	} else if (json_is_real(v))
+		m->m_timestamp = json_real_value(v);
+	else
+		return (tunproto_fail(
+		    err, "%s: \"timestamp\" must be a number", t));
+	return (0);
+}
+
+/* Read the members of type m->m_type from o; *bad names a base64 body. */
+static int
+tunproto_dec_members(
+    json_t *o, struct tunproto_msg *m, const char **bad, char **err)
+{
+	const char *t = tunproto_type_name(m->m_type);
+
+	if (m->m_type == TUNPROTO_T_HELLO)
+		return (tunproto_dec_hello(o, m, err));
+	if (tunproto_get_string(o, t, "id", 1, &m->m_id, err) != 0)
+		return (-1);
+
+	switch (m->m_type) {
+	case TUNPROTO_T_HTTP_REQ:
+	case TUNPROTO_T_HTTP_REQ_BEGIN:
+		if (tunproto_get_string(o, t, "method", 1, &m->m_method, err) !=
+			0 ||
+		    tunproto_get_string(o, t, "path", 1, &m->m_path, err) !=
+			0 ||
+		    tunproto_get_http_headers(o, m, t, 1, err) != 0)
+			return (-1);
+		if (m->m_type == TUNPROTO_T_HTTP_REQ_BEGIN)
+			return (tunproto_dec_content_length(o, m, t, err));
+		return (tunproto_get_b64(o, m, t, "body", 0, bad, err));
+	case TUNPROTO_T_HTTP_RESP:
+	case TUNPROTO_T_HTTP_RESP_BEGIN:
+		if (tunproto_dec_status(o, m, t, err) != 0 ||
+		    tunproto_get_http_headers(o, m, t, 0, err) != 0)
+			return (-1);
+		if (m->m_type == TUNPROTO_T_HTTP_RESP_BEGIN)
+			return (tunproto_dec_content_length(o, m, t, err));
+		return (tunproto_get_b64(o, m, t, "body", 0, bad, err));
+	case TUNPROTO_T_WINDOW:
+		return (tunproto_dec_window(o, m, err));
+	case TUNPROTO_T_ERROR:
+		return (tunproto_get_string(
+		    o, t, "message", 1, &m->m_message, err));
+	case TUNPROTO_T_WS_CONNECT:
+		if (tunproto_get_string(o, t, "path", 1, &m->m_path, err) != 0)
+			return (-1);
+		/* A JSON object, as the Rust sandbox reads it (§3.4). */
+		o = tunproto_member(o, "headers");
+		if (o == NULL)
+			return (tunproto_fail(
+			    err, "%s: \"headers\" is missing", t));
+		if (!json_is_object(o))
+			return (tunproto_fail(
+			    err, "%s: \"headers\" must be an object", t));
+		return (tunproto_get_header_object(o, m, t, err));
+	case TUNPROTO_T_WS_MESSAGE:
+		return (tunproto_dec_ws_message(o, m, bad, err));
+	case TUNPROTO_T_WS_CLOSE:
+		return (tunproto_dec_ws_close(o, m, err));
+	case TUNPROTO_T_PING:
+	case TUNPROTO_T_PONG:
+		return (tunproto_dec_timestamp(o, m, err));
+	default:
+		/* http_req_end, http_resp_end, ws_connected: the id only. */
+		return (0);
+	}
+}
+
+/*
+ * Decode one control message (a text frame of len bytes) into m, which
+ * need not be initialised. Returns TUNPROTO_DEC_OK; TUNPROTO_DEC_UNKNOWN
+ * for an unknown "type" and TUNPROTO_DEC_MALFORMED for anything else
+ * wrong, both to be dropped and logged with *err, m left empty; or
+ * TUNPROTO_DEC_BAD_BASE64 when only a base64 body is invalid: m is filled
+ * (without the body) so the caller can fail that one exchange, and *err
+ * says why. *err is set only when the result is not OK; the caller frees
+ * it. Free m with tunproto_msg_free after OK or BAD_BASE64.
+ */
+int
+tunproto_msg_decode(
+    const char *json, size_t len, struct tunproto_msg *m, char **err)
+{
+	json_error_t jerr;
+	json_t *root, *type;
+	const char *bad = NULL;
+	int rv;
+
+	memset(m, 0, sizeof *m);
+	if (len > TUNPROTO_CONTROL_MAX) {
+		tunproto_fail(err, "control frame exceeds %d bytes",
+		    TUNPROTO_CONTROL_MAX);
+		return (TUNPROTO_DEC_MALFORMED);
+	}
+	root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
+	if (root == NULL) {
+		tunproto_fail(err, "invalid JSON: %s", jerr.text);
+		return (TUNPROTO_DEC_MALFORMED);
+	}
+	if (!json_is_object(root)) {
+		tunproto_fail(err, "control frame is not a JSON object");
+		rv = TUNPROTO_DEC_MALFORMED;
+		goto out;
+	}
+	type = json_object_get(root, "type");
+	if (type == NULL || !json_is_string(type)) {
+		tunproto_fail(err, "control frame has no string \"type\"");
+		rv = TUNPROTO_DEC_MALFORMED;
+		goto out;
+	}
+	m->m_type = tunproto_type_lookup(
+	    json_string_value(type), json_string_length(type));
+	if (m->m_type == TUNPROTO_T_NONE) {
+		/* Bounded, printable: the name goes into a log line. */
+		tunproto_fail(err, "unknown control message type \"%.64s\"",
+		    json_string_value(type));
+		rv = TUNPROTO_DEC_UNKNOWN;
+		goto out;
+	}
+	if (tunproto_dec_members(root, m, &bad, err) != 0) {
+		tunproto_msg_free(m);
+		rv = TUNPROTO_DEC_MALFORMED;
+		goto out;
+	}
+	rv = TUNPROTO_DEC_OK;
+	if (bad != NULL) {
+		tunproto_fail(err, "%s: \"%s\" is not valid base64",
+		    tunproto_type_name(m->m_type), bad);
+		rv = TUNPROTO_DEC_BAD_BASE64;
+	}
+
+out:
+	json_decref(root);
+	return (rv);
+}
+
+/* Set key to the UTF-8 text s (NULL skips); -1 if s is not UTF-8. */
+static int
+tunproto_put_string(json_t *o, const char *key, const char *s)
+{
+	if (s == NULL)
+		return (0);
+	return (json_object_set_new(o, key, json_string(s)));
+}
+
+/* Set key to the unsigned integer v; -1 if JSON cannot hold it. */
+static int
+tunproto_put_uint(json_t *o, const char *key, uint64_t v)
+{
+	if (v > INT64_MAX)
+		return (-1);
+	return (json_object_set_new(o, key, json_integer((json_int_t)v)));
+}
+
+/* Set key to base64 of the len bytes at p ("" when empty). */
+static int
+tunproto_put_b64(json_t *o, const char *key, const uint8_t *p, size_t len)
+{
+	size_t n;
+	char *buf;
+	int rv;
+
+	if ((n = tunproto_b64_len(len)) > TUNPROTO_CONTROL_MAX)
+		return (-1);
+	buf = xmalloc(n + 1);
+	tunproto_b64_encode(p, len, buf);
+	rv = json_object_set_new(o, key, json_stringn_nocheck(buf, n));
+	free(buf);
+	return (rv);
+}
+
+/* Set "headers" to m's headers as a pair array (§3.4, §14.1). */
+static int
+tunproto_put_pairs(json_t *o, const struct tunproto_msg *m)
+{
+	json_t *a, *pair;
+	size_t i;
+
+	a = json_array();
+	for (i = 0; i < m->m_nheaders; i++) {
+		if (m->m_headers[i].h_name == NULL ||
+		    m->m_headers[i].h_value == NULL) {
+			json_decref(a);
+			return (-1);
+		}
+		pair = json_array();
+		json_array_append_new(
+		    pair, tunproto_latin1_string(m->m_headers[i].h_name));
+		json_array_append_new(
+		    pair, tunproto_latin1_string(m->m_headers[i].h_value));
+		json_array_append_new(a, pair);
+	}
+	return (json_object_set_new(o, "headers", a));
+}
+
+/* Set "headers" to m's headers as an object, last value wins (§3.4). */
+static int
+tunproto_put_header_object(json_t *o, const struct tunproto_msg *m)
+{
+	json_t *h, *k;
+	size_t i;
+
+	h = json_object();
+	for (i = 0; i < m->m_nheaders; i++) {
+		if (m->m_headers[i].h_name == NULL ||
+		    m->m_headers[i].h_value == NULL) {
+			json_decref(h);
+			return (-1);
+		}
+		k = tunproto_latin1_string(m->m_headers[i].h_name);
+		json_object_setn_new_nocheck(h, json_string_value(k),
+		    json_string_length(k),
+		    tunproto_latin1_string(m->m_headers[i].h_value));
+		json_decref(k);
+	}
+	return (json_object_set_new(o, "headers", h));
+}
+
+/* Set "content_length" to the length, or null when unknown (§4.6, §4.7). */
+static int
+tunproto_put_content_length(json_t *o, const struct tunproto_msg *m)
+{
+	if (m->m_flags & TUNPROTO_MSG_F_CONTENT_LENGTH)
+		return (tunproto_put_uint(
+		    o, "content_length", m->m_content_length));
+	return (json_object_set_new(o, "content_length", json_null()));
+}
+
+/* Add the members of a hello in the order of §4.2. */
+static int
+tunproto_enc_hello(json_t *o, const struct tunproto_msg *m)
+{
+	const struct tunproto_limits *l = &m->m_limits;
+
+	if (l->l_protocol_version < 0 ||
+	    tunproto_put_uint(
+		o, "protocol_version", (uint64_t)l->l_protocol_version) != 0 ||
+	    tunproto_put_uint(o, "max_stream_chunk", l->l_max_stream_chunk) !=
+		0 ||
+	    tunproto_put_uint(o, "max_inflight", l->l_max_inflight) != 0 ||
+	    tunproto_put_uint(
+		o, "stream_window_frames", l->l_stream_window_frames) != 0)
+		return (-1);
+	if ((m->m_flags & TUNPROTO_MSG_F_MAX_BODY) &&
+	    tunproto_put_uint(o, "max_body_size", l->l_max_body_size) != 0)
+		return (-1);
+	if ((m->m_flags & TUNPROTO_MSG_F_MAX_WS) &&
+	    tunproto_put_uint(
+		o, "max_ws_message_size", l->l_max_ws_message_size) != 0)
+		return (-1);
+	if (m->m_flags & TUNPROTO_MSG_F_RESUME)
+		json_object_set_new(o, "resume", json_true());
+	return (tunproto_put_string(o, "session_id", m->m_session_id));
+}
+
+/* Add the members of types other than hello, after "id". */
+static int
+tunproto_enc_members(json_t *o, const struct tunproto_msg *m)
+{
+	json_t *ts;
+
+	switch (m->m_type) {
+	case TUNPROTO_T_HTTP_REQ:
+	case TUNPROTO_T_HTTP_REQ_BEGIN:
+		if (m->m_method == NULL || m->m_path == NULL ||
+		    tunproto_put_string(o, "method", m->m_method) != 0 ||
+		    tunproto_put_string(o, "path", m->m_path) != 0 ||
+		    tunproto_put_pairs(o, m) != 0)
+			return (-1);
+		if (m->m_type == TUNPROTO_T_HTTP_REQ_BEGIN)
+			return (tunproto_put_content_length(o, m));
+		return (tunproto_put_b64(o, "body", m->m_body, m->m_body_len));
+	case TUNPROTO_T_HTTP_RESP:
+	case TUNPROTO_T_HTTP_RESP_BEGIN:
+		if (m->m_status < 0 || m->m_status > 65535 ||
+		    tunproto_put_uint(o, "status", (uint64_t)m->m_status) !=
+			0 ||
+		    tunproto_put_pairs(o, m) != 0)
+			return (-1);
+		if (m->m_type == TUNPROTO_T_HTTP_RESP_BEGIN)
+			return (tunproto_put_content_length(o, m));
+		return (tunproto_put_b64(o, "body", m->m_body, m->m_body_len));
+	case TUNPROTO_T_WINDOW:
+		if (tunproto_put_uint(o, "credits", m->m_credits) != 0)
+			return (-1);
+		if ((m->m_flags & TUNPROTO_MSG_F_ACK_OFFSET) &&
+		    tunproto_put_uint(o, "ack_offset", m->m_ack_offset) != 0)
+			return (-1);
+		if (m->m_flags & TUNPROTO_MSG_F_COMPLETE)
+			json_object_set_new(o, "complete", json_true());
+		return (0);
+	case TUNPROTO_T_ERROR:
+		if (m->m_message == NULL)
+			return (-1);
+		return (tunproto_put_string(o, "message", m->m_message));
+	case TUNPROTO_T_WS_CONNECT:
+		if (m->m_path == NULL ||
+		    tunproto_put_string(o, "path", m->m_path) != 0)
+			return (-1);
+		return (tunproto_put_header_object(o, m));
+	case TUNPROTO_T_WS_MESSAGE:
+		if (m->m_flags & TUNPROTO_MSG_F_BINARY) {
+			if (tunproto_put_b64(
+				o, "data", m->m_body, m->m_body_len) != 0)
+				return (-1);
+		} else if (json_object_set_new(o, "data",
+			       json_stringn(m->m_body == NULL
+				       ? ""
+				       : (const char *)m->m_body,
+				   m->m_body_len)) != 0)
+			return (-1);
+		return (json_object_set_new(o, "binary",
+		    json_boolean(m->m_flags & TUNPROTO_MSG_F_BINARY)));
+	case TUNPROTO_T_WS_CLOSE:
+		if (m->m_code < 0 || m->m_code > 65535 ||
+		    tunproto_put_uint(o, "code", (uint64_t)m->m_code) != 0)
+			return (-1);
+		return (json_object_set_new(o, "reason",
+		    json_string(m->m_reason == NULL ? "" : m->m_reason)));
+	case TUNPROTO_T_PING:
+	case TUNPROTO_T_PONG:
+		if (m->m_flags & TUNPROTO_MSG_F_TS_INT)
+			ts = json_integer(m->m_timestamp_int);
+		else
+			ts = json_real(m->m_timestamp);
+		return (json_object_set_new(o, "timestamp", ts));
+	default:
+		return (0);
+	}
+}
+
+/*
+ * Encode m as one compact JSON object with the field names and shapes of
+ * §4. Returns the text (free with free) and its length in *len, or NULL
+ * if m is incomplete, holds text that is not UTF-8, or would exceed the
+ * 8 MiB control frame limit.
+ */
+char *
+tunproto_msg_encode(const struct tunproto_msg *m, size_t *len)
+{
+	const char *name;
+	json_t *o;
+	char *s = NULL;
+
+	if ((name = tunproto_type_name(m->m_type)) == NULL)
+		return (NULL);
+	o = json_object();
+	json_object_set_new(o, "type", json_string(name));
+	if (m->m_type == TUNPROTO_T_HELLO) {
+		if (tunproto_enc_hello(o, m) != 0)
+			goto out;
+	} else {
+		/* Pings may go without an id; everything else needs one. */
+		if (m->m_id == NULL && m->m_type != TUNPROTO_T_PING &&
+		    m->m_type != TUNPROTO_T_PONG)
+			goto out;
+		if (json_object_set_new(o, "id",
+			json_string(m->m_id == NULL ? "" : m->m_id)) != 0 ||
+		    tunproto_enc_members(o, m) != 0)
+			goto out;
+	}
+	if ((s = json_dumps(o, JSON_COMPACT)) == NULL)
+		goto out;
+	if (strlen(s) > TUNPROTO_CONTROL_MAX) {
+		free(s);
+		s = NULL;
+		goto out;
+	}
+	if (len != NULL)
+		*len = strlen(s);
+
+out:
+	json_decref(o);
+	return (s);
+}
+
+/* Append a copy of one header to m. */
+void
+tunproto_msg_add_header(
+    struct tunproto_msg *m, const char *name, const char *value)
+{
+	tunproto_push_header(m, xstrdup(name), xstrdup(value));
+}
+
+/* Replace m's body (or ws data) with a NUL-terminated copy of len bytes. */
+void
+tunproto_msg_set_body(struct tunproto_msg *m, const void *p, size_t len)
+{
+	free(m->m_body);
+	m->m_body = xmalloc(len + 1);
+	if (len != 0)
+		memcpy(m->m_body, p, len);
+	m->m_body[len] = '\0';
+	m->m_body_len = len;
+}
+
+/*
+ * Check the rule a window must follow beyond its types (§4.8): credits 0
+ * needs an ack_offset. The reference client and Python sandbox treat a
+ * violation as a protocol error; Rust does not check. Returns 0 or -1.
+ */
+int
+tunproto_window_check(const struct tunproto_msg *m, char **err)
+{
+	if (m->m_type != TUNPROTO_T_WINDOW)
+		return (tunproto_fail(err, "not a window"));
+	if (m->m_credits == 0 && !(m->m_flags & TUNPROTO_MSG_F_ACK_OFFSET))
+		return (tunproto_fail(
+		    err, "window must carry credits or a valid ack_offset"));
+	return (0);
+}
+
+/* Free everything m owns and leave it empty. */
+void
+tunproto_msg_free(struct tunproto_msg *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->m_nheaders; i++) {
+		free(m->m_headers[i].h_name);
+		free(m->m_headers[i].h_value);
+	}
+	free(m->m_headers);
+	free(m->m_id);
+	free(m->m_method);
+	free(m->m_path);
+	free(m->m_body);
+	free(m->m_session_id);
+	free(m->m_message);
+	free(m->m_reason);
+	memset(m, 0, sizeof *m);
+}
+
+/* Fill l with the reference defaults (§4.2, §11). */
+void
+tunproto_limits_default(struct tunproto_limits *l)
+{
+	memset(l, 0, sizeof *l);
+	l->l_protocol_version = TUNPROTO_VERSION;
+	l->l_max_stream_chunk = TUNPROTO_CHUNK_DEFAULT;
+	l->l_max_inflight = TUNPROTO_INFLIGHT_DEFAULT;
+	l->l_stream_window_frames = TUNPROTO_WINDOW_DEFAULT;
+	l->l_max_body_size = TUNPROTO_MAX_BODY_DEFAULT;
+	l->l_max_ws_message_size = TUNPROTO_MAX_WS_DEFAULT;
+	l->l_fast_path_body = TUNPROTO_FAST_PATH_DEFAULT;
+	l->l_http_timeout = TUNPROTO_HTTP_TIMEOUT_DEFAULT;
+}
+
+/*
+ * Build the hello advertising l into m (§4.2): every limit, resume:true,
+ * and session_id when not NULL (the client's). Refuses what the reference
+ * builder refuses. Returns 0, or -1 with *err and m empty.
+ */
+int
+tunproto_hello(const struct tunproto_limits *l, const char *session_id,
+    struct tunproto_msg *m, char **err)
+{
+	memset(m, 0, sizeof *m);
+	if (l->l_protocol_version <= 0)
+		return (tunproto_fail(
+		    err, "protocol_version must be greater than zero"));
+	if (l->l_protocol_version > 255)
+		return (
+		    tunproto_fail(err, "protocol_version must be at most 255"));
+	if (l->l_max_stream_chunk < TUNPROTO_CHUNK_MIN)
+		return (tunproto_fail(
+		    err, "max_stream_chunk must be at least 1024 bytes"));
+	if (l->l_max_inflight == 0)
+		return (tunproto_fail(
+		    err, "max_inflight must be greater than zero"));
+	if (l->l_stream_window_frames == 0)
+		return (tunproto_fail(
+		    err, "stream_window_frames must be greater than zero"));
+	if (l->l_max_body_size == 0)
+		return (tunproto_fail(
+		    err, "max_body_size must be greater than zero"));
+	if (l->l_max_ws_message_size == 0)
+		return (tunproto_fail(
+		    err, "max_ws_message_size must be greater than zero"));
+	if (session_id != NULL && !tunproto_uuid_valid(session_id))
+		return (tunproto_fail(
+		    err, "resumable hello requires a UUID session_id"));
+
+	m->m_type = TUNPROTO_T_HELLO;
+	m->m_flags = TUNPROTO_MSG_F_RESUME | TUNPROTO_MSG_F_MAX_BODY |
+	    TUNPROTO_MSG_F_MAX_WS;
+	m->m_limits = *l;
+	m->m_limits.l_fast_path_body = 0;
+	m->m_limits.l_http_timeout = 0;
+	if (session_id != NULL)
+		m->m_session_id = xstrdup(session_id);
+	return (0);
+}
+
+/* Smaller of two sizes. */
+static uint64_t
+tunproto_min(uint64_t a, uint64_t b)
+{
+	return (a < b ? a : b);
+}
+
+/*
+ * Negotiate V2 from local limits and the peer's hello as role (§4.3).
+ * Returns 0 with the negotiated limits in *out and *resumable set; or -1
+ * with *err when the hello does not select V2 (the caller stays V1 and
+ * still accepts a later valid hello, as the client and Rust do). As
+ * sandbox, a hello with resume:true but no canonical session_id selects V2
+ * without resume; the caller may log that case from the hello's flags.
+ */
+int
+tunproto_negotiate(const struct tunproto_limits *local,
+    const struct tunproto_msg *peer, int role, struct tunproto_limits *out,
+    int *resumable, char **err)
+{
+	const struct tunproto_limits *p;
+	uint64_t body, ws, budget;
+
+	if (resumable != NULL)
+		*resumable = 0;
+	if (peer == NULL || peer->m_type != TUNPROTO_T_HELLO)
+		return (tunproto_fail(err, "not a hello"));
+	if (role != TUNPROTO_ROLE_CLIENT && role != TUNPROTO_ROLE_SANDBOX)
+		return (tunproto_fail(err, "unknown tunnel role %d", role));
+	p = &peer->m_limits;
+	if (local->l_protocol_version < TUNPROTO_VERSION)
+		return (tunproto_fail(err,
+		    "tunnel protocol V2 is disabled locally "
+		    "(protocol_version %d)",
+		    local->l_protocol_version));
+	if (local->l_max_stream_chunk < TUNPROTO_CHUNK_MIN ||
+	    local->l_max_inflight == 0 || local->l_stream_window_frames == 0 ||
+	    local->l_max_body_size == 0 || local->l_max_ws_message_size == 0)
+		return (tunproto_fail(err, "invalid local tunnel limits"));
+	if (p->l_protocol_version < TUNPROTO_VERSION)
+		return (tunproto_fail(err,
+		    "peer advertised tunnel protocol version %d",
+		    p->l_protocol_version));
+
+	/* Optional on receive: absent means the receiver's own (§4.2). */
+	body = (peer->m_flags & TUNPROTO_MSG_F_MAX_BODY)
+	    ? p->l_max_body_size
+	    : local->l_max_body_size;
+	ws = (peer->m_flags & TUNPROTO_MSG_F_MAX_WS)
+	    ? p->l_max_ws_message_size
+	    : local->l_max_ws_message_size;
+	if (p->l_max_stream_chunk < TUNPROTO_CHUNK_MIN ||
+	    p->l_max_inflight == 0 || p->l_stream_window_frames == 0 ||
+	    body == 0 || ws == 0)
+		return (tunproto_fail(
+		    err, "invalid tunnel V2 capability advertisement"));
+	if (role == TUNPROTO_ROLE_CLIENT &&
+	    !(peer->m_flags & TUNPROTO_MSG_F_RESUME))
+		return (tunproto_fail(
+		    err, "tunnel V2 peer must support resumable sessions"));
+
+	*out = *local;
+	out->l_protocol_version = TUNPROTO_VERSION;
+	out->l_max_stream_chunk = tunproto_min(
+	    local->l_max_stream_chunk, p->l_max_stream_chunk);
+	out->l_max_inflight = tunproto_min(
+	    local->l_max_inflight, p->l_max_inflight);
+	/* All windows together fit the 480-frame data budget (§6.3, §14.9). */
+	budget = TUNPROTO_DATA_BUDGET / out->l_max_inflight;
+	if (budget < 1)
+		budget = 1;
+	out->l_stream_window_frames = tunproto_min(
+	    tunproto_min(
+		local->l_stream_window_frames, p->l_stream_window_frames),
+	    budget);
+	out->l_max_body_size = tunproto_min(local->l_max_body_size, body);
+	out->l_max_ws_message_size = tunproto_min(
+	    local->l_max_ws_message_size, ws);
+	out->l_fast_path_body = tunproto_min(local->l_fast_path_body,
+	    tunproto_min(out->l_max_body_size, TUNPROTO_V1_BODY_MAX));
+
+	if (resumable != NULL) {
+		if (role == TUNPROTO_ROLE_CLIENT)
+			*resumable = 1;
+		else
+			*resumable = (peer->m_flags & TUNPROTO_MSG_F_RESUME) &&
+			    tunproto_uuid_valid(peer->m_session_id);
+	}
+	return (0);
+}
+
+/* Look a variable up in the process environment. */
+static const char *
+tunproto_getenv(const char *name, void *arg)
+{
+	(void)arg;
+	return (getenv(name));
+}
+
+/* Append one sentence to the "; "-separated list *problems. */
+static void __attribute__((format(printf, 2, 3)))
+tunproto_problem(char **problems, const char *fmt, ...)
+{
+	va_list ap;
+	char *s, *joined;
+
+	va_start(ap, fmt);
+	xvasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (*problems == NULL) {
+		*problems = s;
+		return;
+	}
+	xasprintf(&joined, "%s; %s", *problems, s);
+	free(*problems);
+	free(s);
+	*problems = joined;
+}
+
+/* Copy of s without leading and trailing white space. */
+static char *
+tunproto_trim(const char *s)
+{
+	size_t len;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	len = strlen(s);
+	while (len > 0 && isspace((unsigned char)s[len - 1]))
+		len--;
+	return (xstrndup(s, len));
+}
+
+/*
+ * Read a positive integer variable as the reference client does: unset
+ * gives def; otherwise an optionally signed decimal integer (white space
+ * around it allowed) that is at least 1. The result is capped at max.
+ * An invalid value gives def (capped) and a sentence in *problems; -1.
+ */
+static int
+tunproto_env_uint(const char *(*get)(const char *, void *), void *arg,
+    const char *name, uint64_t def, uint64_t max, uint64_t *out,
+    char **problems)
+{
+	const char *raw;
+	char *t, *p;
+	uint64_t v = 0;
+	int neg = 0;
+
+	*out = def < max ? def : max;
+	if ((raw = get(name, arg)) == NULL)
+		return (0);
+	t = tunproto_trim(raw);
+	p = t;
+	if (*p == '+' || *p == '-')
+		neg = (*p++ == '-');
+	if (*p == '\0' || strspn(p, "0123456789") != strlen(p)) {
+		tunproto_problem(problems,
+		    "%s must be a positive integer (got '%.64s')", name, raw);
+		free(t);
+		return (-1);
+	}
+	for (; *p != '\0'; p++) {
+		if (v > (UINT64_MAX - 9) / 10) {
+			v = UINT64_MAX; /* the cap applies below */
+			break;
+		}
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	free(t);
+	if (neg || v == 0) {
+		tunproto_problem(problems,
+		    "%s must be greater than zero (got '%.64s')", name, raw);
+		return (-1);
+	}
+	*out = v < max ? v : max;
+	return (0);
+}
+
+/*
+ * Read YR_TUNNEL_HTTP_TIMEOUT: positive finite seconds, fractions allowed;
+ * anything unusable gives 600 and a warning (both references fall back).
+ */
+static int
+tunproto_env_timeout(const char *(*get)(const char *, void *), void *arg,
+    double *out, char **warnings)
+{
+	const char *name = "YR_TUNNEL_HTTP_TIMEOUT", *raw;
+	char *t, *end;
+	double v = 0;
+
+	*out = TUNPROTO_HTTP_TIMEOUT_DEFAULT;
+	if ((raw = get(name, arg)) == NULL)
+		return (0);
+	t = tunproto_trim(raw);
+	end = t;
+	if (*t != '\0' && strspn(t, "0123456789.eE+-") == strlen(t))
+		v = strtod(t, &end);
+	/* Below a nanosecond or beyond 2^64 s a timer cannot hold it. */
+	if (end == t || *end != '\0' || !isfinite(v) || v < 1e-9 ||
+	    v >= 18446744073709551616.0) {
+		tunproto_problem(warnings,
+		    "%s '%.64s' is not a positive number of seconds; using %g",
+		    name, raw, TUNPROTO_HTTP_TIMEOUT_DEFAULT);
+		free(t);
+		return (-1);
+	}
+	*out = v;
+	free(t);
+	return (0);
+}
+
+/*
+ * Fill l from the YR_TUNNEL_* variables of §11 (looked up with get, or
+ * getenv when get is NULL): defaults, caps, the 1024 chunk floor and the
+ * fast-path cap of min(max_body, 5 MiB). Returns 0; 1 with a warning in
+ * *err (an unusable HTTP timeout, 600 s used); or -1 with *err naming each
+ * invalid integer. In every case l is complete, with the default in place
+ * of each invalid value: the client refuses to start on -1 (reference
+ * client), the sandbox logs *err and carries on (Rust sandbox).
+ */
+int
+tunproto_limits_from_env(struct tunproto_limits *l,
+    const char *(*get)(const char *, void *), void *arg, char **err)
+{
+	char *errors = NULL, *warnings = NULL;
+	uint64_t v;
+	int rv = 0;
+
+	if (get == NULL)
+		get = tunproto_getenv;
+	tunproto_limits_default(l);
+
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_PROTOCOL_VERSION",
+		TUNPROTO_VERSION, TUNPROTO_VERSION, &v, &errors) != 0)
+		rv = -1;
+	l->l_protocol_version = (int)v;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_MAX_BODY_SIZE",
+		TUNPROTO_MAX_BODY_DEFAULT, TUNPROTO_MAX_BODY_CAP,
+		&l->l_max_body_size, &errors) != 0)
+		rv = -1;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_MAX_WS_MESSAGE_SIZE",
+		TUNPROTO_MAX_WS_DEFAULT, TUNPROTO_MAX_WS_CAP,
+		&l->l_max_ws_message_size, &errors) != 0)
+		rv = -1;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_STREAM_CHUNK_BYTES",
+		TUNPROTO_CHUNK_DEFAULT, TUNPROTO_CHUNK_CAP, &v, &errors) != 0)
+		rv = -1;
+	l->l_max_stream_chunk = v < TUNPROTO_CHUNK_MIN ? TUNPROTO_CHUNK_MIN : v;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_MAX_INFLIGHT",
+		TUNPROTO_INFLIGHT_DEFAULT, TUNPROTO_INFLIGHT_CAP,
+		&l->l_max_inflight, &errors) != 0)
+		rv = -1;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_STREAM_WINDOW_FRAMES",
+		TUNPROTO_WINDOW_DEFAULT, TUNPROTO_WINDOW_CAP,
+		&l->l_stream_window_frames, &errors) != 0)
+		rv = -1;
+	if (tunproto_env_uint(get, arg, "YR_TUNNEL_FAST_PATH_BODY_BYTES",
+		TUNPROTO_FAST_PATH_DEFAULT,
+		tunproto_min(l->l_max_body_size, TUNPROTO_V1_BODY_MAX),
+		&l->l_fast_path_body, &errors) != 0)
+		rv = -1;
+	if (tunproto_env_timeout(get, arg, &l->l_http_timeout, &warnings) !=
+		0 &&
+	    rv == 0)
+		rv = 1;
+
+	if (warnings != NULL && errors != NULL) {
+		tunproto_problem(&errors, "%s", warnings);
+		free(warnings);
+		warnings = NULL;
+	}
+	if (err != NULL && rv != 0)
+		*err = errors != NULL ? errors : warnings;
+	else {
+		free(errors);
+		free(warnings);
+	}
+	return (rv);
+}
