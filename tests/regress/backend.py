@@ -9,6 +9,16 @@ check what reached the upstream and that refused requests never did.
   /eof         a response without framing, ended by closing
   /status/N    an empty response with status N
   /connection  JSON: the client port of this TCP connection
+  /sink        like /echo's length and sha256, hashed while streaming, so a
+               huge upload is never held in memory
+  /sse         a text/event-stream of ?n= events (3) ?delay= s apart (1),
+               chunked, or ended by closing with ?eof=1
+  /cookies     two Set-Cookie fields
+  /slow        the answer after ?ms= milliseconds (1000)
+  /drip        the head and a first chunk at once, the end after ?ms= (1000)
+  /switch      101 Switching Protocols whatever was asked, then close
+  /hop         a response with hop-by-hop fields (Connection: X-Hop, X-Hop,
+               Keep-Alive, Proxy-Authenticate) next to X-End: 1
   anything else: 200 "ok"
 """
 import argparse
@@ -16,6 +26,8 @@ import hashlib
 import json
 import sys
 import threading
+import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
@@ -58,7 +70,117 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def query(self, name, default):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        return q.get(name, [default])[0]
+
+    def sink(self):
+        """Hash the body as it arrives; never hold more than 64 KiB."""
+        h = hashlib.sha256()
+        total = 0
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                while size > 0:
+                    b = self.rfile.read(min(size, 65536))
+                    if not b:
+                        raise ConnectionError("body cut short")
+                    h.update(b)
+                    total += len(b)
+                    size -= len(b)
+                self.rfile.readline()
+        else:
+            left = int(self.headers.get("Content-Length", "0") or 0)
+            while left > 0:
+                b = self.rfile.read(min(left, 65536))
+                if not b:
+                    raise ConnectionError("body cut short")
+                h.update(b)
+                total += len(b)
+                left -= len(b)
+        self.record(total)
+        out = {"body_len": total, "body_sha256": h.hexdigest()}
+        self.send_body(200, json.dumps(out).encode())
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def handle_extra(self, path):
+        """The endpoints added for the port-URL tests; False if none."""
+        if path == "/sse":
+            n = int(self.query("n", "3"))
+            delay = float(self.query("delay", "1"))
+            eof = self.query("eof", "0") == "1"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            if eof:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(n):
+                if i > 0:
+                    time.sleep(delay)
+                ev = ("id: %d\ndata: event %d\n\n" % (i, i)).encode()
+                if eof:
+                    self.wfile.write(ev)
+                else:
+                    self.chunk(ev)
+                self.wfile.flush()
+            if not eof:
+                self.wfile.write(b"0\r\n\r\n")
+        elif path == "/cookies":
+            self.send_response(200)
+            self.send_header("Set-Cookie", "a=1; Path=/")
+            self.send_header("Set-Cookie", "b=2; Path=/; HttpOnly")
+            self.send_header("Content-Length", "3")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(b"ok\n")
+        elif path == "/slow":
+            time.sleep(int(self.query("ms", "1000")) / 1000.0)
+            self.send_body(200, b"slow\n", "text/plain")
+        elif path == "/drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.chunk(b"first\n")
+            self.wfile.flush()
+            time.sleep(int(self.query("ms", "1000")) / 1000.0)
+            self.chunk(b"last\n")
+            self.wfile.write(b"0\r\n\r\n")
+        elif path == "/hop":
+            self.send_response(200)
+            self.send_header("Connection", "X-Hop")
+            self.send_header("X-Hop", "1")
+            self.send_header("Keep-Alive", "timeout=5")
+            self.send_header("Proxy-Authenticate", "Basic")
+            self.send_header("X-End", "1")
+            self.send_header("Content-Length", "3")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(b"ok\n")
+        elif path == "/switch":
+            self.send_response(101)
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Upgrade", "h2c")
+            self.end_headers()
+            self.close_connection = True
+        else:
+            return False
+        return True
+
     def handle_any(self):
+        if self.path.split("?")[0] == "/sink":
+            self.sink()
+            return
         body = self.read_body()
         self.record(len(body))
         path = self.path.split("?")[0]
@@ -92,6 +214,8 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
         elif path == "/connection":
             self.send_body(200, json.dumps({"port": self.client_address[1]}).encode())
+        elif self.handle_extra(path):
+            pass
         else:
             self.send_body(200, b"ok\n", "text/plain")
 

@@ -1,0 +1,118 @@
+#!/bin/sh
+# Bulk transfers through the gateway: a 1 GiB download and 1 GiB uploads
+# (Content-Length and chunked) checked with sha256, and a slow consumer
+# downloading 1 GiB at 20 MB/s while the gateway's RSS is sampled every
+# 0.5 s: backpressure must keep it within 16 MiB of where it started.
+#
+# Time on 2 cores: ~7 s to make the file, ~6 s to hash it, ~54 s for the
+# throttled download, ~10 s for each full-speed transfer; under 2 minutes.
+. "$(dirname "$0")/lib.sh"
+
+SIZE=1073741824		# 1 GiB
+SLOW_RATE=20M		# curl --limit-rate for the slow consumer
+RSS_SLACK_KB=16384	# 16 MiB
+
+GW=$(free_port)
+FILES=$(free_port)
+SINK=$(free_port)
+
+mkdir -p "$T/www"
+head -c $SIZE /dev/urandom >"$T/www/big.bin" || fail "cannot write 1 GiB into $T"
+want=$(sha256sum <"$T/www/big.bin" | cut -d' ' -f1)
+
+spawn files sh -c "cd '$T/www' && exec $PY -m http.server $FILES --bind 127.0.0.1"
+spawn backend $PY "$TOP/tests/regress/backend.py" --port "$SINK" --log "$T/upstream.jsonl"
+wait_port "$FILES"
+wait_port "$SINK"
+
+spawn_gateway "$GW" <<EOF
+listen:
+  - address: 127.0.0.1:$GW
+timeouts:
+  idle: 60s
+sandboxes:
+  - id: bulk
+    address: 127.0.0.1
+    ports:
+      - port: $FILES
+      - port: $SINK
+EOF
+
+C="curl -sS --max-time 150"
+DL="http://$FILES-bulk.localhost:$GW/big.bin"
+UPL="http://$SINK-bulk.localhost:$GW/sink"
+
+# The gateway's resident set size in KiB.
+rss() {
+	sed -n 's/^VmRSS:[^0-9]*\([0-9]*\) kB/\1/p' "/proc/$GW_PID/status"
+}
+
+# Sample the gateway's RSS every 0.5 s into $T/rss.txt until $T/rss.stop
+# appears (5 minutes at most).
+start_sampler() {
+	rm -f "$T/rss.stop"
+	: >"$T/rss.txt"
+	(
+		i=0
+		while [ ! -f "$T/rss.stop" ] && [ $i -lt 600 ]; do
+			rss >>"$T/rss.txt"
+			sleep 0.5; i=$((i + 1))
+		done
+	) &
+	SAMPLER=$!
+}
+stop_sampler() {
+	touch "$T/rss.stop"
+	wait $SAMPLER
+}
+max_rss() {
+	sort -n "$T/rss.txt" | tail -n 1
+}
+
+# Warm up (first connection, first pooled upstream), then take the base.
+$C -o /dev/null "http://$SINK-bulk.localhost:$GW/echo" || fail "warm-up request failed"
+base=$(rss)
+[ -n "$base" ] || fail "cannot read the gateway's VmRSS"
+
+# --- Slow consumer: 1 GiB at 20 MB/s --------------------------------------------
+start_sampler
+got=$($C --max-time 120 --limit-rate $SLOW_RATE "$DL" | sha256sum | cut -d' ' -f1)
+stop_sampler
+assert_eq "slow consumer download checksum" "$want" "$got"
+peak=$(max_rss)
+samples=$(wc -l <"$T/rss.txt" | tr -d ' ')
+[ "$samples" -ge 20 ] || fail "only $samples RSS samples during the slow download"
+grow=$((peak - base))
+[ $grow -lt $RSS_SLACK_KB ] ||
+	fail "gateway RSS grew by ${grow} KiB (from $base to $peak KiB) with a slow consumer"
+ok "slow consumer: 1 GiB at $SLOW_RATE/s, RSS $base -> peak $peak KiB (+$grow KiB, $samples samples)"
+
+# --- 1 GiB download at full speed ---------------------------------------------
+start_sampler
+got=$($C "$DL" | sha256sum | cut -d' ' -f1)
+stop_sampler
+assert_eq "1 GiB download checksum" "$want" "$got"
+peak=$(max_rss)
+grow=$((peak - base))
+[ $grow -lt $RSS_SLACK_KB ] ||
+	fail "gateway RSS grew by ${grow} KiB (from $base to $peak KiB) during a 1 GiB download"
+ok "1 GiB download, RSS peak $peak KiB (+$grow KiB)"
+
+# --- 1 GiB uploads: Content-Length, then chunked ------------------------------------
+start_sampler
+out=$($C -T "$T/www/big.bin" "$UPL?mode=length") || fail "1 GiB upload failed: $out"
+assert_contains "1 GiB upload checksum" "\"body_sha256\": \"$want\"" "$out"
+assert_contains "1 GiB upload length" "\"body_len\": $SIZE" "$out"
+out=$($C -T - -H 'Transfer-Encoding: chunked' "$UPL?mode=chunked" <"$T/www/big.bin") ||
+	fail "1 GiB chunked upload failed: $out"
+assert_contains "1 GiB chunked upload checksum" "\"body_sha256\": \"$want\"" "$out"
+assert_contains "1 GiB chunked upload length" "\"body_len\": $SIZE" "$out"
+stop_sampler
+peak=$(max_rss)
+grow=$((peak - base))
+[ $grow -lt $RSS_SLACK_KB ] ||
+	fail "gateway RSS grew by ${grow} KiB (from $base to $peak KiB) during 1 GiB uploads"
+ok "1 GiB uploads, Content-Length and chunked, RSS peak $peak KiB (+$grow KiB)"
+
+grep -q 'mode=length' "$T/upstream.jsonl" || fail "the upstream did not record the upload"
+kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died"
