@@ -277,9 +277,13 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 		return;
 	}
 	/* Keep the connection only when the request was read in full. */
+	/*
+	 * Keep the connection only when the request was read in full: a body
+	 * left unread would otherwise be parsed as the next request.
+	 */
 	keep = e != NULL && (c->c_flags & CONN_F_KEEPALIVE) &&
 	    c->c_req.m_buf != NULL &&
-	    (c->c_req_body.b_kind == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
+	    (c->c_req.m_body == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
 	    !(c->c_flags & CONN_F_CLIENT_EOF);
 	errpage_write(bufferevent_get_output(c->c_bev),
 	    c->c_request_id[0] != '\0' ? c->c_request_id : NULL, status, code,
@@ -649,12 +653,15 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (c->c_state == CONN_S_DEAD)
 		return;
+	if (what & BEV_EVENT_CONNECTED) {
+		c->c_flags |= CONN_F_TLS_UP;
+		return;
+	}
 	if ((what & BEV_EVENT_ERROR) && (c->c_flags & CONN_F_TLS) &&
 	    (e = bufferevent_get_openssl_error(bev)) != 0) {
 		tls_error_string(e, tlserr, sizeof tlserr);
 		snprintf(why, sizeof why, "TLS error: %s", tlserr);
-		if (!(c->c_flags & CONN_F_HEAD_STARTED) &&
-		    c->c_req.m_buf == NULL && c->c_status == 0)
+		if (!(c->c_flags & CONN_F_TLS_UP))
 			log_info("conn %llu %s: TLS handshake failed: %s",
 			    (unsigned long long)c->c_id, c->c_peer_ip, tlserr);
 		conn_close(c, why);

@@ -142,6 +142,7 @@ extern const struct gw_error gw_err_body_too_large[];
 extern const struct gw_error gw_err_request_timeout[];
 extern const struct gw_error gw_err_bad_target[];
 extern const struct gw_error gw_err_bad_path[];
+extern const struct gw_error gw_err_sandbox_unreachable[];
 
 /* Upper bounds (seconds) of the request-duration histogram buckets. */
 #define GW_DURATION_BUCKETS 10
@@ -186,7 +187,6 @@ struct gw {
 /* A listening socket. */
 struct gw_listener {
 	struct ssl_ctx_st *gl_ctx; /* TLS context, or NULL for plain HTTP */
-	struct tls_sni *gl_sni;
 	struct gw *gl_gw;
 	struct gw_listen *gl_conf;
 	struct evconnlistener *gl_lev;
@@ -233,6 +233,7 @@ struct conn {
 #define CONN_F_UPGRADED 0x200 /* relaying raw bytes after 101 */
 #define CONN_F_TLS 0x400 /* the client connection is TLS */
 #define CONN_F_WS_REQ 0x800 /* the request asks for a WebSocket upgrade */
+#define CONN_F_TLS_UP 0x1000 /* the TLS handshake completed */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -276,6 +277,7 @@ struct upstream {
 #define UP_F_NO_REUSE 0x04 /* close after this exchange */
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
 #define UP_F_CLOSE_DRAINED 0x10 /* close once the output is written */
+#define UP_F_NETNS_ERR 0x20 /* the last attempt could not enter the netns */
 	char *u_key; /* pool identity */
 	struct gw_sandbox *u_sandbox; /* referenced */
 	struct sockaddr_storage u_addr;

@@ -60,8 +60,7 @@ listener_error_cb(struct evconnlistener *lev, void *arg)
 
 /* Build the TLS context and SNI map of a listener. */
 static int
-listener_tls_load(
-    struct gw_listen *l, SSL_CTX **ctxp, struct tls_sni **snip, char **cause)
+listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 {
 	SSL_CTX *ctx, *sctx;
 	struct tls_sni *sni = NULL;
@@ -83,10 +82,9 @@ listener_tls_load(
 				tls_sni_add(sni, l->l_sni[i].sn_names[j], sctx);
 			tls_ctx_free(sctx); /* the map holds references */
 		}
-		tls_sni_attach(ctx, sni);
+		tls_sni_attach(ctx, sni); /* ctx owns the map now */
 	}
 	*ctxp = ctx;
-	*snip = sni;
 	return (0);
 }
 
@@ -99,7 +97,6 @@ void
 listener_reload_tls(struct gw *g)
 {
 	struct gw_listener *gl;
-	struct tls_sni *sni;
 	SSL_CTX *ctx;
 	char *cause;
 	size_t i;
@@ -108,17 +105,16 @@ listener_reload_tls(struct gw *g)
 		gl = &g->g_listeners[i];
 		if (gl->gl_ctx == NULL)
 			continue;
-		if (listener_tls_load(gl->gl_conf, &ctx, &sni, &cause) != 0) {
+		if (listener_tls_load(gl->gl_conf, &ctx, &cause) != 0) {
 			log_error("listener %s: certificates not reloaded, the "
 				  "old ones stay in use: %s",
 			    gl->gl_conf->l_address, cause);
 			free(cause);
 			continue;
 		}
+		/* Handshakes in progress keep the old context alive. */
 		tls_ctx_free(gl->gl_ctx);
-		tls_sni_free(gl->gl_sni);
 		gl->gl_ctx = ctx;
-		gl->gl_sni = sni;
 		log_info("listener %s: certificates reloaded",
 		    gl->gl_conf->l_address);
 	}
@@ -139,8 +135,7 @@ listener_start(struct gw *g, char **cause)
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
 		if (gl->gl_conf->l_cert != NULL &&
-		    listener_tls_load(
-			gl->gl_conf, &gl->gl_ctx, &gl->gl_sni, cause) != 0)
+		    listener_tls_load(gl->gl_conf, &gl->gl_ctx, cause) != 0)
 			return (-1);
 		gl->gl_lev = evconnlistener_new_bind(g->g_base,
 		    listener_accept_cb, gl,
@@ -173,7 +168,6 @@ listener_stop(struct gw *g)
 		evconnlistener_free(g->g_listeners[i].gl_lev);
 		event_free(g->g_listeners[i].gl_pause);
 		tls_ctx_free(g->g_listeners[i].gl_ctx);
-		tls_sni_free(g->g_listeners[i].gl_sni);
 	}
 	free(g->g_listeners);
 	g->g_listeners = NULL;

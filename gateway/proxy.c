@@ -140,6 +140,28 @@ proxy_add_header(
 	evbuffer_add(out, "\r\n", 2);
 }
 
+/*
+ * Append "Name: v1, v2, last" joining every field called name in m (they
+ * form one list, RFC 9110 section 5.3) with last at the end.
+ */
+static void
+proxy_add_list(struct evbuffer *out, const struct http1_msg *m,
+    const char *name, const char *last)
+{
+	const struct http1_header *h;
+	size_t i;
+
+	evbuffer_add_printf(out, "%s: ", name);
+	for (i = 0; i < m->m_nheaders; i++) {
+		h = &m->m_headers[i];
+		if (h->value_len == 0 || strcasecmp(h->name, name) != 0)
+			continue;
+		evbuffer_add(out, h->value, h->value_len);
+		evbuffer_add(out, ", ", 2);
+	}
+	evbuffer_add_printf(out, "%s\r\n", last);
+}
+
 /* Copy the client's Upgrade field and say Connection: Upgrade. */
 static void
 proxy_add_upgrade(const struct http1_msg *m, struct evbuffer *out)
@@ -199,10 +221,9 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	const struct http1_header *h;
 	const struct gw_port_rule *pr = c->c_rule;
 	char *rewrite, *p;
-	const char *xff = NULL, *via = NULL;
-	size_t i, xff_len = 0, via_len = 0;
+	size_t i;
 	int ws = c->c_flags & CONN_F_WS_REQ;
-	char *cookie;
+	char *cookie, via[32];
 
 	evbuffer_add(out, m->m_method, m->m_method_len);
 	evbuffer_add(out, " ", 1);
@@ -218,18 +239,10 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 				    out, "Host", h->value, h->value_len);
 			continue;
 		}
-		if (strcasecmp(h->name, "x-forwarded-for") == 0) {
-			xff = h->value;
-			xff_len = h->value_len;
-			continue;
-		}
-		if (strcasecmp(h->name, "via") == 0) {
-			via = h->value;
-			via_len = h->value_len;
-			continue;
-		}
-		if (strcasecmp(h->name, "x-request-id") == 0)
-			continue;
+		if (strcasecmp(h->name, "x-forwarded-for") == 0 ||
+		    strcasecmp(h->name, "via") == 0 ||
+		    strcasecmp(h->name, "x-request-id") == 0)
+			continue; /* rewritten below */
 		/* Credentials never travel further than the gateway. */
 		if (auth_is_credential_header(c->c_gw->g_conf, h))
 			continue;
@@ -264,19 +277,9 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n", c->c_host);
 	evbuffer_add_printf(out, "X-Forwarded-Proto: %s\r\n",
 	    (c->c_flags & CONN_F_TLS) ? "https" : "http");
-	if (xff != NULL) {
-		evbuffer_add(out, "X-Forwarded-For: ", 17);
-		evbuffer_add(out, xff, xff_len);
-		evbuffer_add_printf(out, ", %s\r\n", c->c_peer_ip);
-	} else
-		evbuffer_add_printf(
-		    out, "X-Forwarded-For: %s\r\n", c->c_peer_ip);
-	if (via != NULL) {
-		evbuffer_add(out, "Via: ", 5);
-		evbuffer_add(out, via, via_len);
-		evbuffer_add_printf(out, ", 1.%d akgateway\r\n", m->m_minor);
-	} else
-		evbuffer_add_printf(out, "Via: 1.%d akgateway\r\n", m->m_minor);
+	proxy_add_list(out, m, "X-Forwarded-For", c->c_peer_ip);
+	snprintf(via, sizeof via, "1.%d akgateway", m->m_minor);
+	proxy_add_list(out, m, "Via", via);
 	switch (c->c_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
 		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
@@ -701,7 +704,10 @@ proxy_upstream_failed(
 	upstream_close(up, why);
 	if (c == NULL)
 		return;
-	if (e == gw_err_upstream_timeout)
+	if (e == gw_err_sandbox_unreachable)
+		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",
+		    c->c_sandbox->sb_id, why, c->c_sandbox->sb_netns);
+	else if (e == gw_err_upstream_timeout)
 		conn_fail(c, e,
 		    "Sandbox '%s' port %d did not accept a "
 		    "connection within %llums.",

@@ -109,7 +109,10 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 	}
 	up->u_gw->g_metrics.m_upstream_connect_failures++;
 	if (up->u_attempt >= UP_ATTEMPTS) {
-		proxy_upstream_failed(up, gw_err_port_not_listening, why);
+		proxy_upstream_failed(up,
+		    (up->u_flags & UP_F_NETNS_ERR) ? gw_err_sandbox_unreachable
+						   : gw_err_port_not_listening,
+		    why);
 		return;
 	}
 	delay = 100u << (up->u_attempt - 1);
@@ -139,11 +142,13 @@ upstream_connect(struct upstream *up)
 		if (fd == -1) {
 			log_warn("upstream %s: %s", up->u_key, cause);
 			free(cause);
+			up->u_flags |= UP_F_NETNS_ERR;
 			upstream_attempt_failed(up,
-			    "cannot enter the sandbox's "
-			    "network namespace");
+			    "its network namespace "
+			    "cannot be entered");
 			return;
 		}
+		up->u_flags &= ~UP_F_NETNS_ERR;
 	} else if ((fd = socket(up->u_addr.ss_family,
 			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
 		upstream_attempt_failed(up, strerror(errno));

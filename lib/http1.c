@@ -215,8 +215,10 @@ http1_list_has(const char *value, size_t len, const char *token)
 	if (value == NULL)
 		return (0);
 	p = value;
+	/* Both sides compare without case: token may be a field name. */
 	while (http1_list_next(&p, value + len, &elem, &elen)) {
-		if (elen != 0 && http1_case_equal(elem, elen, token))
+		if (elen != 0 && elen == strlen(token) &&
+		    strncasecmp(elem, token, elen) == 0)
 			return (1);
 	}
 	return (0);

@@ -37,6 +37,9 @@ struct tls_alpn {
 
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_alpn_idx = -1;
+static int tls_sni_idx = -1;
+static void
+tls_sni_free_cb(void *, void *, CRYPTO_EX_DATA *, int, long, void *);
 
 /* Free a context's ALPN list along with the context. */
 static void
@@ -60,7 +63,9 @@ tls_init_once(void)
 	    NULL);
 	tls_alpn_idx = SSL_CTX_get_ex_new_index(
 	    0, NULL, NULL, NULL, tls_alpn_free_cb);
-	if (tls_alpn_idx < 0) {
+	tls_sni_idx = SSL_CTX_get_ex_new_index(
+	    0, NULL, NULL, NULL, tls_sni_free_cb);
+	if (tls_alpn_idx < 0 || tls_sni_idx < 0) {
 		fprintf(stderr, "fatal: cannot allocate TLS context slot\n");
 		abort();
 	}
@@ -214,9 +219,13 @@ tls_server_ctx_new(const char *cert_file, const char *key_file, char **cause)
 		tls_cause(cause, "cannot configure TLS server context");
 		goto fail;
 	}
+	/*
+	 * Most clients close without close_notify; HTTP framing, not TLS,
+	 * tells whether a message is whole, so such a close is a plain EOF.
+	 */
 	SSL_CTX_set_options(ctx,
 	    SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-		SSL_OP_NO_RENEGOTIATION);
+		SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	SSL_CTX_set_default_passwd_cb(ctx, tls_no_passwd_cb);
@@ -478,10 +487,29 @@ tls_sni_cb(SSL *ssl, int *alert, void *arg)
 	return (SSL_TLSEXT_ERR_OK);
 }
 
-/* Let the default context dflt hand names in ts to their contexts. */
+/* Free the SNI map a context owns, with the context. */
+static void
+tls_sni_free_cb(
+    void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	tls_sni_free(ptr);
+}
+
+/*
+ * Let the default context dflt hand names in ts to their contexts.  dflt
+ * takes ts over: the map lives as long as the context, which connections
+ * still in their handshake keep alive after a reload.
+ */
 void
 tls_sni_attach(SSL_CTX *dflt, struct tls_sni *ts)
 {
+	if (!SSL_CTX_set_ex_data(dflt, tls_sni_idx, ts))
+		abort();
 	SSL_CTX_set_tlsext_servername_callback(dflt, tls_sni_cb);
 	SSL_CTX_set_tlsext_servername_arg(dflt, ts);
 }

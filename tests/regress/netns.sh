@@ -121,6 +121,8 @@ assert_contains "closed port in the namespace" "HTTP/1.1 502" "$out"
 assert_contains "closed port in the namespace code" "X-Gateway-Error: port_not_listening" "$out"
 out=$($C -i "http://$PORT-gone.localhost:$GW/x")
 assert_contains "missing namespace" "HTTP/1.1 502" "$out"
+assert_contains "missing namespace code" "X-Gateway-Error: sandbox_unreachable" "$out"
+assert_contains "missing namespace message" "network namespace cannot be entered" "$out"
 assert_eq "requests that reached the host's backend for a missing namespace" "0" \
 	"$(grep -c '"/x"' "$T/host.jsonl")"
 $C -o /dev/null "http://$PORT-inns.localhost:$GW/echo?after=1" || fail "namespace after the refusals"

@@ -959,6 +959,10 @@ test_find_and_list(void **state)
 	assert_true(http1_list_has(" ,\tc\t", 5, "c"));
 	assert_true(http1_list_has("close", 5, "close"));
 	assert_false(http1_list_has("closed", 6, "close"));
+	/* A token with capitals (a field name) matches too. */
+	assert_true(http1_list_has("foo, bar", 8, "Bar"));
+	assert_true(http1_list_has("X-Hop", 5, "x-hop"));
+	assert_false(http1_list_has("foo", 3, "Foo2"));
 	assert_false(http1_list_has("clos", 4, "close"));
 	assert_false(http1_list_has("close", 4, "close"));
 	assert_false(http1_list_has("", 0, "close"));
