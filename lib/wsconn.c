@@ -1,0 +1,986 @@
+/*
+ * WebSocket connections: the HTTP/1.1 handshake checks and a connection
+ * object that glues wslay's event API to a bufferevent.
+ *
+ * wslay reads frames from the bufferevent's input and writes them straight
+ * into its output, so what we queue lives in one place and wsconn_queued is
+ * exact enough for credits.  The bufferevent's callbacks only note what
+ * happened and activate one work event; every callback into the owner runs
+ * from that event (or the free from event_base_once), never from inside
+ * wsconn_send, wsconn_close or a bufferevent callback, so an owner may send,
+ * close or free from any of its callbacks.
+ */
+#include <sys/types.h>
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <wslay/wslay.h>
+
+#include "alloc.h"
+#include "http1.h"
+#include "log.h"
+#include "wsconn.h"
+
+/* The GUID of RFC 6455 section 1.3. */
+static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/* Where a connection is in its life. */
+enum wsconn_state {
+	WSCONN_S_OPEN = 0, /* messages flow both ways */
+	WSCONN_S_CLOSING, /* a close frame went out or came in, or we failed */
+	WSCONN_S_CLOSED, /* transport closed, on_close called */
+};
+
+struct wsconn {
+	struct event_base *ws_base;
+	struct bufferevent *ws_bev; /* NULL once the transport is closed */
+	wslay_event_context_ptr ws_ctx;
+	struct wsconn_cbs ws_cbs;
+	void *ws_arg;
+	int ws_client;
+	enum wsconn_state ws_state;
+	int ws_flags;
+#define WSCONN_F_DEAD 0x01 /* wsconn_free was called; free pending */
+#define WSCONN_F_PAUSED 0x02 /* reading paused: too much queued */
+#define WSCONN_F_ABOVE_LOW 0x04 /* queue was above WSCONN_LOWAT */
+#define WSCONN_F_FAILED 0x08 /* we failed the connection: no reply awaited */
+#define WSCONN_F_HAVE_CODE 0x10 /* ws_code and ws_reason are final */
+#define WSCONN_F_IN_RECV 0x20 /* inside wslay_event_recv */
+#define WSCONN_F_IN_SEND 0x40 /* inside wslay_event_send */
+	int ws_work; /* what ws_ev_work has to do */
+#define WSCONN_W_READ 0x01 /* parse the input */
+#define WSCONN_W_WRITE 0x02 /* output drained to its low watermark */
+#define WSCONN_W_EOF 0x04 /* transport ended (ws_bev_what says how) */
+#define WSCONN_W_FINISH 0x08 /* close the transport, call on_close */
+	short ws_bev_what; /* BEV_EVENT_* of the end of the transport */
+	int ws_depth; /* our callbacks on the stack */
+	uint16_t ws_code; /* close code for on_close */
+	char ws_reason[WS_CLOSE_REASON_MAX + 1];
+	struct event *ws_ev_work; /* runs everything that calls the owner */
+	struct event *ws_ev_timer; /* closing handshake deadline */
+};
+
+static void wsconn_kick(struct wsconn *, int);
+static void wsconn_flush(struct wsconn *);
+static void wsconn_set_code(struct wsconn *, uint16_t, const char *, size_t);
+
+/* Is c a character of the base64 alphabet (padding excluded)? */
+static int
+ws_is_b64(int c)
+{
+	return ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	    (c >= '0' && c <= '9') || c == '+' || c == '/');
+}
+
+/* Is key 16 bytes in padded base64, i.e. 22 characters and "=="? */
+static int
+ws_key_valid(const char *key)
+{
+	size_t i;
+
+	if (strlen(key) != WS_KEY_LEN)
+		return (0);
+	for (i = 0; i < WS_KEY_LEN - 2; i++) {
+		if (!ws_is_b64((unsigned char)key[i]))
+			return (0);
+	}
+	return (key[22] == '=' && key[23] == '=');
+}
+
+/* Fill buf with len random bytes; returns 0, or -1 if OpenSSL fails. */
+static int
+ws_random(uint8_t *buf, size_t len)
+{
+	if (len > INT32_MAX || RAND_bytes(buf, (int)len) != 1)
+		return (-1);
+	return (0);
+}
+
+/* Compute the Sec-WebSocket-Accept value for client_key into out. */
+int
+ws_accept_key(const char *client_key, char out[WS_ACCEPT_LEN + 1])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx;
+	int ok;
+
+	if ((ctx = EVP_MD_CTX_new()) == NULL)
+		return (-1);
+	ok = EVP_DigestInit_ex(ctx, EVP_sha1(), NULL) == 1 &&
+	    EVP_DigestUpdate(ctx, client_key, strlen(client_key)) == 1 &&
+	    EVP_DigestUpdate(ctx, ws_guid, sizeof ws_guid - 1) == 1 &&
+	    EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 20;
+	EVP_MD_CTX_free(ctx);
+	if (!ok)
+		return (-1);
+	/* 20 bytes are 28 base64 characters; EVP_EncodeBlock adds the NUL. */
+	if (EVP_EncodeBlock((unsigned char *)out, md, 20) != WS_ACCEPT_LEN)
+		return (-1);
+	return (0);
+}
+
+/* Put a fresh random Sec-WebSocket-Key into out. */
+void
+ws_random_key(char out[WS_KEY_LEN + 1])
+{
+	uint8_t raw[16];
+
+	if (ws_random(raw, sizeof raw) != 0) {
+		log_error("wsconn: no random bytes for a WebSocket key");
+		abort();
+	}
+	EVP_EncodeBlock((unsigned char *)out, raw, sizeof raw);
+}
+
+/* Set *why to a sentence for the caller and return -1. */
+static int __attribute__((format(printf, 2, 3)))
+ws_refuse(char **why, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	xvasprintf(why, fmt, ap);
+	va_end(ap);
+	return (-1);
+}
+
+/* How many header fields are named name; *first gets the first one. */
+static size_t
+ws_count(const struct http1_msg *m, const char *name,
+    const struct http1_header **first)
+{
+	size_t i, n = 0;
+
+	*first = NULL;
+	for (i = 0; i < m->m_nheaders; i++) {
+		if (strcasecmp(m->m_headers[i].name, name) != 0)
+			continue;
+		if (n++ == 0)
+			*first = &m->m_headers[i];
+	}
+	return (n);
+}
+
+/* Does any field named name list token (case-insensitive)? */
+static int
+ws_list_has(const struct http1_msg *m, const char *name, const char *token)
+{
+	const struct http1_header *h;
+	size_t i;
+
+	for (i = 0; i < m->m_nheaders; i++) {
+		h = &m->m_headers[i];
+		if (strcasecmp(h->name, name) == 0 &&
+		    http1_list_has(h->value, h->value_len, token))
+			return (1);
+	}
+	return (0);
+}
+
+/* Check that a request head asks for a WebSocket we can accept. */
+int
+ws_check_upgrade_request(
+    const struct http1_msg *m, const char **key, char **why)
+{
+	const struct http1_header *h;
+	size_t n;
+
+	*key = NULL;
+	*why = NULL;
+	if (m->m_method == NULL || strcmp(m->m_method, "GET") != 0)
+		return (ws_refuse(why, "a WebSocket upgrade must use GET"));
+	if (m->m_minor != 1)
+		return (ws_refuse(why, "a WebSocket upgrade needs HTTP/1.1"));
+	if (m->m_body != HTTP1_BODY_NONE)
+		return (ws_refuse(
+		    why, "a WebSocket upgrade request must not have a body"));
+	if (!ws_list_has(m, "connection", "upgrade"))
+		return (ws_refuse(why, "Connection does not list upgrade"));
+	if (!ws_list_has(m, "upgrade", "websocket"))
+		return (ws_refuse(why, "Upgrade does not list websocket"));
+
+	n = ws_count(m, "sec-websocket-version", &h);
+	if (n == 0)
+		return (ws_refuse(why, "Sec-WebSocket-Version is missing"));
+	if (n > 1)
+		return (ws_refuse(
+		    why, "Sec-WebSocket-Version appears more than once"));
+	if (strcmp(h->value, "13") != 0)
+		return (ws_refuse(why,
+		    "Sec-WebSocket-Version %.16s is not supported (only 13)",
+		    h->value));
+
+	n = ws_count(m, "sec-websocket-key", &h);
+	if (n == 0)
+		return (ws_refuse(why, "Sec-WebSocket-Key is missing"));
+	if (n > 1)
+		return (
+		    ws_refuse(why, "Sec-WebSocket-Key appears more than once"));
+	if (!ws_key_valid(h->value))
+		return (ws_refuse(
+		    why, "Sec-WebSocket-Key is not 16 bytes in base64"));
+	*key = h->value;
+	return (0);
+}
+
+/* Append the 101 response that accepts an upgrade. */
+void
+ws_write_accept_response(
+    struct evbuffer *out, const char *accept_key, const char *extra_headers)
+{
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 101 Switching Protocols\r\n"
+	    "Upgrade: websocket\r\n"
+	    "Connection: Upgrade\r\n"
+	    "Sec-WebSocket-Accept: %s\r\n"
+	    "%s\r\n",
+	    accept_key, extra_headers != NULL ? extra_headers : "");
+}
+
+/* Is s non-empty and free of controls, spaces, DEL and non-ASCII? */
+static int
+ws_token_safe(const char *s)
+{
+	const unsigned char *p;
+
+	if (*s == '\0')
+		return (0);
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p <= 0x20 || *p >= 0x7f)
+			return (0);
+	}
+	return (1);
+}
+
+/* Is s a "Name: value" line without CR, LF or other controls but tab? */
+static int
+ws_header_safe(const char *s)
+{
+	const unsigned char *p;
+	const char *colon;
+
+	if ((colon = strchr(s, ':')) == NULL || colon == s)
+		return (0);
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+			return (0);
+		if ((const char *)p < colon && (*p == ' ' || *p == '\t'))
+			return (0);
+	}
+	return (1);
+}
+
+/* Build the client's upgrade request; NULL if an input is unsafe. */
+char *
+ws_client_request(const char *host_header, const char *path, const char *key,
+    const char *const *extra_headers)
+{
+	struct evbuffer *b;
+	char *s;
+	size_t i, len;
+
+	if (!ws_token_safe(host_header) || !ws_token_safe(path) ||
+	    path[0] != '/' || !ws_key_valid(key))
+		return (NULL);
+	for (i = 0; extra_headers != NULL && extra_headers[i] != NULL; i++) {
+		if (!ws_header_safe(extra_headers[i]))
+			return (NULL);
+	}
+	if ((b = evbuffer_new()) == NULL)
+		return (NULL);
+	evbuffer_add_printf(b,
+	    "GET %s HTTP/1.1\r\n"
+	    "Host: %s\r\n"
+	    "Upgrade: websocket\r\n"
+	    "Connection: Upgrade\r\n"
+	    "Sec-WebSocket-Key: %s\r\n"
+	    "Sec-WebSocket-Version: 13\r\n",
+	    path, host_header, key);
+	for (i = 0; extra_headers != NULL && extra_headers[i] != NULL; i++)
+		evbuffer_add_printf(b, "%s\r\n", extra_headers[i]);
+	evbuffer_add(b, "\r\n", 2);
+	len = evbuffer_get_length(b);
+	s = xmalloc(len + 1);
+	evbuffer_remove(b, s, len);
+	s[len] = '\0';
+	evbuffer_free(b);
+	return (s);
+}
+
+/* Check that a response head accepts the upgrade we asked for with key. */
+int
+ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
+{
+	const struct http1_header *h;
+	char want[WS_ACCEPT_LEN + 1];
+	size_t n;
+
+	*why = NULL;
+	if (m->m_status != 101)
+		return (ws_refuse(why,
+		    "the server answered %d instead of 101 Switching Protocols",
+		    m->m_status));
+	if (!ws_list_has(m, "upgrade", "websocket"))
+		return (ws_refuse(why,
+		    "the 101 response has no Upgrade: "
+		    "websocket"));
+	if (!ws_list_has(m, "connection", "upgrade"))
+		return (ws_refuse(why,
+		    "the 101 response has no Connection: "
+		    "upgrade"));
+	n = ws_count(m, "sec-websocket-accept", &h);
+	if (n == 0)
+		return (ws_refuse(why, "Sec-WebSocket-Accept is missing"));
+	if (n > 1)
+		return (ws_refuse(
+		    why, "Sec-WebSocket-Accept appears more than once"));
+	if (ws_accept_key(key, want) != 0)
+		return (ws_refuse(why, "cannot compute Sec-WebSocket-Accept"));
+	if (strcmp(h->value, want) != 0)
+		return (ws_refuse(
+		    why, "Sec-WebSocket-Accept does not match our key"));
+	if (ws_count(m, "sec-websocket-extensions", &h) != 0)
+		return (ws_refuse(why,
+		    "the server chose a WebSocket extension we did not offer"));
+	if (ws_count(m, "sec-websocket-protocol", &h) != 0)
+		return (ws_refuse(
+		    why, "the server chose a subprotocol we did not offer"));
+	return (0);
+}
+
+/* Name of a state, for debug logs. */
+static const char *
+wsconn_state_name(enum wsconn_state state)
+{
+	switch (state) {
+	case WSCONN_S_OPEN:
+		return ("open");
+	case WSCONN_S_CLOSING:
+		return ("closing");
+	case WSCONN_S_CLOSED:
+		return ("closed");
+	}
+	return ("?");
+}
+
+/* Print state and flags of a connection into buf, for debug logs. */
+static const char *
+wsconn_show(const struct wsconn *ws, char *buf, size_t len)
+{
+	int f = ws->ws_flags;
+
+	snprintf(buf, len, "%s %s%s%s%s%s%s%s%s",
+	    ws->ws_client ? "client" : "server",
+	    wsconn_state_name(ws->ws_state), f & WSCONN_F_DEAD ? " DEAD" : "",
+	    f & WSCONN_F_PAUSED ? " PAUSED" : "",
+	    f & WSCONN_F_ABOVE_LOW ? " ABOVE_LOW" : "",
+	    f & WSCONN_F_FAILED ? " FAILED" : "",
+	    f & WSCONN_F_HAVE_CODE ? " HAVE_CODE" : "",
+	    f & WSCONN_F_IN_RECV ? " IN_RECV" : "",
+	    f & WSCONN_F_IN_SEND ? " IN_SEND" : "");
+	return (buf);
+}
+
+/* Reason we give for a close code we sent because of a peer's error. */
+static const char *
+wsconn_code_reason(uint16_t code)
+{
+	switch (code) {
+	case WS_CLOSE_INVALID_DATA:
+		return ("invalid UTF-8 in a text message");
+	case WS_CLOSE_TOO_BIG:
+		return ("message too big");
+	default:
+		return ("protocol error");
+	}
+}
+
+/* May code be sent in a close frame (RFC 6455 section 7.4)? */
+static int
+wsconn_code_sendable(uint16_t code)
+{
+	return ((code >= 1000 && code <= 1011 && code != 1004 &&
+		    code != WS_CLOSE_NO_STATUS && code != WS_CLOSE_ABNORMAL) ||
+	    (code >= 3000 && code <= 4999));
+}
+
+/* Bytes waiting to be sent: in wslay plus in the bufferevent's output. */
+size_t
+wsconn_queued(const struct wsconn *ws)
+{
+	size_t n;
+
+	if (ws->ws_state == WSCONN_S_CLOSED)
+		return (0);
+	n = wslay_event_get_queued_msg_length(ws->ws_ctx);
+	if (ws->ws_bev != NULL)
+		n += evbuffer_get_length(bufferevent_get_output(ws->ws_bev));
+	return (n);
+}
+
+/* Feed wslay from the bufferevent's input; would-block when none or paused. */
+static ssize_t
+wsconn_recv_cb(
+    wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
+{
+	struct wsconn *ws = arg;
+	int n;
+
+	(void)flags;
+	/*
+	 * Stop in the middle of the input once our owner's answers pile up
+	 * past the high watermark: a peer that sends but does not read
+	 * must not make us buffer without bound.
+	 */
+	if ((ws->ws_flags & WSCONN_F_DEAD) || ws->ws_bev == NULL ||
+	    (ws->ws_state == WSCONN_S_OPEN &&
+		wsconn_queued(ws) > WSCONN_HIWAT)) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return (-1);
+	}
+	if (len > INT32_MAX)
+		len = INT32_MAX;
+	n = evbuffer_remove(bufferevent_get_input(ws->ws_bev), buf, len);
+	if (n <= 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return (-1);
+	}
+	return (n);
+}
+
+/* Move frame bytes from wslay into the bufferevent's output. */
+static ssize_t
+wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
+    int flags, void *arg)
+{
+	struct wsconn *ws = arg;
+
+	(void)flags;
+	if (ws->ws_bev == NULL ||
+	    evbuffer_add(bufferevent_get_output(ws->ws_bev), data, len) != 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return (-1);
+	}
+	return ((ssize_t)len);
+}
+
+/* Give wslay a masking key for a client frame. */
+static int
+wsconn_genmask_cb(
+    wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
+{
+	(void)arg;
+	if (ws_random(buf, len) != 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return (-1);
+	}
+	return (0);
+}
+
+/* Enter the closing state and start the deadline for the handshake. */
+static void
+wsconn_enter_closing(struct wsconn *ws)
+{
+	struct timeval tv = { WSCONN_CLOSE_TIMEOUT, 0 };
+
+	if (ws->ws_state != WSCONN_S_OPEN)
+		return;
+	ws->ws_state = WSCONN_S_CLOSING;
+	evtimer_add(ws->ws_ev_timer, &tv);
+}
+
+/* One whole message or control frame from wslay. */
+static void
+wsconn_msg_cb(wslay_event_context_ptr ctx,
+    const struct wslay_event_on_msg_recv_arg *m, void *arg)
+{
+	struct wsconn *ws = arg;
+	const uint8_t *data;
+
+	(void)ctx;
+	if (ws->ws_flags & WSCONN_F_DEAD)
+		return;
+	switch (m->opcode) {
+	case WSLAY_TEXT_FRAME:
+	case WSLAY_BINARY_FRAME:
+		/* After our close frame, messages have nowhere to go. */
+		if (ws->ws_state != WSCONN_S_OPEN ||
+		    ws->ws_cbs.on_message == NULL)
+			break;
+		data = m->msg != NULL ? m->msg : (const uint8_t *)"";
+		ws->ws_cbs.on_message(ws->ws_arg,
+		    m->opcode == WSLAY_BINARY_FRAME, data, m->msg_length);
+		if (!(ws->ws_flags & WSCONN_F_DEAD))
+			wsconn_flush(ws);
+		break;
+	case WSLAY_CONNECTION_CLOSE:
+		if (m->status_code == 0)
+			wsconn_set_code(ws, WS_CLOSE_NO_STATUS, "", 0);
+		else
+			wsconn_set_code(ws, m->status_code,
+			    (const char *)m->msg + 2, m->msg_length - 2);
+		wsconn_enter_closing(ws);
+		break;
+	default:
+		/* Pings are answered by wslay; pongs we never asked for. */
+		break;
+	}
+}
+
+/* Record the code and reason on_close will report, unless already set. */
+static void
+wsconn_set_code(
+    struct wsconn *ws, uint16_t code, const char *reason, size_t len)
+{
+	if (ws->ws_flags & WSCONN_F_HAVE_CODE)
+		return;
+	if (len > WS_CLOSE_REASON_MAX)
+		len = WS_CLOSE_REASON_MAX;
+	ws->ws_code = code;
+	memcpy(ws->ws_reason, reason, len);
+	ws->ws_reason[len] = '\0';
+	ws->ws_flags |= WSCONN_F_HAVE_CODE;
+}
+
+/* Fail the connection at once with code and reason. */
+static void
+wsconn_fail(struct wsconn *ws, uint16_t code, const char *reason)
+{
+	if (ws->ws_state == WSCONN_S_CLOSED)
+		return;
+	wsconn_set_code(ws, code, reason, strlen(reason));
+	ws->ws_flags |= WSCONN_F_FAILED;
+	ws->ws_state = WSCONN_S_CLOSING;
+	wsconn_kick(ws, WSCONN_W_FINISH);
+}
+
+/* Let wslay write what it has queued into the bufferevent's output. */
+static void
+wsconn_flush(struct wsconn *ws)
+{
+	int rv;
+
+	/*
+	 * A nested call leaves the work to the outer one.  Inside
+	 * wslay_event_recv we do send, so what the owner answered to a
+	 * message goes out before a close frame that follows it.
+	 */
+	if ((ws->ws_flags & WSCONN_F_IN_SEND) || ws->ws_bev == NULL ||
+	    !wslay_event_want_write(ws->ws_ctx))
+		return;
+	ws->ws_flags |= WSCONN_F_IN_SEND;
+	rv = wslay_event_send(ws->ws_ctx);
+	ws->ws_flags &= ~WSCONN_F_IN_SEND;
+	if (rv != 0)
+		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
+}
+
+/* Pause or resume reading as the queue crosses the watermarks. */
+static void
+wsconn_flow(struct wsconn *ws)
+{
+	char buf[128];
+	size_t q;
+
+	if (ws->ws_bev == NULL)
+		return;
+	q = wsconn_queued(ws);
+	if (q > WSCONN_LOWAT)
+		ws->ws_flags |= WSCONN_F_ABOVE_LOW;
+	if (!(ws->ws_flags & WSCONN_F_PAUSED) &&
+	    ws->ws_state == WSCONN_S_OPEN && q > WSCONN_HIWAT) {
+		ws->ws_flags |= WSCONN_F_PAUSED;
+		bufferevent_disable(ws->ws_bev, EV_READ);
+		log_debug("wsconn %p: %s: %zu bytes queued, reading paused",
+		    (void *)ws, wsconn_show(ws, buf, sizeof buf), q);
+	} else if ((ws->ws_flags & WSCONN_F_PAUSED) &&
+	    (q <= WSCONN_LOWAT || ws->ws_state != WSCONN_S_OPEN)) {
+		ws->ws_flags &= ~WSCONN_F_PAUSED;
+		bufferevent_enable(ws->ws_bev, EV_READ);
+		wsconn_kick(ws, WSCONN_W_READ);
+		log_debug("wsconn %p: %s: %zu bytes queued, reading resumed",
+		    (void *)ws, wsconn_show(ws, buf, sizeof buf), q);
+	}
+}
+
+/* Once closing and everything is written, finish the connection. */
+static void
+wsconn_check_done(struct wsconn *ws)
+{
+	if (ws->ws_state != WSCONN_S_CLOSING || ws->ws_bev == NULL)
+		return;
+	if (!wslay_event_get_close_received(ws->ws_ctx) &&
+	    !(ws->ws_flags & WSCONN_F_FAILED))
+		return;
+	if (wslay_event_want_write(ws->ws_ctx) ||
+	    evbuffer_get_length(bufferevent_get_output(ws->ws_bev)) != 0)
+		return;
+	wsconn_kick(ws, WSCONN_W_FINISH);
+}
+
+/* Parse the frames in the input and act on what wslay found. */
+static void
+wsconn_read(struct wsconn *ws)
+{
+	struct evbuffer *in;
+	uint16_t code;
+	int rv, failed;
+
+	if (ws->ws_bev == NULL || ws->ws_state == WSCONN_S_CLOSED ||
+	    (ws->ws_flags & (WSCONN_F_DEAD | WSCONN_F_PAUSED)))
+		return;
+	in = bufferevent_get_input(ws->ws_bev);
+	if (!wslay_event_want_read(ws->ws_ctx)) {
+		/* After a close frame or an error, input is discarded. */
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+
+	ws->ws_flags |= WSCONN_F_IN_RECV;
+	rv = wslay_event_recv(ws->ws_ctx);
+	ws->ws_flags &= ~WSCONN_F_IN_RECV;
+	if (ws->ws_flags & WSCONN_F_DEAD)
+		return;
+	if (rv != 0) {
+		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot parse frames");
+		return;
+	}
+	/* wslay stops reading and queues a close frame on a bad frame. */
+	failed = !wslay_event_get_read_enabled(ws->ws_ctx) &&
+	    !wslay_event_get_close_received(ws->ws_ctx) &&
+	    !(ws->ws_flags & WSCONN_F_FAILED);
+	wsconn_flush(ws);
+	if (failed && ws->ws_state != WSCONN_S_CLOSED) {
+		code = WS_CLOSE_PROTOCOL_ERROR;
+		if (ws->ws_state == WSCONN_S_OPEN &&
+		    wslay_event_get_close_sent(ws->ws_ctx))
+			code = wslay_event_get_status_code_sent(ws->ws_ctx);
+		wsconn_set_code(ws, code, wsconn_code_reason(code),
+		    strlen(wsconn_code_reason(code)));
+		ws->ws_flags |= WSCONN_F_FAILED;
+		wsconn_enter_closing(ws);
+		evbuffer_drain(in, evbuffer_get_length(in));
+	}
+	wsconn_flow(ws);
+	wsconn_check_done(ws);
+}
+
+/* The output drained to the low watermark: resume, tell the owner. */
+static void
+wsconn_written(struct wsconn *ws)
+{
+	if (ws->ws_bev == NULL)
+		return;
+	wsconn_flow(ws);
+	if ((ws->ws_flags & WSCONN_F_ABOVE_LOW) &&
+	    wsconn_queued(ws) <= WSCONN_LOWAT) {
+		ws->ws_flags &= ~WSCONN_F_ABOVE_LOW;
+		if (ws->ws_state == WSCONN_S_OPEN &&
+		    ws->ws_cbs.on_writable != NULL) {
+			ws->ws_cbs.on_writable(ws->ws_arg);
+			if (ws->ws_flags & WSCONN_F_DEAD)
+				return;
+		}
+	}
+	wsconn_check_done(ws);
+}
+
+/* Close the transport and tell the owner how the connection ended. */
+static void
+wsconn_finish(struct wsconn *ws)
+{
+	char buf[128];
+
+	if (ws->ws_state == WSCONN_S_CLOSED)
+		return;
+	if (!(ws->ws_flags & WSCONN_F_HAVE_CODE)) {
+		const char *r = "the connection ended without a close frame";
+
+		wsconn_set_code(ws, WS_CLOSE_ABNORMAL, r, strlen(r));
+	}
+	evtimer_del(ws->ws_ev_timer);
+	if (ws->ws_bev != NULL) {
+		bufferevent_free(ws->ws_bev);
+		ws->ws_bev = NULL;
+	}
+	ws->ws_state = WSCONN_S_CLOSED;
+	ws->ws_flags &= ~WSCONN_F_PAUSED;
+	log_debug("wsconn %p: %s: code %u (%s)", (void *)ws,
+	    wsconn_show(ws, buf, sizeof buf), ws->ws_code, ws->ws_reason);
+	if (ws->ws_cbs.on_close != NULL)
+		ws->ws_cbs.on_close(ws->ws_arg, ws->ws_code, ws->ws_reason);
+}
+
+/* The transport ended: parse what is left, then finish. */
+static void
+wsconn_eof(struct wsconn *ws)
+{
+	const char *r;
+
+	wsconn_read(ws);
+	if (ws->ws_flags & WSCONN_F_DEAD || ws->ws_state == WSCONN_S_CLOSED)
+		return;
+	if (ws->ws_bev_what & BEV_EVENT_EOF)
+		r = "the peer closed the connection";
+	else if (ws->ws_bev_what & BEV_EVENT_TIMEOUT)
+		r = "the transport timed out";
+	else
+		r = "transport error";
+	wsconn_set_code(ws, WS_CLOSE_ABNORMAL, r, strlen(r));
+	wsconn_finish(ws);
+}
+
+/* Do the work the bufferevent callbacks and timers asked for. */
+static void
+wsconn_work_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wsconn *ws = arg;
+	int work;
+
+	(void)fd;
+	(void)what;
+	if (ws->ws_flags & WSCONN_F_DEAD)
+		return;
+	ws->ws_depth++;
+	work = ws->ws_work;
+	ws->ws_work = 0;
+	if (work & WSCONN_W_READ)
+		wsconn_read(ws);
+	if ((work & WSCONN_W_WRITE) && !(ws->ws_flags & WSCONN_F_DEAD))
+		wsconn_written(ws);
+	if ((work & WSCONN_W_EOF) && !(ws->ws_flags & WSCONN_F_DEAD))
+		wsconn_eof(ws);
+	if ((work & WSCONN_W_FINISH) && !(ws->ws_flags & WSCONN_F_DEAD))
+		wsconn_finish(ws);
+	ws->ws_depth--;
+	/* Work added meanwhile runs on the next pass, not in this one. */
+	if (ws->ws_work != 0 && !(ws->ws_flags & WSCONN_F_DEAD) &&
+	    ws->ws_state != WSCONN_S_CLOSED)
+		event_active(ws->ws_ev_work, EV_TIMEOUT, 0);
+}
+
+/* Ask the work event to do work from the loop. */
+static void
+wsconn_kick(struct wsconn *ws, int work)
+{
+	if (ws->ws_flags & WSCONN_F_DEAD || ws->ws_state == WSCONN_S_CLOSED)
+		return;
+	ws->ws_work |= work;
+	if (ws->ws_depth == 0)
+		event_active(ws->ws_ev_work, EV_TIMEOUT, 0);
+}
+
+/* Bytes arrived on the transport. */
+static void
+wsconn_readcb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	wsconn_kick(arg, WSCONN_W_READ);
+}
+
+/* The transport's output drained to its low watermark. */
+static void
+wsconn_writecb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	wsconn_kick(arg, WSCONN_W_WRITE);
+}
+
+/* The transport hit EOF, an error or a timeout. */
+static void
+wsconn_eventcb(struct bufferevent *bev, short what, void *arg)
+{
+	struct wsconn *ws = arg;
+
+	(void)bev;
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (ws->ws_bev_what == 0)
+		ws->ws_bev_what = what;
+	bufferevent_disable(ws->ws_bev, EV_READ | EV_WRITE);
+	wsconn_kick(ws, WSCONN_W_EOF);
+}
+
+/* The closing handshake took too long: drop the transport. */
+static void
+wsconn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wsconn *ws = arg;
+	const char *r = "the closing handshake timed out";
+
+	(void)fd;
+	(void)what;
+	wsconn_set_code(ws, WS_CLOSE_ABNORMAL, r, strlen(r));
+	wsconn_kick(ws, WSCONN_W_FINISH);
+}
+
+/* Start a WebSocket connection over a bufferevent after the handshake. */
+struct wsconn *
+wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
+    const struct wsconn_cbs *cbs, void *arg, size_t max_message)
+{
+	struct wslay_event_callbacks wcb = {
+		.recv_callback = wsconn_recv_cb,
+		.send_callback = wsconn_send_cb,
+		.genmask_callback = is_client ? wsconn_genmask_cb : NULL,
+		.on_msg_recv_callback = wsconn_msg_cb,
+	};
+	struct wsconn *ws;
+	int rv;
+
+	ws = xcalloc(1, sizeof *ws);
+	ws->ws_base = base;
+	ws->ws_client = is_client != 0;
+	if (cbs != NULL)
+		ws->ws_cbs = *cbs;
+	ws->ws_arg = arg;
+	if (is_client)
+		rv = wslay_event_context_client_init(&ws->ws_ctx, &wcb, ws);
+	else
+		rv = wslay_event_context_server_init(&ws->ws_ctx, &wcb, ws);
+	if (rv != 0)
+		goto fail;
+	wslay_event_config_set_no_buffering(ws->ws_ctx, 0);
+	wslay_event_config_set_allowed_rsv_bits(ws->ws_ctx, WSLAY_RSV_NONE);
+	wslay_event_config_set_max_recv_msg_length(ws->ws_ctx,
+	    max_message != 0 ? max_message : WSCONN_MAX_MESSAGE_DEFAULT);
+
+	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
+	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
+	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL)
+		goto fail;
+
+	ws->ws_bev = bev;
+	bufferevent_setcb(
+	    bev, wsconn_readcb, wsconn_writecb, wsconn_eventcb, ws);
+	/* Input stays small: wslay takes it as it comes, or we pause. */
+	bufferevent_setwatermark(bev, EV_READ, 0, WSCONN_READ_HIWAT);
+	bufferevent_setwatermark(bev, EV_WRITE, WSCONN_LOWAT, 0);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(bufferevent_get_input(bev)) != 0)
+		wsconn_kick(ws, WSCONN_W_READ);
+	return (ws);
+
+fail:
+	if (ws->ws_ev_timer != NULL)
+		event_free(ws->ws_ev_timer);
+	if (ws->ws_ev_work != NULL)
+		event_free(ws->ws_ev_work);
+	if (ws->ws_ctx != NULL)
+		wslay_event_context_free(ws->ws_ctx);
+	free(ws);
+	return (NULL);
+}
+
+/* Queue one message for the peer, copying it. */
+int
+wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
+{
+	struct wslay_event_msg msg;
+
+	if (ws->ws_state != WSCONN_S_OPEN || (ws->ws_flags & WSCONN_F_DEAD))
+		return (-1);
+	if (len != 0 && data == NULL)
+		return (-1);
+	if (len > WSCONN_QUEUE_LIMIT ||
+	    wsconn_queued(ws) > WSCONN_QUEUE_LIMIT - len)
+		return (-1);
+	msg.opcode = is_binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME;
+	msg.msg = data;
+	msg.msg_length = len;
+	if (wslay_event_queue_msg(ws->ws_ctx, &msg) != 0)
+		return (-1);
+	wsconn_flush(ws);
+	wsconn_flow(ws);
+	return (0);
+}
+
+/* Start the closing handshake with code and reason. */
+int
+wsconn_close(struct wsconn *ws, uint16_t code, const char *reason)
+{
+	size_t len = 0;
+
+	if (ws->ws_state != WSCONN_S_OPEN || (ws->ws_flags & WSCONN_F_DEAD))
+		return (-1);
+	if (code != 0 && !wsconn_code_sendable(code))
+		return (-1);
+	if (code != 0 && reason != NULL)
+		len = strlen(reason);
+	else
+		reason = "";
+	if (len > WS_CLOSE_REASON_MAX) {
+		/* Cut at a character boundary, so the rest stays UTF-8. */
+		len = WS_CLOSE_REASON_MAX;
+		while (len > 0 && ((unsigned char)reason[len] & 0xc0) == 0x80)
+			len--;
+	}
+	if (wslay_event_queue_close(
+		ws->ws_ctx, code, (const uint8_t *)reason, len) != 0)
+		return (-1);
+	wsconn_enter_closing(ws);
+	wsconn_flush(ws);
+	wsconn_flow(ws);
+	return (0);
+}
+
+/* Free everything now; nothing of ours may be on the stack. */
+static void
+wsconn_destroy(struct wsconn *ws)
+{
+	if (ws->ws_bev != NULL)
+		bufferevent_free(ws->ws_bev);
+	event_free(ws->ws_ev_timer);
+	event_free(ws->ws_ev_work);
+	wslay_event_context_free(ws->ws_ctx);
+	free(ws);
+}
+
+/* Free a connection whose free was deferred, from the loop. */
+static void
+wsconn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	wsconn_destroy(arg);
+}
+
+/* Free a connection now, or from the loop if inside its callbacks. */
+void
+wsconn_free(struct wsconn *ws)
+{
+	if (ws == NULL || (ws->ws_flags & WSCONN_F_DEAD))
+		return;
+	if (ws->ws_depth == 0 &&
+	    !(ws->ws_flags & (WSCONN_F_IN_RECV | WSCONN_F_IN_SEND))) {
+		wsconn_destroy(ws);
+		return;
+	}
+	/* Go quiet now; the memory stays until our frames have unwound. */
+	ws->ws_flags |= WSCONN_F_DEAD;
+	if (ws->ws_bev != NULL) {
+		bufferevent_setcb(ws->ws_bev, NULL, NULL, NULL, NULL);
+		bufferevent_disable(ws->ws_bev, EV_READ | EV_WRITE);
+	}
+	evtimer_del(ws->ws_ev_timer);
+	event_del(ws->ws_ev_work);
+	if (event_base_once(
+		ws->ws_base, -1, EV_TIMEOUT, wsconn_free_cb, ws, NULL) != 0) {
+		log_error("wsconn: cannot schedule a deferred free");
+		abort();
+	}
+}

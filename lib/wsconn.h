@@ -1,0 +1,174 @@
+/*
+ * WebSocket connections (RFC 6455) for the reverse tunnel and anything else
+ * that speaks WebSocket after an HTTP/1.1 upgrade.
+ *
+ * We do the handshake (helpers below, over lib/http1.c messages); wslay does
+ * the framing, masking and close codes.  A struct wsconn sits on a
+ * bufferevent, plain or TLS, once the handshake is over, delivers whole
+ * messages and queues outgoing ones.  No extensions (no compression), and
+ * we never send pings: the tunnel's heartbeat is JSON (tunnel-protocol.md
+ * §3, §7).  Pings from the peer are answered by wslay.
+ */
+#ifndef AK_WSCONN_H
+#define AK_WSCONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bufferevent;
+struct event_base;
+struct evbuffer;
+struct http1_msg;
+
+/* Close codes (RFC 6455 section 7.4.1). */
+#define WS_CLOSE_NORMAL 1000
+#define WS_CLOSE_GOING_AWAY 1001
+#define WS_CLOSE_PROTOCOL_ERROR 1002
+#define WS_CLOSE_UNSUPPORTED_DATA 1003
+#define WS_CLOSE_NO_STATUS 1005 /* reported only: close frame without code */
+#define WS_CLOSE_ABNORMAL 1006 /* reported only: no close frame at all */
+#define WS_CLOSE_INVALID_DATA 1007
+#define WS_CLOSE_POLICY 1008
+#define WS_CLOSE_TOO_BIG 1009
+#define WS_CLOSE_INTERNAL_ERROR 1011
+
+/* Longest close reason a close frame can carry, in bytes. */
+#define WS_CLOSE_REASON_MAX 123
+
+/* Length of a Sec-WebSocket-Key and of a Sec-WebSocket-Accept value. */
+#define WS_KEY_LEN 24
+#define WS_ACCEPT_LEN 28
+
+/* Largest message by default (the tunnel's 8 MiB control frame, §3.1). */
+#define WSCONN_MAX_MESSAGE_DEFAULT ((size_t)8 << 20)
+/*
+ * Reading pauses while more than this much is queued for the peer: what we
+ * read makes our owner answer, so a peer that sends but does not read could
+ * otherwise make us buffer without bound.  Its frames wait in the kernel
+ * and it feels TCP backpressure instead.
+ */
+#define WSCONN_HIWAT ((size_t)4 << 20)
+/* ... and resumes, and on_writable is called, at or below this much. */
+#define WSCONN_LOWAT ((size_t)1 << 20)
+/* wsconn_send refuses what would queue more than this in all. */
+#define WSCONN_QUEUE_LIMIT ((size_t)32 << 20)
+/* Seconds to wait for the closing handshake before dropping the transport. */
+#define WSCONN_CLOSE_TIMEOUT 5
+/* Most bytes held unparsed in the bufferevent's input. */
+#define WSCONN_READ_HIWAT ((size_t)256 << 10)
+
+/*
+ * Put the Sec-WebSocket-Accept value for client_key (the key as sent, 24
+ * characters for a valid one) and a NUL in out.  Returns 0, or -1 if
+ * OpenSSL fails.
+ */
+int ws_accept_key(const char *client_key, char out[WS_ACCEPT_LEN + 1]);
+
+/*
+ * Is a parsed request head a valid WebSocket upgrade (GET, HTTP/1.1,
+ * Connection lists upgrade, Upgrade lists websocket, Sec-WebSocket-Version
+ * 13, one Sec-WebSocket-Key that is 16 bytes in base64, no body)?  Returns
+ * 0 with *key pointing at the key inside the message, or -1 with *why set
+ * to a sentence the caller frees.  Answer a refusal with 400, or with 426
+ * and "Sec-WebSocket-Version: 13" when the version was wrong.
+ */
+int ws_check_upgrade_request(
+    const struct http1_msg *, const char **key, char **why);
+
+/*
+ * Append a 101 response accepting the upgrade to out.  extra_headers is
+ * NULL or whole header lines, each ending in CRLF.
+ */
+void ws_write_accept_response(
+    struct evbuffer *out, const char *accept_key, const char *extra_headers);
+
+/*
+ * Build a client upgrade request for path (starting with '/') on
+ * host_header, with key from ws_random_key and extra_headers a
+ * NULL-terminated list of "Name: value" strings (or NULL).  Returns a
+ * string the caller frees, or NULL if any part contains a CR, LF or NUL
+ * where it would break the head (spaces in host or path, too).
+ */
+char *ws_client_request(const char *host_header, const char *path,
+    const char *key, const char *const *extra_headers);
+
+/*
+ * Is a parsed response head the server's acceptance of our request with
+ * key (101, Upgrade websocket, Connection upgrade, the right
+ * Sec-WebSocket-Accept, no extension or subprotocol we did not offer)?
+ * Returns 0, or -1 with *why set to a sentence the caller frees.
+ */
+int
+ws_check_accept_response(const struct http1_msg *, const char *key, char **why);
+
+/* Put a fresh random Sec-WebSocket-Key and a NUL in out. */
+void ws_random_key(char out[WS_KEY_LEN + 1]);
+
+/*
+ * What a wsconn tells its owner.  Any member may be NULL.
+ *
+ * on_message gets one whole message; data is valid only during the call
+ * (and is not NUL-terminated).  Text messages are valid UTF-8 (wslay checks).
+ *
+ * on_close is called exactly once, from the event loop, when the
+ * connection is over and the transport has been closed: after a close
+ * handshake (code and reason from the peer's close frame, 1005 if it had no
+ * code), after a protocol error we detected (the code we sent, e.g. 1002,
+ * 1007 or 1009), or after EOF, a transport error or the close timeout (1006).
+ * It is not called once wsconn_free has been called.  After it only
+ * wsconn_free is useful; calling it from on_close is fine.
+ *
+ * on_writable is called when what is queued for the peer drains to
+ * WSCONN_LOWAT or below, after it had been above.
+ */
+struct wsconn_cbs {
+	void (*on_message)(
+	    void *arg, int is_binary, const uint8_t *data, size_t len);
+	void (*on_close)(void *arg, uint16_t code, const char *reason);
+	void (*on_writable)(void *arg);
+};
+
+struct wsconn;
+
+/*
+ * Run a WebSocket over bev, whose handshake is done; bytes already in its
+ * input are the first frames.  is_client picks the role (clients mask what
+ * they send and refuse masked frames).  Messages over max_message bytes (0
+ * means WSCONN_MAX_MESSAGE_DEFAULT) close the connection with 1009.  The
+ * wsconn owns bev from now on, sets its callbacks and watermarks, and frees
+ * it when the connection ends (which closes the socket or TLS connection if
+ * bev was made with BEV_OPT_CLOSE_ON_FREE).  cbs is copied.  Returns NULL (and leaves
+ * bev to the caller) only if wslay or libevent cannot allocate.
+ */
+struct wsconn *wsconn_new(struct event_base *, struct bufferevent *bev,
+    int is_client, const struct wsconn_cbs *cbs, void *arg, size_t max_message);
+
+/*
+ * Queue one message, copying data.  Returns 0, or -1 if the connection is
+ * closing or closed, or the message would take the queue over
+ * WSCONN_QUEUE_LIMIT.  Callers keep wsconn_queued below their own budget
+ * and wait for on_writable; failures of the transport come as on_close.
+ */
+int wsconn_send(struct wsconn *, int is_binary, const uint8_t *, size_t);
+
+/*
+ * Start the closing handshake: send a close frame with code (0 for none)
+ * and reason (NULL, or UTF-8 cut to WS_CLOSE_REASON_MAX bytes), ignore
+ * further messages, and close the transport once the peer has answered and
+ * our frame is written, or after WSCONN_CLOSE_TIMEOUT seconds; then
+ * on_close.  Returns -1 if already closing or code may not be sent.
+ */
+int wsconn_close(struct wsconn *, uint16_t code, const char *reason);
+
+/* Bytes queued for the peer: in wslay plus in the bufferevent's output. */
+size_t wsconn_queued(const struct wsconn *);
+
+/*
+ * Free the connection and its bufferevent at once, without a close frame
+ * and without on_close.  From inside one of its callbacks the free is
+ * deferred to the event loop and the connection goes quiet at once.
+ * NULL is ignored.
+ */
+void wsconn_free(struct wsconn *);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * libFuzzer harness for lib/wsconn.c.  The input is the byte stream a
+ * peer sends after the handshake: it goes, in pieces, through a
+ * bufferevent pair into a wsconn (server or client, chosen by the first
+ * byte), whose owner echoes messages, may close or free itself from a
+ * callback, and the loop runs until nothing is left to do.  Then
+ * everything is freed; LeakSanitizer checks that nothing stays.
+ */
+#include <sys/types.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "wsconn.h"
+
+/* Abort with the failed condition, so libFuzzer saves the input. */
+#define FUZZ_ASSERT(c) fuzz_assert((c) != 0, #c, __LINE__)
+
+/* Small, so the 1009 path is reached; wslay allocates at most this. */
+#define FUZZ_MAX_MESSAGE 4096
+
+/* Mode bits from the first input byte. */
+#define FUZZ_M_CLIENT 0x01 /* our side is the client */
+#define FUZZ_M_ECHO 0x02 /* echo every message */
+#define FUZZ_M_FREE_MSG 0x04 /* free from inside the 3rd on_message */
+#define FUZZ_M_CLOSE_MSG 0x08 /* wsconn_close from the 2nd on_message */
+#define FUZZ_M_EOF 0x10 /* the peer hangs up after sending */
+#define FUZZ_M_FREE_CLOSE 0x20 /* free from inside on_close */
+
+/* What the owner of the wsconn saw. */
+struct fuzz_owner {
+	struct wsconn *fo_ws;
+	int fo_mode;
+	int fo_nmsg;
+	int fo_closed;
+	uint16_t fo_code;
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static struct event_base *fuzz_base;
+
+/* Abort, naming the condition, unless ok. */
+static void
+fuzz_assert(int ok, const char *what, int line)
+{
+	if (ok)
+		return;
+	fprintf(stderr, "fuzz_wsconn.c:%d: %s\n", line, what);
+	abort();
+}
+
+/* A message: check it, echo it, close or free as the mode says. */
+static void
+fuzz_on_message(void *arg, int is_binary, const uint8_t *data, size_t len)
+{
+	struct fuzz_owner *fo = arg;
+
+	FUZZ_ASSERT(fo->fo_ws != NULL && fo->fo_closed == 0);
+	FUZZ_ASSERT(data != NULL && len <= FUZZ_MAX_MESSAGE);
+	FUZZ_ASSERT(is_binary == 0 || is_binary == 1);
+	fo->fo_nmsg++;
+	if (fo->fo_mode & FUZZ_M_ECHO)
+		FUZZ_ASSERT(wsconn_send(fo->fo_ws, is_binary, data, len) == 0);
+	if ((fo->fo_mode & FUZZ_M_CLOSE_MSG) && fo->fo_nmsg == 2) {
+		FUZZ_ASSERT(wsconn_close(fo->fo_ws, 4000, "fuzz") == 0);
+		FUZZ_ASSERT(wsconn_send(fo->fo_ws, 0, data, len) == -1);
+	}
+	if ((fo->fo_mode & FUZZ_M_FREE_MSG) && fo->fo_nmsg == 3) {
+		wsconn_free(fo->fo_ws);
+		fo->fo_ws = NULL;
+	}
+}
+
+/* The end: exactly once, with a code a peer or we could have meant. */
+static void
+fuzz_on_close(void *arg, uint16_t code, const char *reason)
+{
+	struct fuzz_owner *fo = arg;
+
+	FUZZ_ASSERT(fo->fo_ws != NULL && fo->fo_closed == 0);
+	FUZZ_ASSERT(reason != NULL && strlen(reason) <= WS_CLOSE_REASON_MAX);
+	FUZZ_ASSERT(code >= 1000 && code <= 4999);
+	FUZZ_ASSERT(wsconn_queued(fo->fo_ws) == 0);
+	FUZZ_ASSERT(wsconn_send(fo->fo_ws, 0, NULL, 0) == -1);
+	fo->fo_closed++;
+	fo->fo_code = code;
+	if (fo->fo_mode & FUZZ_M_FREE_CLOSE) {
+		wsconn_free(fo->fo_ws);
+		fo->fo_ws = NULL;
+	}
+}
+
+/* Nothing to do: draining happens in the loop below. */
+static void
+fuzz_on_writable(void *arg)
+{
+	(void)arg;
+}
+
+static const struct wsconn_cbs fuzz_cbs = {
+	.on_message = fuzz_on_message,
+	.on_close = fuzz_on_close,
+	.on_writable = fuzz_on_writable,
+};
+
+/* Run the loop without blocking until it has nothing active. */
+static void
+fuzz_run(void)
+{
+	int i;
+
+	for (i = 0; i < 64; i++) {
+		if (event_base_loop(fuzz_base, EVLOOP_NONBLOCK) != 0)
+			break;
+	}
+}
+
+/* Entry point: one connection per input. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct bufferevent *pair[2];
+	struct fuzz_owner fo;
+	struct evbuffer *back;
+	size_t off, n, step;
+
+	if (fuzz_base == NULL) {
+		fuzz_base = event_base_new();
+		FUZZ_ASSERT(fuzz_base != NULL);
+	}
+	memset(&fo, 0, sizeof fo);
+	if (size > 0) {
+		fo.fo_mode = data[0];
+		data++;
+		size--;
+	}
+	FUZZ_ASSERT(bufferevent_pair_new(fuzz_base, 0, pair) == 0);
+	fo.fo_ws = wsconn_new(fuzz_base, pair[0], fo.fo_mode & FUZZ_M_CLIENT,
+	    &fuzz_cbs, &fo, FUZZ_MAX_MESSAGE);
+	FUZZ_ASSERT(fo.fo_ws != NULL);
+	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
+
+	/* Pieces of a size taken from the mode, so frames cross reads. */
+	step = 1 + (size_t)(fo.fo_mode >> 6) * 37;
+	for (off = 0; off < size; off += n) {
+		n = size - off < step ? size - off : step;
+		bufferevent_write(pair[1], data + off, n);
+		fuzz_run();
+		/* What the wsconn sends back is read and dropped. */
+		back = bufferevent_get_input(pair[1]);
+		evbuffer_drain(back, evbuffer_get_length(back));
+	}
+	/*
+	 * A pair does not pass EOF on when one end is freed, so the peer's
+	 * hang-up is raised on our end by hand.
+	 */
+	if ((fo.fo_mode & FUZZ_M_EOF) && fo.fo_ws != NULL && !fo.fo_closed) {
+		bufferevent_trigger_event(pair[0], BEV_EVENT_EOF, 0);
+		fuzz_run();
+		FUZZ_ASSERT(fo.fo_closed == 1 || fo.fo_ws == NULL);
+	}
+	fuzz_run();
+
+	FUZZ_ASSERT(fo.fo_closed <= 1);
+	if (fo.fo_ws != NULL) {
+		/* Outside its callbacks a free is immediate. */
+		FUZZ_ASSERT(wsconn_queued(fo.fo_ws) < (size_t)64 << 20);
+		wsconn_free(fo.fo_ws);
+	}
+	if (pair[1] != NULL)
+		bufferevent_free(pair[1]);
+	/* Deferred frees and bufferevent finalizers; then nothing is left. */
+	fuzz_run();
+	FUZZ_ASSERT(event_base_get_num_events(fuzz_base,
+			EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE |
+			    EVENT_BASE_COUNT_VIRTUAL) == 0);
+	return (0);
+}

@@ -1,0 +1,1045 @@
+/*
+ * Unit tests for lib/wsconn.c: the handshake helpers, and connections over
+ * a socketpair in one event loop, wsconn against wsconn or against raw
+ * bytes we write and read ourselves.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "clock.h"
+#include "http1.h"
+#include "wsconn.h"
+
+/* The example key of RFC 6455 section 1.3. */
+#define TEST_KEY "dGhlIHNhbXBsZSBub25jZQ=="
+#define TEST_ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+/* How long any one wait may take before the test fails (ms). */
+#define TEST_WAIT 5000
+
+static const struct http1_limits test_limits = {
+	.max_head = 8192,
+	.max_line = 1024,
+	.max_headers = 32,
+};
+
+/* One end of a connection, as its owner sees it. */
+struct peer {
+	struct wsconn *p_ws;
+	int p_nmsg; /* messages received */
+	int p_binary; /* last message was binary */
+	uint8_t *p_last; /* copy of the last message */
+	size_t p_last_len;
+	size_t p_bytes; /* all message bytes received */
+	int p_closed; /* on_close calls */
+	uint16_t p_code;
+	char p_reason[WS_CLOSE_REASON_MAX + 1];
+	int p_writable; /* on_writable calls */
+	int p_free_on_message; /* wsconn_free from on_message */
+	int p_free_on_close; /* wsconn_free from on_close */
+	int p_send_on_message; /* answer "ack" from on_message */
+};
+
+/* Two ends over a socketpair in one loop; either may be raw (fd only). */
+struct pair {
+	struct event_base *base;
+	struct event *tick; /* keeps EVLOOP_ONCE from blocking forever */
+	int fds[2];
+	struct bufferevent *bev[2];
+	struct peer srv;
+	struct peer cli;
+};
+
+/* Record a message, and free or answer if the test says so. */
+static void
+test_on_message(void *arg, int is_binary, const uint8_t *data, size_t len)
+{
+	struct peer *p = arg;
+
+	assert_non_null(data);
+	p->p_nmsg++;
+	p->p_binary = is_binary;
+	p->p_bytes += len;
+	free(p->p_last);
+	p->p_last = malloc(len + 1);
+	assert_non_null(p->p_last);
+	memcpy(p->p_last, data, len);
+	p->p_last_len = len;
+	if (p->p_send_on_message)
+		assert_int_equal(
+		    wsconn_send(p->p_ws, 0, (const uint8_t *)"ack", 3), 0);
+	if (p->p_free_on_message) {
+		wsconn_free(p->p_ws);
+		p->p_ws = NULL;
+	}
+}
+
+/* Record how the connection ended. */
+static void
+test_on_close(void *arg, uint16_t code, const char *reason)
+{
+	struct peer *p = arg;
+
+	assert_non_null(reason);
+	p->p_closed++;
+	p->p_code = code;
+	snprintf(p->p_reason, sizeof p->p_reason, "%s", reason);
+	if (p->p_free_on_close) {
+		wsconn_free(p->p_ws);
+		p->p_ws = NULL;
+	}
+}
+
+/* Count drain notifications. */
+static void
+test_on_writable(void *arg)
+{
+	struct peer *p = arg;
+
+	p->p_writable++;
+}
+
+static const struct wsconn_cbs test_cbs = {
+	.on_message = test_on_message,
+	.on_close = test_on_close,
+	.on_writable = test_on_writable,
+};
+
+/* Nothing; the tick only wakes the loop. */
+static void
+test_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/*
+ * Make a socketpair and a loop; give end 0 a server wsconn unless
+ * raw_srv, and end 1 a client wsconn unless raw_cli.
+ */
+static void
+pair_open(
+    struct pair *p, size_t srv_max, size_t cli_max, int raw_srv, int raw_cli)
+{
+	struct timeval tv = { 0, 10000 };
+
+	memset(p, 0, sizeof *p);
+	p->base = event_base_new();
+	assert_non_null(p->base);
+	p->tick = event_new(p->base, -1, EV_PERSIST, test_tick_cb, NULL);
+	assert_non_null(p->tick);
+	event_add(p->tick, &tv);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p->fds), 0);
+	assert_int_equal(evutil_make_socket_nonblocking(p->fds[0]), 0);
+	assert_int_equal(evutil_make_socket_nonblocking(p->fds[1]), 0);
+	if (!raw_srv) {
+		p->bev[0] = bufferevent_socket_new(
+		    p->base, p->fds[0], BEV_OPT_CLOSE_ON_FREE);
+		assert_non_null(p->bev[0]);
+		p->srv.p_ws = wsconn_new(
+		    p->base, p->bev[0], 0, &test_cbs, &p->srv, srv_max);
+		assert_non_null(p->srv.p_ws);
+		p->fds[0] = -1;
+	}
+	if (!raw_cli) {
+		p->bev[1] = bufferevent_socket_new(
+		    p->base, p->fds[1], BEV_OPT_CLOSE_ON_FREE);
+		assert_non_null(p->bev[1]);
+		p->cli.p_ws = wsconn_new(
+		    p->base, p->bev[1], 1, &test_cbs, &p->cli, cli_max);
+		assert_non_null(p->cli.p_ws);
+		p->fds[1] = -1;
+	}
+}
+
+/* Free both ends, the loop, and what the peers recorded. */
+static void
+pair_close(struct pair *p)
+{
+	wsconn_free(p->srv.p_ws);
+	wsconn_free(p->cli.p_ws);
+	/* Let deferred frees and bufferevent finalizers run. */
+	event_base_loop(p->base, EVLOOP_NONBLOCK);
+	if (p->fds[0] != -1)
+		close(p->fds[0]);
+	if (p->fds[1] != -1)
+		close(p->fds[1]);
+	event_free(p->tick);
+	event_base_free(p->base);
+	free(p->srv.p_last);
+	free(p->cli.p_last);
+}
+
+/* Run the loop until cond holds; fail the test after TEST_WAIT ms. */
+#define RUN_UNTIL(p, cond) \
+	do { \
+		uint64_t end_ = clock_mono_msec() + TEST_WAIT; \
+		while (!(cond) && clock_mono_msec() < end_) \
+			event_base_loop((p)->base, EVLOOP_ONCE); \
+		assert_true(cond); \
+	} while (0)
+
+/* Run the loop for ms milliseconds. */
+static void
+run_for(struct pair *p, unsigned ms)
+{
+	uint64_t end = clock_mono_msec() + ms;
+
+	while (clock_mono_msec() < end)
+		event_base_loop(p->base, EVLOOP_ONCE);
+}
+
+/* Write all of len bytes to a raw nonblocking fd. */
+static void
+raw_write(int fd, const void *buf, size_t len)
+{
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+}
+
+/*
+ * Read from a raw fd while running the loop, until want bytes or EOF.
+ * Returns the bytes read; *eof tells whether the peer closed.
+ */
+static size_t
+raw_read(struct pair *p, int fd, uint8_t *buf, size_t want, int *eof)
+{
+	uint64_t end = clock_mono_msec() + TEST_WAIT;
+	size_t got = 0;
+	ssize_t n;
+
+	*eof = 0;
+	while (got < want && clock_mono_msec() < end) {
+		n = read(fd, buf + got, want - got);
+		if (n == 0) {
+			*eof = 1;
+			break;
+		}
+		if (n > 0) {
+			got += n;
+			continue;
+		}
+		assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		event_base_loop(p->base, EVLOOP_ONCE);
+	}
+	return (got);
+}
+
+/* Wait for EOF on a raw fd, discarding what comes first. */
+static void
+raw_wait_eof(struct pair *p, int fd)
+{
+	uint8_t buf[256];
+	int eof = 0;
+
+	while (!eof)
+		raw_read(p, fd, buf, sizeof buf, &eof);
+}
+
+/* Parse s as a request head; fails the test unless it parses. */
+static void
+parse_request(const char *s, struct http1_msg *m)
+{
+	struct evbuffer *in;
+	enum http1_err err;
+
+	memset(m, 0, sizeof *m);
+	in = evbuffer_new();
+	evbuffer_add(in, s, strlen(s));
+	assert_int_equal(http1_parse_request(in, &test_limits, m, &err), 1);
+	evbuffer_free(in);
+}
+
+/* Parse len bytes of s as a response head. */
+static void
+parse_response(const char *s, size_t len, struct http1_msg *m)
+{
+	struct evbuffer *in;
+	enum http1_err err;
+
+	memset(m, 0, sizeof *m);
+	in = evbuffer_new();
+	evbuffer_add(in, s, len);
+	assert_int_equal(http1_parse_response(in, &test_limits, 0, m, &err), 1);
+	evbuffer_free(in);
+}
+
+/* The example of RFC 6455 section 1.3. */
+static void
+test_accept_key(void **state)
+{
+	char out[WS_ACCEPT_LEN + 1];
+
+	(void)state;
+	assert_int_equal(ws_accept_key(TEST_KEY, out), 0);
+	assert_string_equal(out, TEST_ACCEPT);
+}
+
+/* Random keys are 24 characters of padded base64 and differ. */
+static void
+test_random_key(void **state)
+{
+	char a[WS_KEY_LEN + 1], b[WS_KEY_LEN + 1];
+
+	(void)state;
+	ws_random_key(a);
+	ws_random_key(b);
+	assert_int_equal(strlen(a), WS_KEY_LEN);
+	assert_int_equal(strlen(b), WS_KEY_LEN);
+	assert_string_equal(a + 22, "==");
+	assert_string_not_equal(a, b);
+}
+
+/* Our own client request passes our own server check. */
+static void
+test_client_request_accepted(void **state)
+{
+	const char *extra[] = { "X-Auth: token", "X-YR-Tunnel-Protocol: 2",
+		NULL };
+	const struct http1_header *h;
+	struct http1_msg m;
+	char key[WS_KEY_LEN + 1], *req, *why = NULL;
+	const char *got;
+
+	(void)state;
+	ws_random_key(key);
+	req = ws_client_request("gw.example:8080", "/tunnel/sbx1", key, extra);
+	assert_non_null(req);
+	parse_request(req, &m);
+	assert_int_equal(ws_check_upgrade_request(&m, &got, &why), 0);
+	assert_null(why);
+	assert_string_equal(got, key);
+	assert_string_equal(m.m_target, "/tunnel/sbx1");
+	h = http1_msg_find(&m, "host");
+	assert_non_null(h);
+	assert_string_equal(h->value, "gw.example:8080");
+	h = http1_msg_find(&m, "x-auth");
+	assert_non_null(h);
+	assert_string_equal(h->value, "token");
+	http1_msg_reset(&m);
+	free(req);
+
+	req = ws_client_request("h", "/", key, NULL);
+	assert_non_null(req);
+	free(req);
+}
+
+/* Inputs that would break the request head are refused. */
+static void
+test_client_request_unsafe(void **state)
+{
+	const char *crlf[] = { "X-Auth: a\r\nX-Evil: 1", NULL };
+	const char *nocolon[] = { "X-Auth", NULL };
+	const char *spacename[] = { "X Auth: a", NULL };
+
+	(void)state;
+	assert_null(ws_client_request("a b", "/", TEST_KEY, NULL));
+	assert_null(ws_client_request("", "/", TEST_KEY, NULL));
+	assert_null(ws_client_request("h", "x", TEST_KEY, NULL));
+	assert_null(ws_client_request("h", "/a b", TEST_KEY, NULL));
+	assert_null(ws_client_request("h", "/a\r\nX: 1", TEST_KEY, NULL));
+	assert_null(ws_client_request("h", "/", "short", NULL));
+	assert_null(ws_client_request("h", "/", TEST_KEY, crlf));
+	assert_null(ws_client_request("h", "/", TEST_KEY, nocolon));
+	assert_null(ws_client_request("h", "/", TEST_KEY, spacename));
+}
+
+/* A request head and the reason its check must give (NULL: accepted). */
+struct upgrade_case {
+	const char *uc_head;
+	const char *uc_why;
+};
+
+#define UC_VERSION "Sec-WebSocket-Version: 13\r\n"
+#define UC_KEY "Sec-WebSocket-Key: " TEST_KEY "\r\n"
+#define UC_UPGRADE "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+
+static const struct upgrade_case upgrade_cases[] = {
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY "\r\n",
+	    NULL },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, upgrade\r\n"
+	  "Upgrade: WebSocket\r\n" UC_VERSION UC_KEY "Content-Length: 0\r\n"
+	  "\r\n",
+	    NULL },
+	{ "POST /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY "\r\n",
+	    "a WebSocket upgrade must use GET" },
+	{ "get /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY "\r\n",
+	    "a WebSocket upgrade must use GET" },
+	{ "GET /t HTTP/1.0\r\n" UC_UPGRADE UC_VERSION UC_KEY "\r\n",
+	    "a WebSocket upgrade needs HTTP/1.1" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY
+	  "Content-Length: 3\r\n\r\n",
+	    "a WebSocket upgrade request must not have a body" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY
+	  "Transfer-Encoding: chunked\r\n\r\n",
+	    "a WebSocket upgrade request must not have a body" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n" UC_VERSION
+		UC_KEY "\r\n",
+	    "Connection does not list upgrade" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n"
+	  "Upgrade: websocket\r\n" UC_VERSION UC_KEY "\r\n",
+	    "Connection does not list upgrade" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\n" UC_VERSION
+		UC_KEY "\r\n",
+	    "Upgrade does not list websocket" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\n"
+	  "Upgrade: h2c\r\n" UC_VERSION UC_KEY "\r\n",
+	    "Upgrade does not list websocket" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_KEY "\r\n",
+	    "Sec-WebSocket-Version is missing" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_VERSION
+		UC_KEY "\r\n",
+	    "Sec-WebSocket-Version appears more than once" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE
+	  "Sec-WebSocket-Version: 8\r\n" UC_KEY "\r\n",
+	    "Sec-WebSocket-Version 8 is not supported (only 13)" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION "\r\n",
+	    "Sec-WebSocket-Key is missing" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION UC_KEY UC_KEY
+	  "\r\n",
+	    "Sec-WebSocket-Key appears more than once" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION
+	  "Sec-WebSocket-Key: abc\r\n\r\n",
+	    "Sec-WebSocket-Key is not 16 bytes in base64" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION
+	  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ\r\n\r\n",
+	    "Sec-WebSocket-Key is not 16 bytes in base64" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION
+	  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25j!Q==\r\n\r\n",
+	    "Sec-WebSocket-Key is not 16 bytes in base64" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION
+	  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==dGhl\r\n\r\n",
+	    "Sec-WebSocket-Key is not 16 bytes in base64" },
+	{ "GET /t HTTP/1.1\r\nHost: h\r\n" UC_UPGRADE UC_VERSION
+	  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=a\r\n\r\n",
+	    "Sec-WebSocket-Key is not 16 bytes in base64" },
+};
+
+/* Every refusal of an upgrade request has its own reason. */
+static void
+test_upgrade_request_checks(void **state)
+{
+	struct http1_msg m;
+	const char *key;
+	char *why;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof upgrade_cases / sizeof upgrade_cases[0]; i++) {
+		const struct upgrade_case *uc = &upgrade_cases[i];
+
+		parse_request(uc->uc_head, &m);
+		why = NULL;
+		key = "unset";
+		if (uc->uc_why == NULL) {
+			assert_int_equal(
+			    ws_check_upgrade_request(&m, &key, &why), 0);
+			assert_null(why);
+			assert_string_equal(key, TEST_KEY);
+		} else {
+			assert_int_equal(
+			    ws_check_upgrade_request(&m, &key, &why), -1);
+			assert_null(key);
+			assert_non_null(why);
+			if (strcmp(why, uc->uc_why) != 0)
+				fail_msg("case %zu: \"%s\", want \"%s\"", i,
+				    why, uc->uc_why);
+			free(why);
+		}
+		http1_msg_reset(&m);
+	}
+}
+
+/* Our own 101 passes our own client check, extra headers and all. */
+static void
+test_accept_response_accepted(void **state)
+{
+	struct evbuffer *b;
+	struct http1_msg m;
+	char accept[WS_ACCEPT_LEN + 1], *why = NULL;
+	size_t len;
+
+	(void)state;
+	b = evbuffer_new();
+	assert_int_equal(ws_accept_key(TEST_KEY, accept), 0);
+	ws_write_accept_response(b, accept, "X-Gateway: akgw\r\n");
+	len = evbuffer_get_length(b);
+	parse_response((const char *)evbuffer_pullup(b, len), len, &m);
+	assert_int_equal(m.m_status, 101);
+	assert_non_null(http1_msg_find(&m, "x-gateway"));
+	assert_int_equal(ws_check_accept_response(&m, TEST_KEY, &why), 0);
+	assert_null(why);
+	http1_msg_reset(&m);
+	evbuffer_free(b);
+
+	b = evbuffer_new();
+	ws_write_accept_response(b, accept, NULL);
+	len = evbuffer_get_length(b);
+	parse_response((const char *)evbuffer_pullup(b, len), len, &m);
+	assert_int_equal(ws_check_accept_response(&m, TEST_KEY, &why), 0);
+	http1_msg_reset(&m);
+	evbuffer_free(b);
+}
+
+#define RC_UPGRADE "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+#define RC_ACCEPT "Sec-WebSocket-Accept: " TEST_ACCEPT "\r\n"
+
+static const struct upgrade_case response_cases[] = {
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE RC_ACCEPT "\r\n",
+	    NULL },
+	{ "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+	    "the server answered 404 instead of 101 Switching Protocols" },
+	{ "HTTP/1.1 200 OK\r\n" RC_UPGRADE RC_ACCEPT
+	  "Content-Length: 0\r\n\r\n",
+	    "the server answered 200 instead of 101 Switching Protocols" },
+	{ "HTTP/1.1 101 Switching Protocols\r\nConnection: "
+	  "Upgrade\r\n" RC_ACCEPT "\r\n",
+	    "the 101 response has no Upgrade: websocket" },
+	{ "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n" RC_ACCEPT
+	  "\r\n",
+	    "the 101 response has no Connection: upgrade" },
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE "\r\n",
+	    "Sec-WebSocket-Accept is missing" },
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE RC_ACCEPT RC_ACCEPT
+	  "\r\n",
+	    "Sec-WebSocket-Accept appears more than once" },
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE
+	  "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOO=\r\n\r\n",
+	    "Sec-WebSocket-Accept does not match our key" },
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE RC_ACCEPT
+	  "Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+	    "the server chose a WebSocket extension we did not offer" },
+	{ "HTTP/1.1 101 Switching Protocols\r\n" RC_UPGRADE RC_ACCEPT
+	  "Sec-WebSocket-Protocol: chat\r\n\r\n",
+	    "the server chose a subprotocol we did not offer" },
+};
+
+/* Every refusal of a 101 response has its own reason. */
+static void
+test_accept_response_checks(void **state)
+{
+	struct http1_msg m;
+	char *why;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof response_cases / sizeof response_cases[0]; i++) {
+		const struct upgrade_case *rc = &response_cases[i];
+
+		parse_response(rc->uc_head, strlen(rc->uc_head), &m);
+		why = NULL;
+		if (rc->uc_why == NULL) {
+			assert_int_equal(
+			    ws_check_accept_response(&m, TEST_KEY, &why), 0);
+			assert_null(why);
+		} else {
+			assert_int_equal(
+			    ws_check_accept_response(&m, TEST_KEY, &why), -1);
+			assert_non_null(why);
+			if (strcmp(why, rc->uc_why) != 0)
+				fail_msg("case %zu: \"%s\", want \"%s\"", i,
+				    why, rc->uc_why);
+			free(why);
+		}
+		http1_msg_reset(&m);
+	}
+}
+
+/* Fill len bytes with a pattern that shows misplaced bytes. */
+static uint8_t *
+pattern(size_t len, unsigned seed)
+{
+	uint8_t *b = malloc(len != 0 ? len : 1);
+	size_t i;
+
+	assert_non_null(b);
+	for (i = 0; i < len; i++)
+		b[i] = (uint8_t)((i * 31 + seed) ^ (i >> 8));
+	return (b);
+}
+
+/* Messages of every kind and size arrive whole, both ways. */
+static void
+test_roundtrip(void **state)
+{
+	struct pair p;
+	const size_t big = (size_t)1 << 20;
+	uint8_t *blob;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+
+	assert_int_equal(
+	    wsconn_send(p.cli.p_ws, 0, (const uint8_t *)"hello", 5), 0);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	assert_false(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, 5);
+	assert_memory_equal(p.srv.p_last, "hello", 5);
+
+	assert_int_equal(
+	    wsconn_send(p.srv.p_ws, 1, (const uint8_t *)"\0\1\2\377", 4), 0);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 1);
+	assert_true(p.cli.p_binary);
+	assert_int_equal(p.cli.p_last_len, 4);
+	assert_memory_equal(p.cli.p_last, "\0\1\2\377", 4);
+
+	/* 1 MiB both ways; queued until the loop writes it. */
+	blob = pattern(big, 7);
+	assert_int_equal(wsconn_send(p.cli.p_ws, 1, blob, big), 0);
+	assert_true(wsconn_queued(p.cli.p_ws) >= big);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 2);
+	assert_true(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, big);
+	assert_memory_equal(p.srv.p_last, blob, big);
+	RUN_UNTIL(&p, wsconn_queued(p.cli.p_ws) == 0);
+	free(blob);
+
+	blob = pattern(big, 99);
+	assert_int_equal(wsconn_send(p.srv.p_ws, 1, blob, big), 0);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 2);
+	assert_int_equal(p.cli.p_last_len, big);
+	assert_memory_equal(p.cli.p_last, blob, big);
+	free(blob);
+
+	/* Empty text and empty binary messages. */
+	assert_int_equal(wsconn_send(p.cli.p_ws, 0, NULL, 0), 0);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 3);
+	assert_false(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, 0);
+	assert_int_equal(wsconn_send(p.srv.p_ws, 1, (const uint8_t *)"", 0), 0);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 3);
+	assert_true(p.cli.p_binary);
+	assert_int_equal(p.cli.p_last_len, 0);
+
+	/* Many small messages keep their order. */
+	for (unsigned i = 0; i < 100; i++) {
+		uint8_t b = (uint8_t)i;
+
+		assert_int_equal(wsconn_send(p.cli.p_ws, 1, &b, 1), 0);
+	}
+	RUN_UNTIL(&p, p.srv.p_nmsg == 103);
+	assert_int_equal(p.srv.p_last[0], 99);
+
+	/* A send from inside on_message. */
+	p.srv.p_send_on_message = 1;
+	assert_int_equal(
+	    wsconn_send(p.cli.p_ws, 0, (const uint8_t *)"question", 8), 0);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 4);
+	assert_memory_equal(p.cli.p_last, "ack", 3);
+
+	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	pair_close(&p);
+}
+
+/* A message over the limit closes with 1009 on both sides. */
+static void
+test_too_big(void **state)
+{
+	struct pair p;
+	uint8_t *blob;
+
+	(void)state;
+	pair_open(&p, 1024, 0, 0, 0);
+	blob = pattern(1024, 1);
+	assert_int_equal(wsconn_send(p.cli.p_ws, 1, blob, 1024), 0);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	free(blob);
+
+	blob = pattern(2000, 1);
+	assert_int_equal(wsconn_send(p.cli.p_ws, 1, blob, 2000), 0);
+	free(blob);
+	RUN_UNTIL(&p, p.srv.p_closed && p.cli.p_closed);
+	assert_int_equal(p.srv.p_nmsg, 1);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_TOO_BIG);
+	assert_string_equal(p.srv.p_reason, "message too big");
+	assert_int_equal(p.cli.p_code, WS_CLOSE_TOO_BIG);
+	assert_string_equal(p.cli.p_reason, "");
+	/* Closed: nothing more goes out. */
+	assert_int_equal(
+	    wsconn_send(p.srv.p_ws, 0, (const uint8_t *)"x", 1), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1000, NULL), -1);
+	assert_int_equal(wsconn_queued(p.srv.p_ws), 0);
+	pair_close(&p);
+}
+
+/* A close handshake started by the client, and by the server. */
+static void
+test_clean_close(void **state)
+{
+	struct pair p;
+	int from_client;
+
+	(void)state;
+	for (from_client = 0; from_client <= 1; from_client++) {
+		struct peer *us, *them;
+
+		pair_open(&p, 0, 0, 0, 0);
+		us = from_client ? &p.cli : &p.srv;
+		them = from_client ? &p.srv : &p.cli;
+		assert_int_equal(
+		    wsconn_send(us->p_ws, 0, (const uint8_t *)"last", 4), 0);
+		assert_int_equal(wsconn_close(us->p_ws, 4000, "bye"), 0);
+		/* Closing: no more sends, no second close. */
+		assert_int_equal(
+		    wsconn_send(us->p_ws, 0, (const uint8_t *)"x", 1), -1);
+		assert_int_equal(wsconn_close(us->p_ws, 1000, NULL), -1);
+		RUN_UNTIL(&p, us->p_closed && them->p_closed);
+		assert_int_equal(them->p_nmsg, 1);
+		assert_int_equal(them->p_code, 4000);
+		assert_string_equal(them->p_reason, "bye");
+		assert_int_equal(us->p_code, 4000);
+		assert_string_equal(us->p_reason, "bye");
+		run_for(&p, 20);
+		assert_int_equal(us->p_closed, 1);
+		assert_int_equal(them->p_closed, 1);
+		pair_close(&p);
+	}
+}
+
+/* A close without a code reads as 1005; bad codes are refused. */
+static void
+test_close_codes(void **state)
+{
+	struct pair p;
+	char reason[401];
+	size_t i;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1005, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1006, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1004, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 999, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1016, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 5000, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 0, "ignored"), 0);
+	RUN_UNTIL(&p, p.srv.p_closed && p.cli.p_closed);
+	assert_int_equal(p.cli.p_code, WS_CLOSE_NO_STATUS);
+	assert_string_equal(p.cli.p_reason, "");
+	assert_int_equal(p.srv.p_code, WS_CLOSE_NO_STATUS);
+	pair_close(&p);
+
+	/* A long reason is cut at a character boundary. */
+	pair_open(&p, 0, 0, 0, 0);
+	for (i = 0; i < 200; i++)
+		memcpy(reason + 2 * i, "\xc3\xa9", 2);
+	reason[400] = '\0';
+	assert_int_equal(wsconn_close(p.cli.p_ws, 1001, reason), 0);
+	RUN_UNTIL(&p, p.srv.p_closed && p.cli.p_closed);
+	assert_int_equal(p.srv.p_code, 1001);
+	assert_int_equal(strlen(p.srv.p_reason), 122);
+	assert_memory_equal(p.srv.p_reason, reason, 122);
+	pair_close(&p);
+}
+
+/* The peer going away without a close frame gives 1006. */
+static void
+test_eof(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	assert_int_equal(
+	    wsconn_send(p.srv.p_ws, 0, (const uint8_t *)"hi", 2), 0);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 1);
+	/* Freed from outside its callbacks: at once, fd closed, no on_close. */
+	wsconn_free(p.cli.p_ws);
+	p.cli.p_ws = NULL;
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_ABNORMAL);
+	assert_string_equal(p.srv.p_reason, "the peer closed the connection");
+	assert_int_equal(p.cli.p_closed, 0);
+	pair_close(&p);
+}
+
+/* An unmasked frame to a server is a protocol error: close 1002. */
+static void
+test_unmasked_to_server(void **state)
+{
+	struct pair p;
+	uint8_t buf[16];
+	int eof;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1], "\x81\x05hello", 7);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_nmsg, 0);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_PROTOCOL_ERROR);
+	assert_string_equal(p.srv.p_reason, "protocol error");
+	/* The server sent close 1002 (0x03ea), unmasked, then hung up. */
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x88\x02\x03\xea", 4);
+	raw_wait_eof(&p, p.fds[1]);
+	pair_close(&p);
+}
+
+/* A masked frame to a client is a protocol error too. */
+static void
+test_masked_to_client(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, 0, 0, 1, 0);
+	raw_write(p.fds[0], "\x81\x82\0\0\0\0hi", 8);
+	RUN_UNTIL(&p, p.cli.p_closed);
+	assert_int_equal(p.cli.p_nmsg, 0);
+	assert_int_equal(p.cli.p_code, WS_CLOSE_PROTOCOL_ERROR);
+	raw_wait_eof(&p, p.fds[0]);
+	pair_close(&p);
+}
+
+/* Raw frames reach the server; pings get pongs; bad UTF-8 gives 1007. */
+static void
+test_raw_frames(void **state)
+{
+	struct pair p;
+	uint8_t buf[16];
+	int eof;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 1);
+	/* Masked with key 0, so the payload reads as is. */
+	raw_write(p.fds[1], "\x81\x82\0\0\0\0hi", 8);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	assert_memory_equal(p.srv.p_last, "hi", 2);
+
+	/* A message in two fragments arrives as one. */
+	raw_write(p.fds[1], "\x02\x82\0\0\0\0ab\x80\x81\0\0\0\0c", 15);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 2);
+	assert_true(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, 3);
+	assert_memory_equal(p.srv.p_last, "abc", 3);
+
+	raw_write(p.fds[1], "\x89\x82\0\0\0\0pp", 8);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x8a\x02pp", 4);
+
+	raw_write(p.fds[1], "\x81\x82\0\0\0\0\xff\xfe", 8);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_nmsg, 2);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_INVALID_DATA);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x88\x02\x03\xef", 4);
+	pair_close(&p);
+}
+
+/* A client that sends a close frame and then nothing: we answer and go. */
+static void
+test_raw_close(void **state)
+{
+	struct pair p;
+	uint8_t buf[16];
+	int eof;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 1);
+	/* Close 1000 "ok", masked with key 0. */
+	raw_write(p.fds[1], "\x88\x84\0\0\0\0\x03\xe8ok", 10);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, 1000);
+	assert_string_equal(p.srv.p_reason, "ok");
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 6, &eof), 6);
+	assert_memory_equal(buf, "\x88\x04\x03\xe8ok", 6);
+	raw_wait_eof(&p, p.fds[1]);
+	pair_close(&p);
+
+	/* An answer to a message just before the close goes out first. */
+	pair_open(&p, 0, 0, 0, 1);
+	p.srv.p_send_on_message = 1;
+	raw_write(p.fds[1], "\x81\x81\0\0\0\0q\x88\x82\0\0\0\0\x03\xe8", 15);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_nmsg, 1);
+	assert_int_equal(p.srv.p_code, 1000);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 9, &eof), 9);
+	assert_memory_equal(buf,
+	    "\x81\x03"
+	    "ack"
+	    "\x88\x02\x03\xe8",
+	    9);
+	raw_wait_eof(&p, p.fds[1]);
+	pair_close(&p);
+}
+
+/* We close, the peer never answers: the transport goes after the timeout. */
+static void
+test_close_timeout(void **state)
+{
+	struct pair p;
+	uint64_t start;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 1);
+	start = clock_mono_msec();
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1000, NULL), 0);
+	run_for(&p, 100);
+	assert_int_equal(p.srv.p_closed, 0);
+	{
+		uint64_t end = clock_mono_msec() + WSCONN_CLOSE_TIMEOUT * 1000 +
+		    TEST_WAIT;
+
+		while (!p.srv.p_closed && clock_mono_msec() < end)
+			event_base_loop(p.base, EVLOOP_ONCE);
+	}
+	assert_int_equal(p.srv.p_closed, 1);
+	/* libevent measures from its cached time: allow a little early. */
+	assert_true(
+	    clock_mono_msec() - start >= WSCONN_CLOSE_TIMEOUT * 1000 - 100);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_ABNORMAL);
+	assert_string_equal(p.srv.p_reason, "the closing handshake timed out");
+	pair_close(&p);
+}
+
+/* Freeing from inside on_message and on_close is deferred and safe. */
+static void
+test_free_in_callbacks(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	p.srv.p_free_on_message = 1;
+	/* Two messages in one read: the second must not reach a freed one. */
+	assert_int_equal(
+	    wsconn_send(p.cli.p_ws, 0, (const uint8_t *)"a", 1), 0);
+	assert_int_equal(
+	    wsconn_send(p.cli.p_ws, 0, (const uint8_t *)"b", 1), 0);
+	RUN_UNTIL(&p, p.srv.p_ws == NULL);
+	RUN_UNTIL(&p, p.cli.p_closed);
+	assert_int_equal(p.srv.p_nmsg, 1);
+	assert_int_equal(p.srv.p_closed, 0);
+	assert_int_equal(p.cli.p_code, WS_CLOSE_ABNORMAL);
+	pair_close(&p);
+
+	pair_open(&p, 0, 0, 0, 0);
+	p.srv.p_free_on_close = 1;
+	p.cli.p_free_on_close = 1;
+	assert_int_equal(wsconn_close(p.cli.p_ws, 1000, "done"), 0);
+	RUN_UNTIL(&p, p.srv.p_ws == NULL && p.cli.p_ws == NULL);
+	assert_int_equal(p.srv.p_code, 1000);
+	assert_int_equal(p.cli.p_code, 1000);
+	pair_close(&p);
+}
+
+/*
+ * A peer that does not read: our queue passes the high watermark, we stop
+ * reading its messages, the send limit holds, and when it reads again we
+ * hear on_writable and read again.
+ */
+static void
+test_backpressure(void **state)
+{
+	struct pair p;
+	const size_t mib = (size_t)1 << 20;
+	uint8_t *blob;
+	int sent = 0;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	bufferevent_disable(p.bev[1], EV_READ);
+	blob = pattern(mib, 3);
+	while (wsconn_queued(p.srv.p_ws) <= WSCONN_HIWAT + mib) {
+		assert_int_equal(wsconn_send(p.srv.p_ws, 1, blob, mib), 0);
+		sent++;
+	}
+	run_for(&p, 50);
+	assert_true(wsconn_queued(p.srv.p_ws) > WSCONN_HIWAT);
+
+	/* The client's message waits while the server is over its mark. */
+	assert_int_equal(
+	    wsconn_send(p.cli.p_ws, 0, (const uint8_t *)"ping", 4), 0);
+	run_for(&p, 200);
+	assert_int_equal(p.srv.p_nmsg, 0);
+	assert_int_equal(p.srv.p_writable, 0);
+
+	/* The send limit turns a runaway producer into an error. */
+	while (wsconn_send(p.srv.p_ws, 1, blob, mib) == 0)
+		sent++;
+	assert_true(wsconn_queued(p.srv.p_ws) <= WSCONN_QUEUE_LIMIT);
+	assert_true(wsconn_queued(p.srv.p_ws) + mib > WSCONN_QUEUE_LIMIT);
+	free(blob);
+
+	bufferevent_enable(p.bev[1], EV_READ);
+	RUN_UNTIL(&p, p.cli.p_nmsg == sent && p.srv.p_nmsg == 1);
+	assert_int_equal(p.cli.p_bytes, (size_t)sent * mib);
+	assert_memory_equal(p.srv.p_last, "ping", 4);
+	RUN_UNTIL(&p, p.srv.p_writable >= 1);
+	RUN_UNTIL(&p, wsconn_queued(p.srv.p_ws) == 0);
+	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	pair_close(&p);
+}
+
+/* Frames already in the input when the wsconn starts are not lost. */
+static void
+test_early_input(void **state)
+{
+	struct pair p;
+	struct bufferevent *bev;
+
+	(void)state;
+	pair_open(&p, 0, 0, 1, 1);
+	bev = bufferevent_socket_new(p.base, p.fds[0], BEV_OPT_CLOSE_ON_FREE);
+	assert_non_null(bev);
+	p.fds[0] = -1;
+	/* As if read together with the upgrade request. */
+	raw_write(p.fds[1], "\x81\x82\0\0\0\0hi", 8);
+	bufferevent_enable(bev, EV_READ);
+	RUN_UNTIL(&p, evbuffer_get_length(bufferevent_get_input(bev)) == 8);
+	bufferevent_disable(bev, EV_READ);
+	p.srv.p_ws = wsconn_new(p.base, bev, 0, &test_cbs, &p.srv, 0);
+	assert_non_null(p.srv.p_ws);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	assert_memory_equal(p.srv.p_last, "hi", 2);
+	pair_close(&p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_accept_key),
+		cmocka_unit_test(test_random_key),
+		cmocka_unit_test(test_client_request_accepted),
+		cmocka_unit_test(test_client_request_unsafe),
+		cmocka_unit_test(test_upgrade_request_checks),
+		cmocka_unit_test(test_accept_response_accepted),
+		cmocka_unit_test(test_accept_response_checks),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_too_big),
+		cmocka_unit_test(test_clean_close),
+		cmocka_unit_test(test_close_codes),
+		cmocka_unit_test(test_eof),
+		cmocka_unit_test(test_unmasked_to_server),
+		cmocka_unit_test(test_masked_to_client),
+		cmocka_unit_test(test_raw_frames),
+		cmocka_unit_test(test_raw_close),
+		cmocka_unit_test(test_close_timeout),
+		cmocka_unit_test(test_free_in_callbacks),
+		cmocka_unit_test(test_backpressure),
+		cmocka_unit_test(test_early_input),
+	};
+
+	/* Writes to a peer that has gone must fail, not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
