@@ -412,3 +412,22 @@ token_looks_like(const char *s, size_t len)
 	return (s != NULL && len >= TOKEN_PREFIX_LEN &&
 	    memcmp(s, TOKEN_PREFIX, TOKEN_PREFIX_LEN) == 0);
 }
+
+/*
+ * Compare a presented secret with the expected one in time that depends
+ * only on the lengths: a mismatched length compares the expected value with
+ * itself, so nothing about its content leaks.
+ */
+int
+token_secret_equal(
+    const char *given, size_t given_len, const char *want, size_t want_len)
+{
+	int same;
+
+	if (given_len != want_len) {
+		(void)CRYPTO_memcmp(want, want, want_len);
+		return (0);
+	}
+	same = CRYPTO_memcmp(given, want, want_len) == 0;
+	return (same);
+}

@@ -35,5 +35,7 @@ enum token_err token_verify(const char *secret, size_t secret_len,
 int token_expiry(const char *token, size_t token_len, uint64_t *expiry);
 const char *token_err_string(enum token_err);
 int token_looks_like(const char *s, size_t len);
+int token_secret_equal(
+    const char *given, size_t given_len, const char *want, size_t want_len);
 
 #endif

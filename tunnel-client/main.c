@@ -1,10 +1,15 @@
 /*
  * aktunnel: carries a sandbox's reverse tunnel to a service on this machine.
- * Exit status: 0 for --help and --version, 1 for a runtime error, 2 for bad
- * usage (flags or environment).
+ * Exit status: 0 for --help, --version and a stop by SIGINT or SIGTERM, 1
+ * for a setup error (a trust file that does not load, ...), 2 for bad usage
+ * (flags or environment). Connection problems are never fatal: aktunnel
+ * dials again until it is stopped.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <event2/event.h>
 
 #include "alloc.h"
 #include "log.h"
@@ -61,6 +66,8 @@ main_usage(FILE *f)
 	    "  --log-level LEVEL       debug, info, warn or error (default "
 	    "info)\n"
 	    "  --log-format FORMAT     text or json (default text)\n"
+	    "  --ping-interval SECONDS heartbeat ping interval (default 20)\n"
+	    "  --ping-timeout SECONDS  wait this long for a pong (default 10)\n"
 	    "  -v, --verbose           log each request; twice: debug logging\n"
 	    "  -h, --help              print this help and exit\n"
 	    "  -V, --version           print the version and exit\n"
@@ -102,18 +109,65 @@ main_usage(FILE *f)
 	    "  YR_TUNNEL_HTTP_TIMEOUT          target timeout in seconds "
 	    "(default 600)\n"
 	    "\n"
-	    "Exit status: 0 success, 1 runtime error, 2 bad flags or "
-	    "environment.\n",
+	    "Exit status: 0 after SIGINT or SIGTERM (or --help, --version), 1 "
+	    "setup\nerror, 2 bad flags or environment. Lost connections are "
+	    "dialled again.\n",
 	    TUN_LISTEN_PORT_DEFAULT);
 }
 
-/* Parse the settings, log them, and stop: connecting comes later. */
+/* SIGINT or SIGTERM: stop cleanly. */
+static void
+main_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	tun_stop(arg, sig == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* Log the settings in one line, without the token. */
+static void
+main_log_config(const struct tun_options *o)
+{
+	char *gw, *tunnel, *target;
+
+	gw = tun_gateway_url(o);
+	tunnel = tun_tunnel_url(o);
+	target = tun_target_url(o);
+	log_info("aktunnel %s: gateway %s (%s), tunnel %s, sandbox %s, "
+		 "target %s, listen port %d, token: %s",
+	    AK_VERSION, gw,
+	    !o->gateway.u_tls
+		? "plain"
+		: (o->verify_tls ? "TLS verified" : "TLS unverified"),
+	    tunnel, o->sandbox, target, o->listen_port,
+	    o->token != NULL ? "set" : "unset");
+	log_debug("tunnel limits: protocol %d, max body %llu, max ws message "
+		  "%llu, chunk %u, inflight %u, window %u, fast path %llu, "
+		  "http timeout %gs, ping every %gs (timeout %gs)",
+	    o->protocol_version, (unsigned long long)o->max_body_size,
+	    (unsigned long long)o->max_ws_message_size, o->stream_chunk,
+	    o->max_inflight, o->stream_window_frames,
+	    (unsigned long long)o->fast_path_body, o->http_timeout,
+	    o->ping_interval, o->ping_timeout);
+	if (o->gateway.u_tls && o->ca_file != NULL) {
+		log_debug("gateway trust file %s (from %s)", o->ca_file,
+		    o->ca_file_from);
+	}
+	free(target);
+	free(tunnel);
+	free(gw);
+}
+
+/* Parse the settings, then run the tunnel until SIGINT or SIGTERM. */
 int
 main(int argc, char **argv)
 {
 	struct tun_options o;
-	char *cause, *gw, *tunnel, *target;
+	struct event_base *base;
+	struct event *sigint, *sigterm;
+	struct tun *t;
+	char *cause;
 	unsigned int i;
+	int rv;
 
 	if (tun_options_parse(&o, argc, argv, NULL, &cause) != 0) {
 		fprintf(
@@ -139,38 +193,52 @@ main(int argc, char **argv)
 		tun_options_free(&o);
 		return (1);
 	}
+	signal(SIGPIPE, SIG_IGN);
+	if ((base = event_base_new()) == NULL) {
+		fprintf(stderr, "aktunnel: cannot start the event loop\n");
+		tun_options_free(&o);
+		return (1);
+	}
+	if ((t = tun_new(base, &o, &cause)) == NULL) {
+		fprintf(stderr, "aktunnel: %s\n", cause);
+		free(cause);
+		event_base_free(base);
+		log_close();
+		tun_options_free(&o);
+		return (1);
+	}
+	sigint = evsignal_new(base, SIGINT, main_signal_cb, t);
+	sigterm = evsignal_new(base, SIGTERM, main_signal_cb, t);
+	if (sigint == NULL || sigterm == NULL || evsignal_add(sigint, NULL) ||
+	    evsignal_add(sigterm, NULL)) {
+		fprintf(stderr, "aktunnel: cannot catch signals\n");
+		abort();
+	}
+	/* Logged once signals are caught: a test may stop us on this line. */
 	for (i = 0; i < o.nwarnings; i++)
 		log_warn("%s", o.warnings[i]);
+	main_log_config(&o);
 
-	gw = tun_gateway_url(&o);
-	tunnel = tun_tunnel_url(&o);
-	target = tun_target_url(&o);
-	log_info("aktunnel %s: gateway %s (%s), tunnel %s, sandbox %s, "
-		 "target %s, listen port %d, token: %s",
-	    AK_VERSION, gw,
-	    !o.gateway.u_tls
-		? "plain"
-		: (o.verify_tls ? "TLS verified" : "TLS unverified"),
-	    tunnel, o.sandbox, target, o.listen_port,
-	    o.token != NULL ? "set" : "unset");
-	log_debug("tunnel limits: protocol %d, max body %llu, max ws message "
-		  "%llu, chunk %u, inflight %u, window %u, fast path %llu, "
-		  "http timeout %gs",
-	    o.protocol_version, (unsigned long long)o.max_body_size,
-	    (unsigned long long)o.max_ws_message_size, o.stream_chunk,
-	    o.max_inflight, o.stream_window_frames,
-	    (unsigned long long)o.fast_path_body, o.http_timeout);
-	if (o.gateway.u_tls && o.ca_file != NULL) {
-		log_debug("gateway trust file %s (from %s)", o.ca_file,
-		    o.ca_file_from);
-	}
-	free(target);
-	free(tunnel);
-	free(gw);
+	tun_start(t);
+	event_base_dispatch(base);
 
-	/* An honest stub until the tunnel client role exists. */
-	fprintf(stderr, "aktunnel: connecting is not implemented yet\n");
+	log_info("aktunnel stopped: %llu requests (%llu failed), %llu bytes "
+		 "up, %llu bytes down, %llu tunnel connections, %llu replays",
+	    (unsigned long long)t->t_stats.st_requests,
+	    (unsigned long long)t->t_stats.st_failed,
+	    (unsigned long long)t->t_stats.st_bytes_up,
+	    (unsigned long long)t->t_stats.st_bytes_down,
+	    (unsigned long long)t->t_stats.st_connects,
+	    (unsigned long long)t->t_stats.st_replays);
+	rv = t->t_exit;
+	event_free(sigint);
+	event_free(sigterm);
+	tun_free(t);
+	/* Let deferred frees run before the loop goes. */
+	for (i = 0; i < 4; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	event_base_free(base);
 	log_close();
 	tun_options_free(&o);
-	return (1);
+	return (rv);
 }

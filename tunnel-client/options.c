@@ -51,6 +51,8 @@ enum {
 	OPT_TARGET_KEY,
 	OPT_LOG_LEVEL,
 	OPT_LOG_FORMAT,
+	OPT_PING_INTERVAL,
+	OPT_PING_TIMEOUT,
 };
 
 static const struct option options_long[] = { { "gateway", required_argument,
@@ -71,6 +73,8 @@ static const struct option options_long[] = { { "gateway", required_argument,
 	{ "target-key", required_argument, NULL, OPT_TARGET_KEY },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+	{ "ping-interval", required_argument, NULL, OPT_PING_INTERVAL },
+	{ "ping-timeout", required_argument, NULL, OPT_PING_TIMEOUT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 } };
@@ -182,6 +186,8 @@ options_defaults(struct tun_options *o)
 	o->stream_window_frames = TUN_WINDOW_FRAMES_DEFAULT;
 	o->fast_path_body = TUN_FAST_PATH_DEFAULT;
 	o->http_timeout = TUN_HTTP_TIMEOUT_DEFAULT;
+	o->ping_interval = TUN_PING_INTERVAL_DEFAULT;
+	o->ping_timeout = TUN_PING_TIMEOUT_DEFAULT;
 	o->log_level = LOG_LVL_INFO;
 	o->log_format = LOG_FMT_TEXT;
 }
@@ -450,6 +456,24 @@ options_host(const char *host)
 }
 
 /*
+ * Return "host:port" for a Host header or a log, IPv6 in brackets. With
+ * tls 0 or 1 the default port of http or https is left out; with -1 the
+ * port is always there. The caller frees it.
+ */
+char *
+tun_host_port(const char *host, int port, int tls)
+{
+	char *h, *s;
+
+	h = options_host(host);
+	if ((tls == 0 && port == 80) || (tls == 1 && port == 443))
+		return (h);
+	xasprintf(&s, "%s:%d", h, port);
+	free(h);
+	return (s);
+}
+
+/*
  * Return the gateway as a WebSocket origin, "ws://host:port" or
  * "wss://host:port", always with the port as the openYuanRong SDK writes it.
  * The caller frees it.
@@ -558,6 +582,26 @@ options_unknown(const char *arg, char **cause)
 	free(list);
 }
 
+/*
+ * Parse a heartbeat duration: decimal seconds, fractions allowed, from
+ * TUN_PING_MIN to TUN_PING_MAX. Returns 0 with *out set, or -1.
+ */
+static int
+options_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (*s == '\0' || strspn(s, "0123456789.") != strlen(s))
+		return (-1);
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || !isfinite(v) || v < TUN_PING_MIN ||
+	    v > TUN_PING_MAX)
+		return (-1);
+	*out = v;
+	return (0);
+}
+
 /* Read the command line into a and the simple settings of o. */
 static int
 options_flags(struct tun_options *o, struct options_args *a, int argc,
@@ -638,6 +682,20 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 				    "invalid --log-format '%s' "
 				    "(use text or json)",
 				    optarg);
+				return (-1);
+			}
+			break;
+		case OPT_PING_INTERVAL:
+		case OPT_PING_TIMEOUT:
+			if (options_seconds(optarg,
+				ch == OPT_PING_INTERVAL
+				    ? &o->ping_interval
+				    : &o->ping_timeout) != 0) {
+				xasprintf(cause,
+				    "invalid --%s '%s' (use seconds from "
+				    "%g to %g)",
+				    options_name(ch), optarg, TUN_PING_MIN,
+				    TUN_PING_MAX);
 				return (-1);
 			}
 			break;

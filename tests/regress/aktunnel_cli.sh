@@ -2,7 +2,8 @@
 # aktunnel's command line and environment, end to end through the built
 # binary: --version, --help, the usage errors (exit 2) and an invocation made
 # from the environment alone, whose configuration line must not show the
-# token.
+# token. Runs that get as far as dialling point at a closed port on
+# localhost and are stopped with SIGTERM (exit 0).
 
 . "$(dirname "$0")/lib.sh"
 
@@ -29,6 +30,35 @@ run_tun() {
 	ERR=$(cat "$T/$name.log")
 }
 
+# run_bg NAME [VAR=value ... --] ARGS...: as run_tun, for an invocation
+# that starts dialling: wait for its configuration line, stop it with
+# SIGTERM; sets RC and ERR.
+run_bg() {
+	name=$1; shift
+	n=$#; seen=0
+	while [ "$n" -gt 0 ]; do
+		a=$1; shift; n=$((n - 1))
+		if [ "$seen" = 0 ] && [ "$a" = "--" ]; then
+			set -- "$@" "$AKTUN"; seen=1
+		else
+			set -- "$@" "$a"
+		fi
+	done
+	[ "$seen" = 1 ] || set -- "$AKTUN" "$@"
+	env -i PATH="$PATH" "$@" >"$T/$name.out" 2>"$T/$name.log" &
+	pid=$!
+	i=0
+	while ! grep -q "token: " "$T/$name.log" && [ $i -lt 100 ]; do
+		sleep 0.05; i=$((i + 1))
+	done
+	kill -TERM "$pid"
+	wait "$pid"
+	RC=$?
+	ERR=$(cat "$T/$name.log")
+}
+
+CLOSED=$(free_port)
+
 # --version: one line, exit 0.
 run_tun version --version
 assert_eq "--version exit" 0 "$RC"
@@ -44,7 +74,8 @@ run_tun help --help
 assert_eq "--help exit" 0 "$RC"
 for word in --gateway --sandbox --target --listen-port --token \
     --allow-plaintext-token --ca-file --verify-tls --no-verify-tls \
-    --log-level --log-format --verbose --version AKERNEL_GATEWAY_ADDRESS \
+    --log-level --log-format --verbose --version --ping-interval \
+    --ping-timeout AKERNEL_GATEWAY_ADDRESS \
     YR_GATEWAY_ADDRESS AKERNEL_TOKEN AKERNEL_VERIFY_TLS SSL_CERT_FILE \
     YR_TUNNEL_SSL_VERIFY YR_TUNNEL_CA_BUNDLE YR_TUNNEL_TOKEN_QUERY_FALLBACK \
     YR_TUNNEL_PROTOCOL_VERSION YR_TUNNEL_MAX_BODY_SIZE \
@@ -96,20 +127,19 @@ assert_contains "bad env message" \
 ok "a bad YR_TUNNEL_MAX_BODY_SIZE exits 2"
 
 # From the environment alone: resolves, logs the configuration without the
-# token, then says connecting is not implemented (exit 1).
-run_tun envonly AKERNEL_GATEWAY_ADDRESS=https://gw.example:8443 \
+# token, dials (nothing listens) until SIGTERM, then exits 0.
+run_bg envonly AKERNEL_GATEWAY_ADDRESS=https://localhost:$CLOSED \
     YR_GATEWAY_ADDRESS=ignored.example:1 AKERNEL_TOKEN=tok-9f8e7d6c5b4a \
     AKTUNNEL_SANDBOX=sandbox@v1/foo.bar_baz \
     AKTUNNEL_TARGET=http://127.0.0.1:8000/api/ --
-assert_eq "env-only exit" 1 "$RC"
-assert_contains "env-only gateway" "gateway wss://gw.example:8443" "$ERR"
+assert_eq "env-only exit after SIGTERM" 0 "$RC"
+assert_contains "env-only gateway" "gateway wss://localhost:$CLOSED" "$ERR"
 assert_contains "env-only tunnel" \
-    "tunnel wss://gw.example:8443/tunnel/sandbox-at-v1-foo-bar-baz" "$ERR"
+    "tunnel wss://localhost:$CLOSED/tunnel/sandbox-at-v1-foo-bar-baz" "$ERR"
 assert_contains "env-only target" "target http://127.0.0.1:8000/api" "$ERR"
 assert_contains "env-only listen port" "listen port 8766" "$ERR"
 assert_contains "env-only token state" "token: set" "$ERR"
-assert_contains "env-only stub" \
-    "aktunnel: connecting is not implemented yet" "$ERR"
+assert_contains "env-only stop" "received SIGTERM, stopping" "$ERR"
 case "$ERR" in *tok-9f8e7d6c5b4a*) fail "the log shows the token: $ERR" ;; esac
 case "$ERR" in
 *ignored.example*) fail "YR_GATEWAY_ADDRESS won over AKERNEL_GATEWAY_ADDRESS" ;;
@@ -117,16 +147,29 @@ esac
 ok "an environment-only invocation resolves and never logs the token"
 
 # The same in JSON: still no token.
-run_tun json --gateway https://gw.example --sandbox sbx1 \
+run_bg json --gateway "https://localhost:$CLOSED" --sandbox sbx1 \
     --target https://api.example.com --token tok-json-1234 --log-format json
-assert_eq "json exit" 1 "$RC"
+assert_eq "json exit" 0 "$RC"
 assert_contains "json line" '"level":"info"' "$ERR"
 assert_contains "json token state" 'token: set' "$ERR"
 case "$ERR" in *tok-json-1234*) fail "the JSON log shows the token" ;; esac
 ok "the JSON configuration line does not show the token"
 
 # Flags win over the environment.
-run_tun flagwins AKERNEL_GATEWAY_ADDRESS=env.example:1 -- \
-    --gateway flag.example:2 --sandbox s --target http://t
-assert_contains "flag over env" "gateway ws://flag.example:2" "$ERR"
+run_bg flagwins AKERNEL_GATEWAY_ADDRESS=localhost:1 -- \
+    --gateway "127.0.0.1:$CLOSED" --sandbox s --target http://t
+assert_contains "flag over env" "gateway ws://127.0.0.1:$CLOSED" "$ERR"
 ok "--gateway wins over AKERNEL_GATEWAY_ADDRESS"
+
+# A trust file that does not load is a setup error: exit 1, one sentence.
+run_tun badca --gateway "https://localhost:$CLOSED" --sandbox s \
+    --target http://127.0.0.1:1 --ca-file "$T/no-such-ca.pem"
+assert_eq "bad CA file exit" 1 "$RC"
+assert_contains "bad CA file message" "aktunnel: cannot load CA file $T/no-such-ca.pem" "$ERR"
+ok "an unreadable --ca-file exits 1"
+
+# --ping-interval is checked.
+run_tun badping --gateway gw --sandbox s --target http://t --ping-interval 0
+assert_eq "bad ping interval exit" 2 "$RC"
+assert_contains "bad ping interval" "invalid --ping-interval '0'" "$ERR"
+ok "a bad --ping-interval exits 2"

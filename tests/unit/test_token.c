@@ -594,6 +594,19 @@ test_err_strings(void **state)
 	    token_err_string(TOKEN_BAD_SIGNATURE));
 }
 
+/* token_secret_equal: equal only for the same bytes and length. */
+static void
+test_secret_equal(void **state)
+{
+	(void)state;
+	assert_true(token_secret_equal("abc", 3, "abc", 3));
+	assert_false(token_secret_equal("abd", 3, "abc", 3));
+	assert_false(token_secret_equal("ab", 2, "abc", 3));
+	assert_false(token_secret_equal("abcd", 4, "abc", 3));
+	assert_false(token_secret_equal("", 0, "abc", 3));
+	assert_true(token_secret_equal("", 0, "", 0));
+}
+
 int
 main(void)
 {
@@ -615,6 +628,7 @@ main(void)
 		cmocka_unit_test(test_overlong),
 		cmocka_unit_test(test_looks_like),
 		cmocka_unit_test(test_err_strings),
+		cmocka_unit_test(test_secret_equal),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -1,0 +1,816 @@
+/*
+ * Requests toward the target (tunnel-protocol.md §9): the URL join, the
+ * request header rules, the request head, and a pool of HTTP/1.1
+ * connections (at most TUN_POOL_MAX, TUN_POOL_IDLE_MAX of them idle) over
+ * TCP or verified TLS. A connection carries one exchange at a time; the
+ * exchange (xchg.c) writes the request and reads the response through the
+ * functions here, and is told of connection events by xchg_target_*.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "tls.h"
+#include "tun.h"
+
+static void target_connect_next(struct tun_target *);
+static void target_dispatch(struct tun *);
+
+/* Request headers never forwarded (§9.2), besides Connection-named ones. */
+static const char *const target_dropped[] = { "connection", "keep-alive",
+	"proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
+	"trailer", "transfer-encoding", "upgrade", "host", "content-length",
+	"expect", NULL };
+
+/*
+ * Remove "." and ".." segments from an absolute path in place (RFC 3986
+ * section 5.2.4); the result still starts with "/".
+ */
+static void
+target_remove_dots(char *path)
+{
+	char *in = path, *out = path, *seg;
+
+	while (*in != '\0') {
+		if (strncmp(in, "../", 3) == 0)
+			in += 3;
+		else if (strncmp(in, "./", 2) == 0)
+			in += 2;
+		else if (strncmp(in, "/./", 3) == 0)
+			in += 2;
+		else if (strcmp(in, "/.") == 0)
+			in[1] = '\0';
+		else if (strncmp(in, "/../", 4) == 0 ||
+		    strcmp(in, "/..") == 0) {
+			if (in[3] == '/')
+				in += 3;
+			else {
+				in += 2;
+				*in = '/';
+			}
+			/* Drop the last segment of the output. */
+			while (out > path && *--out != '/')
+				/* nothing */;
+		} else if (strcmp(in, ".") == 0 || strcmp(in, "..") == 0)
+			in += strlen(in);
+		else {
+			seg = in;
+			if (*in == '/')
+				in++;
+			while (*in != '\0' && *in != '/')
+				in++;
+			memmove(out, seg, (size_t)(in - seg));
+			out += in - seg;
+		}
+	}
+	*out = '\0';
+	if (*path == '\0')
+		strcpy(path, "/");
+}
+
+/*
+ * Join the target's base path ("" or "/api", no trailing "/") with the
+ * origin-form path of a frame (§9.1): the frame's leading slashes go, the
+ * rest is resolved against base + "/" (dot segments removed from the path,
+ * the query kept as is). Returns the request target, or NULL with *cause
+ * when the path holds a byte that cannot stand in a request line.
+ */
+char *
+target_join_path(const char *base, const char *path, char **cause)
+{
+	const char *p, *query;
+	char *merged, *out;
+	size_t plen;
+
+	for (p = path; *p != '\0'; p++) {
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f ||
+		    *p == '#') {
+			xasprintf(cause,
+			    "invalid request path: byte 0x%02x is not allowed",
+			    (unsigned char)*p);
+			return (NULL);
+		}
+	}
+	while (*path == '/')
+		path++;
+	query = strchr(path, '?');
+	plen = query != NULL ? (size_t)(query - path) : strlen(path);
+	xasprintf(&merged, "%s/%.*s", base, (int)plen, path);
+	target_remove_dots(merged);
+	if (query != NULL) {
+		xasprintf(&out, "%s%s", merged, query);
+		free(merged);
+		return (out);
+	}
+	return (merged);
+}
+
+/* Does the comma-separated list value name the header name? */
+static int
+target_list_names(const char *value, const char *name)
+{
+	const char *p = value, *start, *end;
+	size_t len = strlen(name);
+
+	while (*p != '\0') {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		start = p;
+		while (*p != '\0' && *p != ',')
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if ((size_t)(end - start) == len &&
+		    strncasecmp(start, name, len) == 0)
+			return (1);
+	}
+	return (0);
+}
+
+/*
+ * Is header i of the n in h left out of the request to the target (§9.2):
+ * hop-by-hop, named in any Connection header, Host, Content-Length or
+ * Expect?
+ */
+int
+target_header_dropped(const struct tunproto_header *h, size_t n, size_t i)
+{
+	const char *const *d;
+	size_t k;
+
+	for (d = target_dropped; *d != NULL; d++) {
+		if (strcasecmp(h[i].h_name, *d) == 0)
+			return (1);
+	}
+	for (k = 0; k < n; k++) {
+		if (strcasecmp(h[k].h_name, "connection") == 0 &&
+		    target_list_names(h[k].h_value, h[i].h_name))
+			return (1);
+	}
+	return (0);
+}
+
+/* Is s a token (RFC 9110 section 5.6.2)? */
+static int
+target_token(const char *s)
+{
+	if (*s == '\0')
+		return (0);
+	for (; *s != '\0'; s++) {
+		if (!isalnum((unsigned char)*s) &&
+		    strchr("!#$%&'*+-.^_`|~", *s) == NULL)
+			return (0);
+	}
+	return (1);
+}
+
+/* May s be a field value (no CR, LF, NUL or other controls but tab)? */
+static int
+target_value(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (((unsigned char)*s < 0x20 && *s != '\t') ||
+		    (unsigned char)*s == 0x7f)
+			return (0);
+	}
+	return (1);
+}
+
+/*
+ * Build the request head for the target: method, the joined request
+ * target, Host (the target's authority), the headers kept by §9.2 in
+ * order, then the framing: body 0 for a fast-path body of length bytes
+ * (Content-Length, left out when empty unless the method carries a
+ * body), 1 for a streamed body of known length, 2 for chunked. Returns a
+ * new evbuffer, or NULL with *cause.
+ */
+struct evbuffer *
+target_request_head(const struct tun *t, const char *method, const char *target,
+    const struct tunproto_header *h, size_t n, int body, uint64_t length,
+    char **cause)
+{
+	struct evbuffer *b;
+	size_t i;
+
+	if (!target_token(method)) {
+		xasprintf(cause, "invalid request method");
+		return (NULL);
+	}
+	for (i = 0; i < n; i++) {
+		if (!target_token(h[i].h_name)) {
+			xasprintf(cause, "invalid request header name");
+			return (NULL);
+		}
+		if (!target_value(h[i].h_value)) {
+			xasprintf(cause, "invalid value in request header %s",
+			    h[i].h_name);
+			return (NULL);
+		}
+	}
+	if ((b = evbuffer_new()) == NULL)
+		abort();
+	evbuffer_add_printf(b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target,
+	    t->t_target_authority);
+	for (i = 0; i < n; i++) {
+		if (target_header_dropped(h, n, i))
+			continue;
+		evbuffer_add_printf(b, "%s: %s\r\n", h[i].h_name, h[i].h_value);
+	}
+	if (body == 2)
+		evbuffer_add_printf(b, "Transfer-Encoding: chunked\r\n");
+	else if (body == 1 || length != 0 || strcmp(method, "POST") == 0 ||
+	    strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0)
+		evbuffer_add_printf(
+		    b, "Content-Length: %llu\r\n", (unsigned long long)length);
+	evbuffer_add(b, "\r\n", 2);
+	return (b);
+}
+
+/* Free a target connection's memory, from the loop. */
+static void
+target_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tun_target *tt = arg;
+
+	(void)fd;
+	(void)what;
+	if (tt->tt_ev != NULL)
+		event_free(tt->tt_ev);
+	free(tt->tt_error);
+	free(tt);
+}
+
+/*
+ * Close a target connection for reason: the one way each ends. The
+ * exchange it carried, if any, is not told (the caller is that exchange,
+ * or tells it first). Waiting exchanges may get a new connection.
+ */
+void
+target_close(struct tun_target *tt, const char *reason)
+{
+	struct tun *t = tt->tt_tun;
+
+	if (tt->tt_state == TT_S_DEAD)
+		return;
+	log_debug("target connection %p closed: %s", (void *)tt, reason);
+	if (tt->tt_state == TT_S_IDLE) {
+		TAILQ_REMOVE(&t->t_idle, tt, tt_idle_entry);
+		t->t_nidle--;
+	}
+	tt->tt_state = TT_S_DEAD;
+	if (tt->tt_query != NULL) {
+		dns_cancel(tt->tt_query);
+		tt->tt_query = NULL;
+	}
+	if (tt->tt_ev != NULL)
+		event_del(tt->tt_ev);
+	if (tt->tt_bev != NULL) {
+		bufferevent_free(tt->tt_bev);
+		tt->tt_bev = NULL;
+	}
+	if (tt->tt_x != NULL && tt->tt_x->x_tt == tt)
+		tt->tt_x->x_tt = NULL;
+	tt->tt_x = NULL;
+	TAILQ_REMOVE(&t->t_targets, tt, tt_entry);
+	t->t_ntargets--;
+	if (event_base_once(
+		t->t_base, -1, EV_TIMEOUT, target_free_cb, tt, NULL) != 0)
+		target_free_cb(-1, 0, tt);
+	target_dispatch(t);
+}
+
+/* Arm the read and write timeouts (YR_TUNNEL_HTTP_TIMEOUT) again. */
+static void
+target_touch(struct tun_target *tt)
+{
+	struct timeval tv;
+
+	clock_msec_to_tv(
+	    (uint64_t)(tt->tt_tun->t_opts->http_timeout * 1000), &tv);
+	bufferevent_set_timeouts(tt->tt_bev, &tv, &tv);
+}
+
+/* Data arrived for the exchange. */
+static void
+target_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct tun_target *tt = arg;
+
+	(void)bev;
+	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
+		xchg_target_readable(tt->tt_x);
+}
+
+/* The output drained below TUN_TARGET_WRITE_LOWAT. */
+static void
+target_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct tun_target *tt = arg;
+
+	(void)bev;
+	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
+		xchg_target_writable(tt->tt_x);
+}
+
+/*
+ * Describe why a connect or TLS handshake on bev to who ("the target
+ * host:port") failed, for the sandbox's caller: the certificate check,
+ * the TLS alert, or the socket error. The caller frees the sentence.
+ */
+char *
+tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
+{
+	char buf[256], *s;
+	unsigned long e;
+	const char *v;
+	SSL *ssl;
+	int err = EVUTIL_SOCKET_ERROR();
+
+	if (what & BEV_EVENT_TIMEOUT)
+		xasprintf(&s, "timed out connecting to %s", who);
+	else if (tls && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
+	    (v = tls_verify_error(ssl)) != NULL && strcmp(v, "ok") != 0)
+		xasprintf(&s, "TLS certificate verification of %s failed: %s",
+		    who, v);
+	else if (tls && (e = bufferevent_get_openssl_error(bev)) != 0) {
+		tls_error_string(e, buf, sizeof buf);
+		xasprintf(&s, "TLS handshake with %s failed: %s", who, buf);
+	} else if (err != 0)
+		xasprintf(&s, "cannot connect to %s: %s", who,
+		    evutil_socket_error_to_string(err));
+	else
+		xasprintf(&s, "cannot connect to %s: connection closed", who);
+	if (tls)
+		while (bufferevent_get_openssl_error(bev) != 0)
+			/* drain */;
+	return (s);
+}
+
+/* Describe a failed connect or TLS handshake to the target. */
+static char *
+target_bev_error(struct tun_target *tt, short what)
+{
+	const struct tun_url *u = &tt->tt_tun->t_opts->target;
+	char *hp, *who, *s;
+
+	hp = tun_host_port(u->u_host, u->u_port, -1);
+	xasprintf(&who, "the target %s", hp);
+	s = tun_bev_error(tt->tt_bev, u->u_tls, what, who);
+	free(who);
+	free(hp);
+	return (s);
+}
+
+/* Connect, TLS, end of stream, error or timeout on a target connection. */
+static void
+target_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct tun_target *tt = arg;
+	struct tun_xchg *x = tt->tt_x;
+	char why[256];
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		if (tt->tt_state != TT_S_CONNECTING)
+			return;
+		tt->tt_state = TT_S_BUSY;
+		tun_nodelay(tt->tt_bev);
+		bufferevent_enable(tt->tt_bev, EV_READ);
+		if (x != NULL)
+			xchg_target_ready(x);
+		else
+			target_release(tt, 1);
+		return;
+	}
+	if (tt->tt_state == TT_S_CONNECTING) {
+		free(tt->tt_error);
+		tt->tt_error = target_bev_error(tt, what);
+		bufferevent_free(tt->tt_bev);
+		tt->tt_bev = NULL;
+		target_connect_next(tt);
+		return;
+	}
+	if (tt->tt_state == TT_S_IDLE) {
+		target_close(tt, "closed while idle");
+		return;
+	}
+	if (tt->tt_state != TT_S_BUSY || x == NULL)
+		return;
+	if (what & BEV_EVENT_EOF) {
+		tt->tt_flags |= TT_F_EOF;
+		bufferevent_disable(tt->tt_bev, EV_READ);
+		xchg_target_readable(x);
+		return;
+	}
+	if (what & BEV_EVENT_TIMEOUT)
+		snprintf(why, sizeof why,
+		    "timed out waiting for the target (%g s)",
+		    tt->tt_tun->t_opts->http_timeout);
+	else
+		snprintf(why, sizeof why, "target connection failed: %s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	xchg_target_failed(x, why);
+}
+
+/* Idle expiry, or a deferred "ready" for a reused connection. */
+static void
+target_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tun_target *tt = arg;
+
+	(void)fd;
+	(void)what;
+	if (tt->tt_state == TT_S_IDLE)
+		target_close(tt, "idle timeout");
+	else if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
+		xchg_target_ready(tt->tt_x);
+}
+
+/* Data or EOF on an idle connection: it cannot be reused. */
+static void
+target_idle_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	target_close(arg, "unexpected data while idle");
+}
+
+/* Dial the next address of the target, or fail the exchange. */
+static void
+target_connect_next(struct tun_target *tt)
+{
+	struct tun *t = tt->tt_tun;
+	struct sockaddr_storage *ss;
+	struct tun_xchg *x;
+	char *cause = NULL;
+	SSL *ssl;
+	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+
+	for (;;) {
+		if (tt->tt_next >= tt->tt_naddrs) {
+			x = tt->tt_x;
+			if (x != NULL)
+				xchg_target_failed(x,
+				    tt->tt_error != NULL
+					? tt->tt_error
+					: "cannot connect to the target");
+			target_close(tt, "no address left");
+			return;
+		}
+		ss = &tt->tt_addrs[tt->tt_next++];
+		if (t->t_target_tls != NULL) {
+			ssl = tls_client_ssl_new(
+			    t->t_target_tls, t->t_opts->target.u_host, &cause);
+			if (ssl == NULL) {
+				free(tt->tt_error);
+				tt->tt_error = cause;
+				tt->tt_next = tt->tt_naddrs;
+				continue;
+			}
+			tt->tt_bev = bufferevent_openssl_socket_new(t->t_base,
+			    -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+			if (tt->tt_bev != NULL)
+				bufferevent_openssl_set_allow_dirty_shutdown(
+				    tt->tt_bev, 1);
+		} else
+			tt->tt_bev = bufferevent_socket_new(
+			    t->t_base, -1, opts);
+		if (tt->tt_bev == NULL)
+			abort();
+		bufferevent_setcb(tt->tt_bev, target_read_cb, target_write_cb,
+		    target_event_cb, tt);
+		bufferevent_setwatermark(
+		    tt->tt_bev, EV_READ, 0, TUN_TARGET_READ_HIWAT);
+		bufferevent_setwatermark(
+		    tt->tt_bev, EV_WRITE, TUN_TARGET_WRITE_LOWAT, 0);
+		target_touch(tt);
+		if (bufferevent_socket_connect(tt->tt_bev,
+			(struct sockaddr *)ss,
+			ss->ss_family == AF_INET6
+			    ? sizeof(struct sockaddr_in6)
+			    : sizeof(struct sockaddr_in)) == 0)
+			return;
+		free(tt->tt_error);
+		tt->tt_error = target_bev_error(tt, 0);
+		bufferevent_free(tt->tt_bev);
+		tt->tt_bev = NULL;
+	}
+}
+
+/* The target's addresses are known (or not). */
+static void
+target_resolved_cb(
+    const struct sockaddr_storage *addrs, size_t n, const char *err, void *arg)
+{
+	struct tun_target *tt = arg;
+
+	tt->tt_query = NULL;
+	if (err != NULL) {
+		free(tt->tt_error);
+		xasprintf(&tt->tt_error, "target %s", err);
+		tt->tt_naddrs = 0;
+	} else {
+		memcpy(tt->tt_addrs, addrs, n * sizeof *addrs);
+		tt->tt_naddrs = n;
+	}
+	tt->tt_state = TT_S_CONNECTING;
+	target_connect_next(tt);
+}
+
+/* Open a new connection for x. */
+static void
+target_open(struct tun *t, struct tun_xchg *x)
+{
+	struct tun_target *tt;
+
+	tt = xcalloc(1, sizeof *tt);
+	tt->tt_tun = t;
+	tt->tt_state = TT_S_RESOLVING;
+	tt->tt_x = x;
+	if ((tt->tt_ev = event_new(t->t_base, -1, 0, target_ev_cb, tt)) == NULL)
+		abort();
+	TAILQ_INSERT_TAIL(&t->t_targets, tt, tt_entry);
+	t->t_ntargets++;
+	x->x_tt = tt;
+	x->x_flags &= ~TX_F_REUSED;
+	tt->tt_query = dns_lookup(t->t_dns, t->t_opts->target.u_host,
+	    t->t_opts->target.u_port, target_resolved_cb, tt);
+}
+
+/* Give connection tt (idle or just released) to x. */
+static void
+target_assign(struct tun_target *tt, struct tun_xchg *x)
+{
+	tt->tt_state = TT_S_BUSY;
+	tt->tt_x = x;
+	tt->tt_flags = 0;
+	x->x_tt = tt;
+	x->x_flags |= TX_F_REUSED;
+	bufferevent_setcb(
+	    tt->tt_bev, target_read_cb, target_write_cb, target_event_cb, tt);
+	bufferevent_enable(tt->tt_bev, EV_READ | EV_WRITE);
+	target_touch(tt);
+	evtimer_del(tt->tt_ev);
+	/* "Ready" comes from the loop, as for a new connection. */
+	event_active(tt->tt_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * Find x a connection: an idle one, a new one while fewer than
+ * TUN_POOL_MAX exist, or else a place in the queue (§6.4). x learns of
+ * it through xchg_target_ready, from the loop.
+ */
+void
+target_acquire(struct tun *t, struct tun_xchg *x)
+{
+	struct tun_target *tt;
+
+	if ((tt = TAILQ_FIRST(&t->t_idle)) != NULL) {
+		TAILQ_REMOVE(&t->t_idle, tt, tt_idle_entry);
+		t->t_nidle--;
+		target_assign(tt, x);
+		return;
+	}
+	if (t->t_ntargets < TUN_POOL_MAX) {
+		target_open(t, x);
+		return;
+	}
+	x->x_flags |= TX_F_POOLQ;
+	TAILQ_INSERT_TAIL(&t->t_waiting, x, x_wait);
+}
+
+/* Serve the queue: open connections while there is room. */
+static void
+target_dispatch(struct tun *t)
+{
+	struct tun_xchg *x;
+
+	while (t->t_ntargets < TUN_POOL_MAX &&
+	    (x = TAILQ_FIRST(&t->t_waiting)) != NULL) {
+		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
+		x->x_flags &= ~TX_F_POOLQ;
+		target_acquire(t, x);
+	}
+}
+
+/*
+ * The exchange is done with tt. A reusable connection (response complete,
+ * nothing unread) goes to the next waiting exchange or into the idle pool;
+ * any other is closed.
+ */
+void
+target_release(struct tun_target *tt, int reusable)
+{
+	struct tun *t = tt->tt_tun;
+	struct tun_xchg *x;
+	struct timeval tv = { TUN_POOL_IDLE_TIMEOUT, 0 };
+
+	if (tt->tt_state == TT_S_DEAD)
+		return;
+	if (tt->tt_x != NULL && tt->tt_x->x_tt == tt)
+		tt->tt_x->x_tt = NULL;
+	tt->tt_x = NULL;
+	if (!reusable || tt->tt_bev == NULL || (tt->tt_flags & TT_F_EOF) ||
+	    evbuffer_get_length(bufferevent_get_input(tt->tt_bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(tt->tt_bev)) != 0) {
+		target_close(tt, "not reusable");
+		return;
+	}
+	tt->tt_uses++;
+	if ((x = TAILQ_FIRST(&t->t_waiting)) != NULL) {
+		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
+		x->x_flags &= ~TX_F_POOLQ;
+		target_assign(tt, x);
+		return;
+	}
+	if (t->t_nidle >= TUN_POOL_IDLE_MAX) {
+		target_close(tt, "enough idle connections");
+		return;
+	}
+	tt->tt_state = TT_S_IDLE;
+	tt->tt_flags = 0;
+	bufferevent_set_timeouts(tt->tt_bev, NULL, NULL);
+	bufferevent_setcb(
+	    tt->tt_bev, target_idle_read_cb, NULL, target_event_cb, tt);
+	bufferevent_enable(tt->tt_bev, EV_READ);
+	TAILQ_INSERT_HEAD(&t->t_idle, tt, tt_idle_entry);
+	t->t_nidle++;
+	evtimer_add(tt->tt_ev, &tv);
+}
+
+/* The output buffer of tt, for the exchange to append to. */
+struct evbuffer *
+target_outbuf(struct tun_target *tt)
+{
+	target_touch(tt);
+	return (bufferevent_get_output(tt->tt_bev));
+}
+
+/* Bytes waiting in tt's output. */
+size_t
+target_output(const struct tun_target *tt)
+{
+	return (evbuffer_get_length(bufferevent_get_output(tt->tt_bev)));
+}
+
+/*
+ * Read the response head, skipping interim 1xx responses (101 is final).
+ * Returns 1 with m filled, 0 for more input, -1 with *err set.
+ */
+int
+target_read_head(
+    struct tun_target *tt, struct http1_msg *m, int head_req, char **err)
+{
+	struct http1_limits lim = { TUN_HEAD_MAX, TUN_HEAD_LINE_MAX,
+		TUN_HEAD_FIELDS_MAX };
+	struct evbuffer *in = bufferevent_get_input(tt->tt_bev);
+	enum http1_err herr;
+	int rv;
+
+	for (;;) {
+		rv = http1_parse_response(in, &lim, head_req, m, &herr);
+		if (rv < 0) {
+			xasprintf(err, "malformed response from the target: %s",
+			    http1_err_message(herr));
+			return (-1);
+		}
+		if (rv == 0) {
+			if (tt->tt_flags & TT_F_EOF) {
+				xasprintf(err,
+				    "the target closed the connection "
+				    "without a complete response");
+				return (-1);
+			}
+			return (0);
+		}
+		if (m->m_status >= 100 && m->m_status < 200 &&
+		    m->m_status != 101) {
+			http1_msg_reset(m);
+			continue;
+		}
+		break;
+	}
+	tt->tt_framing = m->m_status == 101 ? HTTP1_BODY_NONE : m->m_body;
+	tt->tt_left = m->m_content_length;
+	memset(&tt->tt_ck, 0, sizeof tt->tt_ck);
+	tt->tt_flags |= TT_F_BODY;
+	return (1);
+}
+
+/*
+ * Move at most max decoded body bytes to out (*moved says how many).
+ * Returns 1 once the body is complete, 0 when more input is needed, -1
+ * with *err when the target broke the framing or closed too early.
+ */
+int
+target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
+    size_t *moved, char **err)
+{
+	struct evbuffer *in = bufferevent_get_input(tt->tt_bev);
+	enum http1_err herr;
+	size_t n, avail = evbuffer_get_length(in);
+	int rv, eof = (tt->tt_flags & TT_F_EOF) != 0;
+
+	*moved = 0;
+	if (tt->tt_flags & TT_F_BODY_DONE)
+		return (1);
+	switch (tt->tt_framing) {
+	case HTTP1_BODY_NONE:
+		rv = 1;
+		break;
+	case HTTP1_BODY_LENGTH:
+		n = avail < max ? avail : max;
+		if (n > tt->tt_left)
+			n = (size_t)tt->tt_left;
+		if (n != 0)
+			evbuffer_remove_buffer(in, out, n);
+		*moved = n;
+		tt->tt_left -= n;
+		rv = tt->tt_left == 0;
+		if (!rv && eof && evbuffer_get_length(in) == 0) {
+			xasprintf(err,
+			    "the target closed the connection with %llu "
+			    "body bytes missing",
+			    (unsigned long long)tt->tt_left);
+			return (-1);
+		}
+		break;
+	case HTTP1_BODY_CHUNKED:
+		rv = http1_chunked_decode(
+		    &tt->tt_ck, in, out, max, moved, &herr);
+		if (rv < 0) {
+			xasprintf(err,
+			    "malformed chunked body from the "
+			    "target: %s",
+			    http1_err_message(herr));
+			return (-1);
+		}
+		if (rv == 0 && eof && *moved == 0 &&
+		    evbuffer_get_length(in) == 0) {
+			xasprintf(err,
+			    "the target closed the connection in the middle "
+			    "of a chunked body");
+			return (-1);
+		}
+		break;
+	default: /* HTTP1_BODY_EOF */
+		n = avail < max ? avail : max;
+		if (n != 0)
+			evbuffer_remove_buffer(in, out, n);
+		*moved = n;
+		rv = eof && evbuffer_get_length(in) == 0;
+		break;
+	}
+	if (rv == 1)
+		tt->tt_flags |= TT_F_BODY_DONE;
+	return (rv);
+}
+
+/* Does tt's response allow keeping the connection (HTTP/1.1, no close)? */
+int
+target_keepalive(const struct tun_target *tt, const struct http1_msg *m)
+{
+	if (tt->tt_framing == HTTP1_BODY_EOF || m->m_status == 101)
+		return (0);
+	if (m->m_flags & HTTP1_F_CONN_CLOSE)
+		return (0);
+	if (m->m_minor == 0 && !(m->m_flags & HTTP1_F_CONN_KEEPALIVE))
+		return (0);
+	return (1);
+}
+
+/* Close every target connection now; only outside the loop's callbacks. */
+void
+target_free_all(struct tun *t)
+{
+	struct tun_target *tt;
+	struct tun_xchg *x;
+
+	while ((x = TAILQ_FIRST(&t->t_waiting)) != NULL) {
+		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
+		x->x_flags &= ~TX_F_POOLQ;
+	}
+	while ((tt = TAILQ_FIRST(&t->t_targets)) != NULL) {
+		if (tt->tt_state == TT_S_IDLE) {
+			TAILQ_REMOVE(&t->t_idle, tt, tt_idle_entry);
+			t->t_nidle--;
+		}
+		tt->tt_state = TT_S_DEAD;
+		if (tt->tt_query != NULL)
+			dns_cancel(tt->tt_query);
+		if (tt->tt_bev != NULL)
+			bufferevent_free(tt->tt_bev);
+		TAILQ_REMOVE(&t->t_targets, tt, tt_entry);
+		t->t_ntargets--;
+		target_free_cb(-1, 0, tt);
+	}
+}
