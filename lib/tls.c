@@ -513,3 +513,29 @@ tls_sni_attach(SSL_CTX *dflt, struct tls_sni *ts)
 	SSL_CTX_set_tlsext_servername_callback(dflt, tls_sni_cb);
 	SSL_CTX_set_tlsext_servername_arg(dflt, ts);
 }
+
+/*
+ * Give a client context a certificate chain and key to present (mutual
+ * TLS).  Returns 0, or -1 with *cause naming the file and the reason.
+ */
+int
+tls_client_ctx_set_cert(
+    SSL_CTX *ctx, const char *cert_file, const char *key_file, char **cause)
+{
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		xasprintf(cause, "cannot load client certificate %s: %s",
+		    cert_file, tls_last_error());
+		return (-1);
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+		xasprintf(cause, "cannot load client key %s: %s", key_file,
+		    tls_last_error());
+		return (-1);
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		xasprintf(cause, "client key %s does not match certificate %s",
+		    key_file, cert_file);
+		return (-1);
+	}
+	return (0);
+}

@@ -212,12 +212,6 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	    TUN_CACHE_MAX_BYTES);
 	tombs_init(&t->t_tombs, TUN_TOMB_TTL_MS, TUN_TOMB_MAX);
 
-	if (o->target_cert != NULL) {
-		xasprintf(cause,
-		    "--target-cert/--target-key (mutual TLS to the "
-		    "target) are not supported yet");
-		goto fail;
-	}
 	if ((t->t_dns = dns_new(base, cause)) == NULL)
 		goto fail;
 	if (o->gateway.u_tls &&
@@ -227,6 +221,11 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	if (o->target.u_tls &&
 	    (t->t_target_tls = tls_client_ctx_new(
 		 o->target_ca_file, !o->target_insecure, cause)) == NULL)
+		goto fail;
+	/* Mutual TLS: present a client certificate to the target. */
+	if (t->t_target_tls != NULL && o->target_cert != NULL &&
+	    tls_client_ctx_set_cert(
+		t->t_target_tls, o->target_cert, o->target_key, cause) != 0)
 		goto fail;
 	if (tunproto_uuid_random(t->t_session_id) != 0) {
 		xasprintf(cause, "cannot make a session id: no random bytes");

@@ -23,6 +23,10 @@ srv.logpath = sys.argv[5]
 srv.nparts = 3
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+if len(sys.argv) > 6:
+    # Mutual TLS: a client certificate from this CA is required.
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(sys.argv[6])
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 srv.serve_forever()
 EOF
@@ -32,8 +36,12 @@ spawn good $PY "$T/tlsbe.py" "$GOOD" "$CERTS/server.crt" "$CERTS/server.key" \
     "$TOP/tests/regress" "$T/good.jsonl"
 spawn other $PY "$T/tlsbe.py" "$OTHER" "$CERTS/other.crt" "$CERTS/other.key" \
     "$TOP/tests/regress" "$T/other.jsonl"
+MTLS=$(free_port)
+spawn mtls $PY "$T/tlsbe.py" "$MTLS" "$CERTS/server.crt" "$CERTS/server.key" \
+    "$TOP/tests/regress" "$T/mtls.jsonl" "$CERTS/ca.crt"
 wait_port "$GOOD"
 wait_port "$OTHER"
+wait_port "$MTLS"
 head -c 1048576 /dev/urandom >"$T/1m.bin"
 SHA=$(sha256sum <"$T/1m.bin" | cut -d' ' -f1)
 
@@ -103,10 +111,20 @@ assert_contains "insecure warning" "TLS verification of the target is DISABLED" 
     "$(cat "$T/insecure-tun.log")"
 ok "--target-insecure connects and warns"
 
-# Mutual TLS is refused up front rather than ignored.
-"$AKTUN" --gateway 127.0.0.1:1 --sandbox s --target "https://127.0.0.1:$GOOD" \
-    --target-cert "$CERTS/client.crt" --target-key "$CERTS/client.key" \
-    >"$T/mtls.log" 2>&1
-assert_eq "mTLS exit status" 1 "$?"
-assert_contains "mTLS message" "are not supported yet" "$(cat "$T/mtls.log")"
-ok "--target-cert is refused with exit 1 (not supported yet)"
+# Mutual TLS: with --target-cert/--target-key the target that requires a
+# client certificate answers; without them the request fails.
+run_case mtls "accept
+fetch new GET /echo expect=fast status=200" \
+    --target "https://127.0.0.1:$MTLS" --target-ca-file "$CERTS/ca.crt" \
+    --target-cert "$CERTS/client.crt" --target-key "$CERTS/client.key"
+[ -s "$T/mtls.jsonl" ] || fail "the mTLS target saw no request"
+run_case nomtls "accept
+fetch new GET /echo expect=error" \
+    --target "https://127.0.0.1:$MTLS" --target-ca-file "$CERTS/ca.crt"
+"$AKTUN" --gateway 127.0.0.1:1 --sandbox s --target "https://127.0.0.1:$MTLS" \
+    --target-cert "$T/missing.crt" --target-key "$CERTS/client.key" \
+    >"$T/mtlsbad.log" 2>&1
+assert_eq "missing client certificate exit status" 1 "$?"
+assert_contains "missing client certificate message" \
+    "cannot load client certificate $T/missing.crt" "$(cat "$T/mtlsbad.log")"
+ok "mutual TLS to the target with --target-cert/--target-key"
