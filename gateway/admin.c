@@ -300,9 +300,9 @@ admin_error(struct admin_conn *ac, int status, const char *code,
 	admin_reply_json(ac, status, obj, extra, code);
 }
 
-/* A sandbox as the admin API shows it. */
+/* A sandbox as the admin API shows it, with its tunnels' state. */
 static json_t *
-admin_sandbox_json(const struct gw_sandbox *sb)
+admin_sandbox_json(const struct gw *g, const struct gw_sandbox *sb)
 {
 	const struct gw_port_rule *pr;
 	json_t *o, *ports, *p, *t, *lp;
@@ -355,6 +355,8 @@ admin_sandbox_json(const struct gw_sandbox *sb)
 		    json_string(sb->sb_tunnel_mode == GW_TUNNEL_FORWARD
 			    ? "forward"
 			    : "terminate"));
+		/* tunnel.c: state, client, generation, RTT, bytes. */
+		json_object_set_new(t, "listeners", tunnel_admin_json(g, sb));
 		json_object_set_new(o, "tunnel", t);
 	}
 	json_object_set_new(
@@ -364,7 +366,7 @@ admin_sandbox_json(const struct gw_sandbox *sb)
 
 /* The whole directory as the admin API shows it. */
 static json_t *
-admin_directory_json(const struct gw_directory *d)
+admin_directory_json(const struct gw *g, const struct gw_directory *d)
 {
 	json_t *list;
 	size_t i;
@@ -372,7 +374,7 @@ admin_directory_json(const struct gw_directory *d)
 	list = json_array();
 	for (i = 0; i < d->d_count; i++)
 		json_array_append_new(
-		    list, admin_sandbox_json(d->d_sandboxes[i]));
+		    list, admin_sandbox_json(g, d->d_sandboxes[i]));
 	return (json_pack("{s:I, s:o}", "generation",
 	    (json_int_t)d->d_generation, "sandboxes", list));
 }
@@ -516,6 +518,7 @@ admin_swap(struct gw *g, struct gw_directory *nd)
 {
 	directory_unref(g->g_dir);
 	g->g_dir = nd;
+	tunnel_sync(g); /* tunnel.c: open, move or close Port B listeners */
 }
 
 /* PUT /v1/sandboxes/{id}: create or replace a sandbox. */
@@ -603,7 +606,7 @@ admin_put_sandbox(struct admin_conn *ac, const char *pid)
 	    created ? "created" : "replaced",
 	    (unsigned long long)sb->sb_generation);
 	admin_reply_json(
-	    ac, created ? 201 : 200, admin_sandbox_json(sb), NULL, NULL);
+	    ac, created ? 201 : 200, admin_sandbox_json(g, sb), NULL, NULL);
 	sandbox_unref(sb);
 	return;
 invalid:
@@ -651,8 +654,9 @@ admin_sandbox(struct admin_conn *ac, const char *segment)
 			admin_error(ac, 404, "sandbox_not_found", NULL,
 			    "No sandbox '%s' is known to this gateway.", pid);
 		else
-			admin_reply_json(
-			    ac, 200, admin_sandbox_json(sb), NULL, NULL);
+			admin_reply_json(ac, 200,
+			    admin_sandbox_json(ac->ac_admin->a_gw, sb), NULL,
+			    NULL);
 	} else if (strcmp(ac->ac_method, "PUT") == 0)
 		admin_put_sandbox(ac, pid);
 	else if (strcmp(ac->ac_method, "DELETE") == 0)
@@ -680,7 +684,8 @@ admin_dispatch(struct admin_conn *ac)
 			admin_bad_method(ac, "GET, HEAD");
 		else
 			admin_reply_json(ac, 200,
-			    admin_directory_json(ac->ac_admin->a_gw->g_dir),
+			    admin_directory_json(
+				ac->ac_admin->a_gw, ac->ac_admin->a_gw->g_dir),
 			    NULL, NULL);
 	} else if (strncmp(path, ADMIN_SANDBOXES "/", plen + 1) == 0 &&
 	    *(seg = path + plen + 1) != '\0' && strchr(seg, '/') == NULL)

@@ -53,7 +53,8 @@ static const char *const sandbox_keys[] = { "id", "address", "netns",
 	"max_connections", "ports", "tunnel", NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
 	NULL };
-static const char *const tunnel_keys[] = { "listen_port", "mode", NULL };
+static const char *const tunnel_keys[] = { "listen_port", "mode", "token",
+	"client_wait", "http_timeout", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error",
 	NULL };
 static const char *const format_names[] = { "text", "json", NULL };
@@ -548,6 +549,25 @@ conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
 			return (-1);
 		sb->sb_tunnel_mode = (enum gw_tunnel_mode)mode;
 	}
+	sb->sb_tunnel_client_wait = 10 * 1000;
+	sb->sb_tunnel_http_timeout = 600 * 1000;
+	if ((v = cfg_map_get(n, "token")) != NULL) {
+		if (cfg_get_string(doc, v, "tunnel.token", &sb->sb_tunnel_token,
+			cause) != 0)
+			return (-1);
+		if (strlen(sb->sb_tunnel_token) < 16)
+			return (cfg_error(doc, v, cause,
+			    "tunnel.token must be at "
+			    "least 16 bytes"));
+	}
+	if ((v = cfg_map_get(n, "client_wait")) != NULL &&
+	    cfg_get_duration(doc, v, "tunnel.client_wait", 0, DAY_MS,
+		&sb->sb_tunnel_client_wait, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "http_timeout")) != NULL &&
+	    cfg_get_duration(doc, v, "tunnel.http_timeout", 100, DAY_MS,
+		&sb->sb_tunnel_http_timeout, cause) != 0)
+		return (-1);
 	if ((v = cfg_map_get(n, "listen_port")) == NULL)
 		return (cfg_error(doc, n, cause, "tunnel needs listen_port"));
 	count = v->n_type == CFG_SEQ ? v->n_count : 1;

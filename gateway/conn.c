@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "gw.h"
 #include "tls.h"
+#include "token.h"
 
 /* How long a closing connection drains input after its answer. */
 #define CONN_LINGER_MS 2000
@@ -136,7 +137,8 @@ conn_close(struct conn *c, const char *reason)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
 	c->c_state = CONN_S_DEAD;
-	bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
+	if (c->c_bev != NULL)
+		bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
 	evtimer_del(c->c_timer);
 	TAILQ_REMOVE(&g->g_conns, c, c_entry);
 	g->g_nconns--;
@@ -409,7 +411,7 @@ conn_find_route(struct conn *c)
 	case ROUTE_RESERVED:
 		conn_fail(c, gw_err_no_route,
 		    "The path '%s' is reserved for "
-		    "reverse tunnels, which this gateway does not serve yet.",
+		    "the control plane.",
 		    c->c_path);
 		return (NULL);
 	default:
@@ -484,6 +486,161 @@ conn_auth(struct conn *c)
 	return (0);
 }
 
+/*
+ * Hand the client's bufferevent to another owner (the tunnel) and close the
+ * connection object around it.  The caller has written what the client
+ * needed (the 101) into its output.
+ */
+struct bufferevent *
+conn_steal_bev(struct conn *c)
+{
+	struct bufferevent *bev = c->c_bev;
+
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+	c->c_bev = NULL;
+	c->c_status = 101;
+	conn_log_access(c, "tunnel");
+	conn_close(c, "handed to the tunnel");
+	return (bev);
+}
+
+/*
+ * Check the credential on a tunnel route: X-Auth or Authorization: Bearer
+ * carrying the sandbox's tunnel token or an access token of scope
+ * "tunnel".  With neither configured the route is open.  Returns 0, or -1
+ * after refusing.
+ */
+static int
+conn_tunnel_auth(struct conn *c, struct gw_sandbox *sb)
+{
+	const struct gw_config *cf = c->c_gw->g_conf;
+	const struct http1_header *h;
+	const char *tok = NULL;
+	size_t len = 0;
+
+	if ((h = http1_msg_find(&c->c_req, "x-auth")) != NULL) {
+		tok = h->value;
+		len = h->value_len;
+	} else if ((h = http1_msg_find(&c->c_req, "authorization")) != NULL &&
+	    h->value_len > 7 && strncasecmp(h->value, "bearer ", 7) == 0) {
+		tok = h->value + 7;
+		len = h->value_len - 7;
+	}
+	if (sb->sb_tunnel_token == NULL && cf->cf_auth_secret == NULL)
+		return (0);
+	if (tok == NULL) {
+		conn_fail(c, gw_err_unauthorized,
+		    "The tunnel of sandbox '%s' "
+		    "needs a token in X-Auth or Authorization: Bearer.",
+		    sb->sb_id);
+		return (-1);
+	}
+	if (cf->cf_require_tls_creds && !(c->c_flags & CONN_F_TLS)) {
+		conn_fail(c, gw_err_credentials_need_tls,
+		    "Tunnel tokens are "
+		    "accepted over TLS only on this gateway.");
+		return (-1);
+	}
+	if (sb->sb_tunnel_token != NULL &&
+	    token_secret_equal(
+		tok, len, sb->sb_tunnel_token, strlen(sb->sb_tunnel_token)))
+		return (0);
+	if (cf->cf_auth_secret != NULL &&
+	    token_verify(cf->cf_auth_secret, cf->cf_auth_secret_len, tok, len,
+		sb->sb_id, sb->sb_safe_id, "tunnel",
+		(uint64_t)time(NULL)) == TOKEN_OK)
+		return (0);
+	conn_fail(c, gw_err_forbidden,
+	    "The token does not open the tunnel of "
+	    "sandbox '%s'.",
+	    sb->sb_id);
+	return (-1);
+}
+
+/* The port-URL rule a forward-mode tunnel WebSocket is proxied with. */
+static const struct gw_port_rule conn_forward_rule = { 0, 0, 0, NULL };
+
+/*
+ * Serve a tunnel route: /tunnel/{id}[/{ws_port}] or /{id}/{reverse_port}.
+ * Returns 0 when the request is not a tunnel route, 1 when it was handled
+ * (attached, proxied or refused).
+ */
+static int
+conn_tunnel_route(struct conn *c)
+{
+	struct gw *g = c->c_gw;
+	struct gw_sandbox *sb;
+	char *id = NULL, *rest = NULL;
+	int ws_port = 0, lp = 0;
+	size_t i;
+
+	switch (route_parse_tunnel(c->c_target, &id, &ws_port)) {
+	case ROUTE_OK:
+		break;
+	case ROUTE_BAD:
+		conn_fail(c, gw_err_bad_path,
+		    "A tunnel path is "
+		    "/tunnel/{sandbox}[/{port}].");
+		return (1);
+	default:
+		/* /{id}/{reverse_port}: only when that sandbox has it. */
+		if (route_parse_path(c->c_target, &id, &ws_port, &rest) !=
+		    ROUTE_OK)
+			return (0);
+		free(rest);
+		sb = directory_find(g->g_dir, id);
+		for (i = 0; sb != NULL && i < sb->sb_ntunnel_ports; i++) {
+			if (sb->sb_tunnel_ports[i] - 1 == ws_port)
+				lp = sb->sb_tunnel_ports[i];
+		}
+		if (lp == 0) {
+			free(id);
+			return (0);
+		}
+		break;
+	}
+	if ((sb = directory_find(g->g_dir, id)) == NULL) {
+		conn_fail(c, gw_err_sandbox_not_found,
+		    "No sandbox '%s' is "
+		    "known to this gateway.",
+		    id);
+		free(id);
+		return (1);
+	}
+	free(id);
+	sandbox_ref(sb);
+	c->c_sandbox = sb;
+	for (i = 0; lp == 0 && i < sb->sb_ntunnel_ports; i++) {
+		if (ws_port == 0 || sb->sb_tunnel_ports[i] - 1 == ws_port)
+			lp = sb->sb_tunnel_ports[i];
+	}
+	if (lp == 0) {
+		conn_fail(c, gw_err_tunnel_not_configured,
+		    ws_port == 0 ? "Sandbox '%s' has no reverse tunnel."
+				 : "Sandbox '%s' has "
+				   "no reverse tunnel on port %d.",
+		    sb->sb_id, ws_port);
+		return (1);
+	}
+	c->c_port = lp - 1;
+	if (conn_tunnel_auth(c, sb) != 0)
+		return (1);
+	if (sb->sb_tunnel_mode == GW_TUNNEL_FORWARD) {
+		/* The in-sandbox tunnel server takes the WebSocket on "/". */
+		free(c->c_target);
+		c->c_target = xstrdup("/");
+		c->c_rule = &conn_forward_rule;
+		sb->sb_nconns++;
+		c->c_flags |= CONN_F_COUNTED;
+		proxy_start(c);
+		return (1);
+	}
+	tunnel_attach(c, sb, lp);
+	return (1);
+}
+
 /* Route a parsed request to a sandbox port, or refuse it. */
 static void
 conn_route(struct conn *c)
@@ -496,7 +653,11 @@ conn_route(struct conn *c)
 
 	c->c_method = xstrndup(m->m_method, m->m_method_len);
 	proxy_request_id(c);
-	if (conn_target(c) != 0 || (id = conn_find_route(c)) == NULL)
+	if (conn_target(c) != 0)
+		return;
+	if (conn_tunnel_route(c))
+		return;
+	if ((id = conn_find_route(c)) == NULL)
 		return;
 	if ((sb = directory_find(g->g_dir, id)) == NULL) {
 		conn_fail(c, gw_err_sandbox_not_found,

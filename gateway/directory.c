@@ -33,6 +33,11 @@ sandbox_unref(struct gw_sandbox *sb)
 		free(sb->sb_ports[i].pr_host_rewrite);
 	free(sb->sb_ports);
 	free(sb->sb_tunnel_ports);
+	if (sb->sb_tunnel_token != NULL) {
+		explicit_bzero(
+		    sb->sb_tunnel_token, strlen(sb->sb_tunnel_token));
+		free(sb->sb_tunnel_token);
+	}
 	free(sb->sb_address);
 	free(sb->sb_netns);
 	free(sb->sb_safe_id);

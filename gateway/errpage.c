@@ -30,6 +30,8 @@ const struct gw_error gw_err_too_many_connections[] = { { 429,
 const struct gw_error gw_err_body_too_large[] = { { 413, "body_too_large" } };
 const struct gw_error gw_err_request_timeout[] = { { 408, "request_timeout" } };
 const struct gw_error gw_err_bad_path[] = { { 400, "bad_path" } };
+const struct gw_error gw_err_tunnel_not_configured[] = { { 404,
+    "tunnel_not_configured" } };
 const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
@@ -49,6 +51,8 @@ errpage_reason(int status)
 		return ("Not Found");
 	case 408:
 		return ("Request Timeout");
+	case 426:
+		return ("Upgrade Required");
 	case 413:
 		return ("Content Too Large");
 	case 429:

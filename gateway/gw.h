@@ -14,6 +14,7 @@
 
 #include "http1.h"
 #include "log.h"
+#include "tunproto.h"
 
 struct bufferevent;
 struct evconnlistener;
@@ -54,6 +55,9 @@ struct gw_sandbox {
 	uint16_t *sb_tunnel_ports; /* listen ports */
 	size_t sb_ntunnel_ports;
 	enum gw_tunnel_mode sb_tunnel_mode;
+	char *sb_tunnel_token; /* accepted on the tunnel route, or NULL */
+	uint64_t sb_tunnel_client_wait; /* ms a request waits for a client */
+	uint64_t sb_tunnel_http_timeout; /* ms for response metadata */
 	uint64_t sb_max_connections; /* 0: limits.max_connections_per_sandbox */
 };
 
@@ -143,6 +147,7 @@ extern const struct gw_error gw_err_request_timeout[];
 extern const struct gw_error gw_err_bad_target[];
 extern const struct gw_error gw_err_bad_path[];
 extern const struct gw_error gw_err_sandbox_unreachable[];
+extern const struct gw_error gw_err_tunnel_not_configured[];
 
 /* Upper bounds (seconds) of the request-duration histogram buckets. */
 #define GW_DURATION_BUCKETS 10
@@ -163,6 +168,14 @@ struct gw_metrics {
 	uint64_t m_duration_buckets[GW_DURATION_BUCKETS + 1]; /* last: +Inf */
 	uint64_t m_duration_sum_us;
 	uint64_t m_duration_count;
+	/* Reverse tunnels (tunnel*.c). */
+	uint64_t m_tunnel_sessions; /* tunnels with a negotiated client now */
+	uint64_t m_tunnel_links; /* tunnel WebSockets accepted */
+	uint64_t m_tunnel_reconnects; /* links after a tunnel's first */
+	uint64_t m_tunnel_resumes; /* hellos that resumed a session */
+	uint64_t m_tunnel_replays; /* requests re-sent after a resume */
+	uint64_t m_tunnel_requests; /* Port B requests answered */
+	uint64_t m_tunnel_errors; /* exchanges failed, protocol errors */
 };
 
 /* The running gateway. */
@@ -182,6 +195,7 @@ struct gw {
 	TAILQ_HEAD(, upstream) g_idle; /* pooled upstreams */
 	struct gw_metrics g_metrics;
 	struct admin *g_admin; /* admin listener */
+	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
 };
 
 /* A listening socket. */
@@ -306,10 +320,10 @@ struct gw_directory *directory_new(struct gw_sandbox *const *, size_t);
 void directory_ref(struct gw_directory *);
 void directory_unref(struct gw_directory *);
 struct gw_sandbox *directory_find(const struct gw_directory *, const char *id);
-struct gw_directory *directory_put(const struct gw_directory *,
-    struct gw_sandbox *);
-struct gw_directory *directory_delete(const struct gw_directory *,
-    const char *id);
+struct gw_directory *
+directory_put(const struct gw_directory *, struct gw_sandbox *);
+struct gw_directory *
+directory_delete(const struct gw_directory *, const char *id);
 void sandbox_ref(struct gw_sandbox *);
 void sandbox_unref(struct gw_sandbox *);
 
@@ -322,8 +336,10 @@ enum route_result {
 };
 enum route_result route_parse_host(const char *host, size_t len,
     char *const *domains, size_t ndomains, int *port, char **id);
-enum route_result route_parse_path(const char *target, char **id, int *port,
-    char **rest);
+enum route_result
+route_parse_path(const char *target, char **id, int *port, char **rest);
+enum route_result
+route_parse_tunnel(const char *target, char **id, int *ws_port);
 const struct gw_port_rule *
 route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 
@@ -333,14 +349,15 @@ void listener_stop(struct gw *);
 void listener_reload_tls(struct gw *);
 
 /* conn.c */
-void conn_accept(struct gw *, int fd, struct sockaddr *, int,
-    struct gw_listener *);
+void
+conn_accept(struct gw *, int fd, struct sockaddr *, int, struct gw_listener *);
 void conn_close(struct conn *, const char *reason);
 void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define conn_fail(c, e, ...) conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
 void conn_response_done(struct conn *);
 void conn_finish(struct conn *);
+struct bufferevent *conn_steal_bev(struct conn *);
 void conn_close_all(struct gw *);
 const char *conn_state_name(enum conn_state);
 
@@ -363,13 +380,282 @@ void relay_client_eof(struct conn *);
 void relay_idle(struct conn *);
 
 /* metrics.c */
-void metrics_request(struct gw *, int status, const char *code,
-    uint64_t duration_us);
+void metrics_request(
+    struct gw *, int status, const char *code, uint64_t duration_us);
 void metrics_render(const struct gw *, struct evbuffer *);
 
+/*
+ * Reverse tunnels, the sandbox role (tunnel.c: listeners, links, sessions;
+ * tunnel_req.c: HTTP exchanges on Port B; tunnel_body.c: their bodies;
+ * tunnel_ws.c: WebSockets on Port B).
+ */
+
+/* What a tunnel's Port B listener is doing. */
+enum tunnel_state {
+	TUNNEL_S_UNBOUND = 0, /* Port B could not be opened; retrying */
+	TUNNEL_S_LISTENING, /* Port B is open */
+	TUNNEL_S_DEAD, /* removed; freed from the loop */
+};
+
+/* One tunnel WebSocket from a client. */
+enum tlink_state {
+	TLINK_S_HELLO = 0, /* attached, waiting for the client's hello */
+	TLINK_S_V2, /* protocol V2 negotiated: requests flow */
+	TLINK_S_GONE, /* replaced, lost or failed; closing */
+};
+
+/* A remembered finished id: late data for it is absorbed (§8.8). */
+struct tunnel_tomb {
+	char tb_id[TUNPROTO_UUID_LEN + 1];
+	uint64_t tb_expires; /* monotonic ms */
+};
+
+/*
+ * One terminate-mode tunnel: a sandbox's listen port.  It owns Port B for
+ * as long as it is configured, the newest client link, the session that
+ * link resumed, and every exchange of that session.
+ */
+struct tunnel {
+	TAILQ_ENTRY(tunnel) t_entry;
+	struct gw *t_gw;
+	enum tunnel_state t_state;
+	int t_flags;
+#define TUNNEL_F_SEEN 0x01 /* still configured (tunnel_sync) */
+#define TUNNEL_F_RESUMABLE 0x02 /* t_session is a resumable session */
+#define TUNNEL_F_EVER 0x04 /* a client has negotiated before */
+#define TUNNEL_F_PAUSED 0x08 /* accepting paused (out of descriptors) */
+#define TUNNEL_F_STANDALONE 0x10 /* akgateway tunnel-server */
+#define TUNNEL_F_FREEING 0x20 /* removed and unreferenced: free queued */
+	char *t_name; /* sandbox id, or "tunnel-server" */
+	int t_port; /* listen port */
+	char *t_netns; /* namespace path, or NULL for an address */
+	struct sockaddr_storage t_addr; /* where Port B binds */
+	socklen_t t_addrlen;
+	char t_addr_str[64];
+	uint64_t t_client_wait; /* ms a new request waits for a client */
+	uint64_t t_http_timeout; /* ms for response metadata */
+	struct tunproto_limits t_local; /* what we advertise */
+	struct evconnlistener *t_lev;
+	uint64_t t_retry_at; /* UNBOUND or paused: next bind/accept, mono ms */
+	unsigned t_bind_failures;
+	char *t_bind_error;
+	struct tunnel_link *t_link; /* the newest link, or NULL */
+	TAILQ_HEAD(, tunnel_link) t_links; /* every link not yet freed */
+	uint64_t t_generation; /* links accepted */
+	char t_session[TUNPROTO_UUID_LEN + 1]; /* "" without one */
+	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges and channels */
+	size_t t_ninflight; /* HTTP exchanges sent to the client */
+	size_t t_nchannels; /* application WebSockets */
+	TAILQ_HEAD(, tunnel_dconn) t_dconns; /* Port B connections */
+	size_t t_ndconns;
+	struct tunnel_tomb *t_tombs; /* ring of TUNNEL_TOMBS */
+	size_t t_tomb_next;
+	uint64_t t_ids; /* downstream connection ids */
+	uint64_t t_requests; /* Port B requests answered */
+	uint64_t t_errors; /* exchanges failed, protocol errors */
+	uint64_t t_bytes_in; /* body bytes from Port B callers */
+	uint64_t t_bytes_out; /* body bytes to Port B callers */
+};
+
+/* A tunnel WebSocket (Port A, through the gateway's tunnel route). */
+struct tunnel_link {
+	TAILQ_ENTRY(tunnel_link) l_entry;
+	struct tunnel *l_tunnel;
+	struct wsconn *l_ws;
+	enum tlink_state l_state;
+	int l_flags;
+#define TLINK_F_RESUMABLE 0x01 /* hello with resume and a session */
+#define TLINK_F_BLOCKED 0x02 /* data waits for on_writable */
+#define TLINK_F_CLOSED 0x04 /* on_close came; free pending */
+	uint64_t l_gen; /* generation */
+	char l_peer[64]; /* client ip:port */
+	int64_t l_since; /* wall clock seconds, for the admin API */
+	uint64_t l_last_rx; /* monotonic ms of the last message */
+	uint64_t l_hello_by; /* monotonic ms: no hello by then is logged */
+	struct tunproto_limits l_neg; /* negotiated (V2) */
+	uint64_t l_ping_seq;
+	uint64_t l_ping_sent; /* monotonic ms of our outstanding ping, or 0 */
+	uint64_t l_ping_next; /* monotonic ms of our next ping */
+	int64_t l_rtt_ms; /* last heartbeat round trip, -1 unknown */
+	uint64_t l_client_pings; /* pings the client sent */
+	uint64_t l_bytes_in; /* WebSocket payload bytes received */
+	uint64_t l_bytes_out; /* WebSocket payload bytes sent */
+};
+
+/* Where one exchange or channel is. */
+enum tx_state {
+	TX_S_BODY = 0, /* reading a fast-path body before sending it */
+	TX_S_HOLD, /* waiting for a client (client_wait) */
+	TX_S_SENT, /* request sent; waiting for response metadata */
+	TX_S_STREAM, /* response body streaming downstream */
+	TX_S_WS_WAIT, /* ws_connect sent; waiting for ws_connected */
+	TX_S_WS_OPEN, /* application WebSocket relaying */
+	TX_S_DONE, /* finished; freed from the loop */
+};
+
+/*
+ * One Port B HTTP exchange or application WebSocket channel, named by the
+ * UUID we give it.  It lives in t_xchgs from the request head to the end
+ * of the response; x_dconn is the caller's connection.
+ */
+struct tunnel_xchg {
+	TAILQ_ENTRY(tunnel_xchg) x_entry;
+	struct tunnel *x_tunnel;
+	struct event_base *x_base; /* outlives the tunnel, for the last free */
+	struct tunnel_dconn *x_dconn;
+	enum tx_state x_state;
+	int x_flags;
+#define TX_F_WS 0x0001 /* an application WebSocket channel */
+#define TX_F_STREAM_REQ 0x0002 /* body sent as http_req_begin + data */
+#define TX_F_UP_LENGTH 0x0004 /* x_up_len is the declared length */
+#define TX_F_UP_DONE 0x0008 /* the caller's body was read in full */
+#define TX_F_UP_END_SENT 0x0010 /* http_req_end sent on this link */
+#define TX_F_UP_WINDOW 0x0020 /* the client opened its window, this link */
+#define TX_F_UP_STOPPED 0x0040 /* the response began: upload dropped */
+#define TX_F_RESP_LENGTH 0x0080 /* x_resp_len is the declared length */
+#define TX_F_RESP_NOBODY 0x0100 /* HEAD, 204 or 304: no body */
+#define TX_F_RESP_CHUNKED 0x0200 /* downstream body is chunked */
+#define TX_F_RESP_EOF 0x0400 /* downstream body ends at close */
+#define TX_F_PAUSED 0x0800 /* link lost; waiting for a resume */
+#define TX_F_COUNTED 0x1000 /* counted in t_ninflight/t_nchannels */
+#define TX_F_WS_CLOSED 0x2000 /* the caller's WebSocket has closed */
+	char x_id[TUNPROTO_UUID_LEN + 1];
+	char *x_method; /* for the frame and the log */
+	char *x_target; /* origin-form, with the query */
+	uint64_t x_start_us;
+	struct event *x_timer; /* client_wait, http_timeout, ws_connected */
+	char *x_frame; /* request frame kept for replay, or NULL */
+	size_t x_frame_len;
+	const struct gw_error *x_err; /* gateway error answered, or NULL */
+	int x_status; /* status sent downstream */
+	/* Request body. */
+	struct evbuffer *x_body; /* fast path: all; stream: from x_up_acked */
+	uint64_t x_up_len; /* declared, with TX_F_UP_LENGTH */
+	uint64_t x_up_read; /* bytes read from the caller */
+	uint64_t x_up_acked; /* the client's ack_offset */
+	uint64_t x_up_sent; /* next offset to send on this link */
+	uint64_t x_up_credits;
+	uint64_t *x_up_ends; /* ends of chunks sent and not yet acked */
+	size_t x_up_nends;
+	size_t x_up_cap;
+	/* Response body. */
+	uint64_t x_resp_len; /* with TX_F_RESP_LENGTH */
+	uint64_t x_resp_received; /* bytes accepted from the client */
+	uint64_t *x_resp_q; /* per chunk queued downstream: output end */
+	uint64_t *x_resp_qack; /* ... and its ack_offset */
+	size_t x_resp_nq;
+	size_t x_resp_cap;
+	/* Application WebSocket. */
+	struct wsconn *x_ws; /* to the caller, once open */
+	char x_ws_accept[32]; /* Sec-WebSocket-Accept for the 101 */
+	struct evbuffer *x_ws_msg; /* binary message being reassembled */
+};
+
+/* Where a Port B connection is. */
+enum tdc_state {
+	TDC_S_HEAD = 0, /* reading a request head */
+	TDC_S_XCHG, /* an exchange is in progress */
+	TDC_S_WS, /* handed to an application WebSocket channel */
+	TDC_S_CLOSING, /* writing a last answer, then closing */
+	TDC_S_DEAD, /* closed; freed from the loop */
+};
+
+/* A connection from code in the sandbox to Port B. */
+struct tunnel_dconn {
+	TAILQ_ENTRY(tunnel_dconn) d_entry;
+	struct tunnel *d_tunnel;
+	uint64_t d_id;
+	struct bufferevent *d_bev; /* NULL once handed to a wsconn */
+	enum tdc_state d_state;
+	int d_flags;
+#define TDC_F_KEEPALIVE 0x01 /* this exchange may keep the connection */
+#define TDC_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
+#define TDC_F_EOF 0x04 /* the caller shut its side */
+#define TDC_F_HEAD_REQ 0x08 /* the request is HEAD */
+#define TDC_F_LINGER 0x10 /* shut down, draining input */
+#define TDC_F_HTTP10 0x20 /* the request is HTTP/1.0 */
+#define TDC_F_NEXT 0x40 /* start the next head once output drains */
+	char d_peer[64];
+	struct event *d_timer; /* head deadline, idle, linger */
+	struct http1_msg d_req;
+	struct http1_chunked d_chunked;
+	uint64_t d_left; /* Content-Length bytes still to read */
+	uint64_t d_out; /* bytes ever appended to the output */
+	struct tunnel_xchg *d_x; /* the exchange in progress */
+};
+
+extern const struct gw_error gw_err_tunnel_not_connected[]; /* 503 */
+extern const struct gw_error gw_err_tunnel_timeout[]; /* 504 */
+extern const struct gw_error gw_err_tunnel_busy[]; /* 429 */
+extern const struct gw_error gw_err_tunnel_error[]; /* 502 */
+extern const struct gw_error gw_err_tunnel_gone[]; /* 503 */
+
+/* tunnel.c */
+void tunnel_attach(struct conn *, struct gw_sandbox *, int listen_port);
+void tunnel_sync(struct gw *);
+void tunnel_shutdown(struct gw *);
+struct tunnel *tunnel_standalone(struct gw *, const char *listen,
+    uint64_t client_wait, uint64_t http_timeout, char **cause);
+void
+tunnel_link_accept(struct tunnel *, struct bufferevent *, const char *peer);
+struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
+struct tunnel_link *tunnel_active(const struct tunnel *);
+int tunnel_send_msg(struct tunnel *, const struct tunproto_msg *);
+int tunnel_send_frame(struct tunnel *, const char *, size_t);
+int tunnel_send_data(struct tunnel *, uint8_t kind, const char *id, int flags,
+    uint64_t offset, const uint8_t *, size_t);
+int tunnel_data_ok(const struct tunnel *);
+void tunnel_send_window(struct tunnel *, const char *id, uint64_t credits,
+    int ack, uint64_t ack_offset, int complete);
+void tunnel_send_error(struct tunnel *, const char *id, const char *msg);
+void tunnel_tomb_add(struct tunnel *, const char *id);
+int tunnel_tomb_has(const struct tunnel *, const char *id);
+void tunnel_protocol_error(struct tunnel *, const char *why);
+void tunnel_released(struct tunnel *);
+const char *tx_state_name(enum tx_state);
+
+/* tunnel_req.c */
+void tunnel_dconn_accept(struct tunnel *, int fd, struct sockaddr *);
+void tunnel_dconn_close(struct tunnel_dconn *, const char *reason);
+void tunnel_dconn_done(struct tunnel_dconn *);
+void tunnel_dconn_refuse(struct tunnel_dconn *, const struct gw_error *,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+struct tunnel_xchg *tunnel_xchg_new(struct tunnel_dconn *, int flags);
+void tunnel_xchg_free(struct tunnel_xchg *);
+void tunnel_xchg_end(struct tunnel_xchg *, const char *reason);
+struct tunnel_xchg *tunnel_xchg_find(const struct tunnel *, const char *id);
+void tunnel_xchg_ready(struct tunnel_xchg *);
+void tunnel_xchg_dispatch(struct tunnel_xchg *);
+void tunnel_xchg_fail(struct tunnel_xchg *, const struct gw_error *,
+    const char *tell_client, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int tunnel_hop_field(const char *);
+void tunnel_dconn_finish(struct tunnel_dconn *);
+const struct tunproto_limits *tunnel_xchg_limits(const struct tunnel *);
+
+/* tunnel_body.c */
+int64_t tunnel_xchg_read_body(struct tunnel_xchg *);
+void tunnel_xchg_credit(struct tunnel_xchg *);
+void tunnel_xchg_pump(struct tunnel_xchg *);
+void tunnel_xchg_msg(struct tunnel_xchg *, const struct tunproto_msg *);
+void tunnel_xchg_data(struct tunnel_xchg *, const struct tunproto_env *);
+void tunnel_xchg_pause(struct tunnel_xchg *);
+void tunnel_xchg_resume(struct tunnel_xchg *);
+
+/* tunnel_ws.c */
+int tunnel_ws_start(struct tunnel_dconn *);
+void tunnel_ws_dispatch(struct tunnel_xchg *);
+void tunnel_ws_msg(struct tunnel_xchg *, const struct tunproto_msg *);
+void tunnel_ws_data(struct tunnel_xchg *, const struct tunproto_env *);
+void tunnel_ws_lost(struct tunnel_xchg *, const char *reason);
+void tunnel_ws_free(struct tunnel_xchg *);
+
+/* tunnelsrv.c */
+int tunnelsrv_main(int argc, char **argv);
+
 /* upstream.c */
-struct upstream *upstream_get(struct gw *, struct conn *, struct gw_sandbox *,
-    int port, int fresh);
+struct upstream *upstream_get(
+    struct gw *, struct conn *, struct gw_sandbox *, int port, int fresh);
 void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);

@@ -20,6 +20,8 @@ usage(FILE *f)
 	    "usage: akgateway [-c FILE] [--check] [--version] [--help]\n"
 	    "       akgateway token --sandbox ID --port N|--all-ports --ttl T "
 	    "[-c FILE]\n"
+	    "       akgateway tunnel-server [--ws ADDR] [--listen ADDR] "
+	    "[--token T]\n"
 	    "\n"
 	    "The public entry for sandbox port URLs.\n"
 	    "\n"
@@ -54,6 +56,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	listener_stop(g);
 	admin_stop(g);
+	tunnel_shutdown(g); /* tunnel.c */
 	conn_close_all(g);
 	upstream_pool_flush(g);
 	event_del(g->g_sigint);
@@ -79,6 +82,8 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "token") == 0)
 		return (tokencmd_main(argc - 1, argv + 1));
+	if (argc > 1 && strcmp(argv[1], "tunnel-server") == 0)
+		return (tunnelsrv_main(argc - 1, argv + 1)); /* tunnelsrv.c */
 	while ((ch = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -161,6 +166,7 @@ main(int argc, char **argv)
 		free(cause);
 		return (1);
 	}
+	tunnel_sync(&g); /* tunnel.c: Port B listeners of terminate tunnels */
 	log_info("akgateway %s started with %s (%zu sandboxes)", AK_VERSION,
 	    file != NULL ? file : "the built-in configuration",
 	    cf->cf_nsandboxes);

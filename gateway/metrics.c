@@ -55,6 +55,42 @@ metrics_head(
 	    out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Append the reverse-tunnel metrics (tunnel*.c). */
+static void
+metrics_tunnel(const struct gw *g, struct evbuffer *out)
+{
+	const struct gw_metrics *m = &g->g_metrics;
+
+	metrics_head(out, "akgw_tunnel_sessions", "gauge",
+	    "Tunnels with a client that negotiated the protocol now.");
+	evbuffer_add_printf(out, "akgw_tunnel_sessions %llu\n",
+	    (unsigned long long)m->m_tunnel_sessions);
+	metrics_head(out, "akgw_tunnel_links_total", "counter",
+	    "Tunnel client WebSockets accepted.");
+	evbuffer_add_printf(out, "akgw_tunnel_links_total %llu\n",
+	    (unsigned long long)m->m_tunnel_links);
+	metrics_head(out, "akgw_tunnel_reconnects_total", "counter",
+	    "Tunnel clients that negotiated after an earlier client.");
+	evbuffer_add_printf(out, "akgw_tunnel_reconnects_total %llu\n",
+	    (unsigned long long)m->m_tunnel_reconnects);
+	metrics_head(out, "akgw_tunnel_resumes_total", "counter",
+	    "Tunnel sessions resumed by the same client after a lost link.");
+	evbuffer_add_printf(out, "akgw_tunnel_resumes_total %llu\n",
+	    (unsigned long long)m->m_tunnel_resumes);
+	metrics_head(out, "akgw_tunnel_replays_total", "counter",
+	    "Pending tunnel requests sent again after a resume.");
+	evbuffer_add_printf(out, "akgw_tunnel_replays_total %llu\n",
+	    (unsigned long long)m->m_tunnel_replays);
+	metrics_head(out, "akgw_tunnel_requests_total", "counter",
+	    "Requests and WebSockets on tunnel listeners, answered or ended.");
+	evbuffer_add_printf(out, "akgw_tunnel_requests_total %llu\n",
+	    (unsigned long long)m->m_tunnel_requests);
+	metrics_head(out, "akgw_tunnel_errors_total", "counter",
+	    "Tunnel exchanges that failed and client protocol errors.");
+	evbuffer_add_printf(out, "akgw_tunnel_errors_total %llu\n",
+	    (unsigned long long)m->m_tunnel_errors);
+}
+
 /* Append every metric in the Prometheus text format. */
 void
 metrics_render(const struct gw *g, struct evbuffer *out)
@@ -119,4 +155,5 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "akgw_request_duration_seconds_count %llu\n",
 	    (unsigned long long)cum, (double)m->m_duration_sum_us / 1e6,
 	    (unsigned long long)m->m_duration_count);
+	metrics_tunnel(g, out);
 }

@@ -144,6 +144,48 @@ route_parse_path(const char *target, char **id, int *port, char **rest)
 	return (ROUTE_OK);
 }
 
+/*
+ * Parse the tunnel alias "/tunnel/{id}[/{ws_port}][/tail]".  Returns
+ * ROUTE_OK with *id (xmalloc'd) and *ws_port (0 when absent: the default
+ * tunnel), or ROUTE_NONE when the path is not under /tunnel/, or ROUTE_BAD
+ * when the id is missing or malformed.  A second segment that is not a
+ * port belongs to the tail (tunnel-protocol.md section 2.2).
+ */
+enum route_result
+route_parse_tunnel(const char *target, char **id, int *ws_port)
+{
+	const char *seg, *p, *end;
+	size_t idlen;
+	long v = 0;
+
+	if (strncmp(target, "/tunnel/", 8) != 0)
+		return (strcmp(target, "/tunnel") == 0 ||
+			    strncmp(target, "/tunnel?", 8) == 0
+			? ROUTE_BAD
+			: ROUTE_NONE);
+	seg = target + 8;
+	idlen = strcspn(seg, "/?");
+	if (idlen == 0)
+		return (ROUTE_BAD);
+	for (p = seg; p < seg + idlen; p++) {
+		if (!route_id_char(*p))
+			return (ROUTE_BAD);
+	}
+	*ws_port = 0;
+	if (seg[idlen] == '/') {
+		p = seg + idlen + 1;
+		end = p + strcspn(p, "/?");
+		if (end > p && end - p <= 5 && *p != '0') {
+			for (; p < end && *p >= '0' && *p <= '9'; p++)
+				v = v * 10 + (*p - '0');
+			if (p == end && v >= 1 && v <= 65535)
+				*ws_port = (int)v;
+		}
+	}
+	*id = xstrndup(seg, idlen);
+	return (ROUTE_OK);
+}
+
 /* Could a connection to sandbox address sb at port reach listener l? */
 static int
 route_hits_listener(

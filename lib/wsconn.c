@@ -413,7 +413,8 @@ wsconn_code_reason(uint16_t code)
 static int
 wsconn_code_sendable(uint16_t code)
 {
-	return ((code >= 1000 && code <= 1011 && code != 1004 &&
+	/* 1012-1014 are registered with IANA (1012: service restart). */
+	return ((code >= 1000 && code <= 1014 && code != 1004 &&
 		    code != WS_CLOSE_NO_STATUS && code != WS_CLOSE_ABNORMAL) ||
 	    (code >= 3000 && code <= 4999));
 }

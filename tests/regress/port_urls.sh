@@ -151,9 +151,10 @@ ok "host form by raw and safe id"
 
 # --- Refusals: reserved paths, malformed ports; the upstream sees nothing ---
 : >"$UP"
-refused "$P/tunnel/x" 404 no_route
+refused "$P/tunnel/x" 404 sandbox_not_found
 refused "$P/direct/x" 404 no_route
-refused "$P/tunnel/$ECHO/echo" 404 no_route
+refused "$P/tunnel/$ECHO/echo" 404 sandbox_not_found
+refused "$P/tunnel/sbx-at-v1-one-x" 404 tunnel_not_configured
 refused "$P/direct/sbx-at-v1-one-x/$ECHO/echo" 404 no_route
 refused "$P/sbx-at-v1-one-x/99999/echo" 400 bad_path
 refused "$P/sbx-at-v1-one-x/0/echo" 400 bad_path
@@ -207,7 +208,8 @@ assert_eq "refused POST, sandbox_not_found" "404" \
 assert_eq "refused chunked POST, port_not_published" "404" \
 	"$(smuggle "9-sbx-at-v1-one-x.localhost:$GW" /x chunked)"
 assert_eq "refused POST, bad_path" "400" "$(smuggle "127.0.0.1:$GW" /sbx-at-v1-one-x/0/x length)"
-assert_eq "refused POST, no_route" "404" "$(smuggle "127.0.0.1:$GW" /tunnel/x length)"
+assert_eq "refused POST, no_route" "404" "$(smuggle "127.0.0.1:$GW" /direct/x length)"
+assert_eq "refused POST, tunnel route" "404" "$(smuggle "127.0.0.1:$GW" /tunnel/x length)"
 grep -q smuggled "$UP" && fail "the body of a refused request reached the upstream as a request"
 ok "the body of a refused request never reaches the upstream"
 

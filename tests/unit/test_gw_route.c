@@ -149,14 +149,13 @@ test_find_sandbox(void **state)
 	(void)state;
 	d = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	assert_int_equal(cf->cf_sandboxes[0]->sb_refcnt, 2);
-	assert_ptr_equal(directory_find(d, "sandbox@v1/foo.bar_baz"),
-	    cf->cf_sandboxes[0]);
+	assert_ptr_equal(
+	    directory_find(d, "sandbox@v1/foo.bar_baz"), cf->cf_sandboxes[0]);
 	assert_ptr_equal(directory_find(d, "sandbox-at-v1-foo-bar-baz"),
 	    cf->cf_sandboxes[0]);
 	assert_ptr_equal(directory_find(d, "SANDBOX-at-v1-foo-bar-baz"),
 	    cf->cf_sandboxes[0]);
-	assert_ptr_equal(
-	    directory_find(d, "remote"), cf->cf_sandboxes[1]);
+	assert_ptr_equal(directory_find(d, "remote"), cf->cf_sandboxes[1]);
 	assert_null(directory_find(d, "nosuch"));
 	assert_null(directory_find(d, "sandbox"));
 	directory_unref(d);
@@ -215,8 +214,7 @@ expect_path(const char *target, const char *want_id, int want_port,
 	char *id = NULL, *rest = NULL;
 	int port = 0;
 
-	assert_int_equal(route_parse_path(target, &id, &port, &rest),
-	    ROUTE_OK);
+	assert_int_equal(route_parse_path(target, &id, &port, &rest), ROUTE_OK);
 	assert_string_equal(id, want_id);
 	assert_int_equal(port, want_port);
 	assert_string_equal(rest, want_rest);
@@ -234,6 +232,45 @@ expect_path_result(const char *target, enum route_result r)
 	assert_int_equal(route_parse_path(target, &id, &port, &rest), r);
 	assert_null(id);
 	assert_null(rest);
+}
+
+/* Parse a tunnel path and expect r, id and ws_port. */
+static void
+expect_tunnel(
+    const char *target, enum route_result r, const char *want_id, int want_port)
+{
+	char *id = NULL;
+	int port = -1;
+
+	assert_int_equal(route_parse_tunnel(target, &id, &port), r);
+	if (want_id == NULL) {
+		assert_null(id);
+		return;
+	}
+	assert_string_equal(id, want_id);
+	assert_int_equal(port, want_port);
+	free(id);
+}
+
+static void
+test_tunnel_path(void **state)
+{
+	(void)state;
+	expect_tunnel("/tunnel/sbx1", ROUTE_OK, "sbx1", 0);
+	expect_tunnel("/tunnel/sbx1/", ROUTE_OK, "sbx1", 0);
+	expect_tunnel("/tunnel/sbx1/8765", ROUTE_OK, "sbx1", 8765);
+	expect_tunnel("/tunnel/sbx1/8765/x/y?q=1", ROUTE_OK, "sbx1", 8765);
+	expect_tunnel("/tunnel/sbx1?token=x", ROUTE_OK, "sbx1", 0);
+	/* A second segment that is not a port is part of the tail. */
+	expect_tunnel("/tunnel/sbx1/ws", ROUTE_OK, "sbx1", 0);
+	expect_tunnel("/tunnel/sbx1/0", ROUTE_OK, "sbx1", 0);
+	expect_tunnel("/tunnel/sbx1/65536", ROUTE_OK, "sbx1", 0);
+	expect_tunnel("/tunnel/a@b.c_d/8765", ROUTE_OK, "a@b.c_d", 8765);
+	expect_tunnel("/tunnel/", ROUTE_BAD, NULL, 0);
+	expect_tunnel("/tunnel", ROUTE_BAD, NULL, 0);
+	expect_tunnel("/tunnel/sb x", ROUTE_BAD, NULL, 0);
+	expect_tunnel("/tunnels/x", ROUTE_NONE, NULL, 0);
+	expect_tunnel("/sbx1/8765", ROUTE_NONE, NULL, 0);
 }
 
 static void
@@ -303,6 +340,7 @@ main(void)
 		cmocka_unit_test(test_find_sandbox),
 		cmocka_unit_test(test_directory_change),
 		cmocka_unit_test(test_path_form),
+		cmocka_unit_test(test_tunnel_path),
 		cmocka_unit_test(test_find_port),
 	};
 

@@ -729,6 +729,7 @@ test_close_codes(void **state)
 	assert_int_equal(wsconn_close(p.srv.p_ws, 1004, NULL), -1);
 	assert_int_equal(wsconn_close(p.srv.p_ws, 999, NULL), -1);
 	assert_int_equal(wsconn_close(p.srv.p_ws, 1016, NULL), -1);
+	assert_int_equal(wsconn_close(p.srv.p_ws, 1015, NULL), -1);
 	assert_int_equal(wsconn_close(p.srv.p_ws, 5000, NULL), -1);
 	assert_int_equal(wsconn_close(p.srv.p_ws, 0, "ignored"), 0);
 	RUN_UNTIL(&p, p.srv.p_closed && p.cli.p_closed);

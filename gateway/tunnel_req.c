@@ -1,0 +1,952 @@
+/*
+ * Port B of a terminate-mode tunnel: HTTP/1.1 from code in the sandbox
+ * (tunnel-protocol.md §10), one exchange at a time per connection
+ * (keep-alive; pipelined requests wait in the input).
+ *
+ * This file owns the connections and the life of each exchange: parse the
+ * head strictly, hold the request while no client is attached
+ * (client_wait), send it as http_req when its body is known and fits the
+ * fast path or as http_req_begin otherwise (§10.2), time it out, and
+ * answer every refusal with a status, a code and a sentence.
+ * tunnel_body.c moves the bodies.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "clock.h"
+#include "gw.h"
+
+/* Request head limits on Port B (§6.5, §10.1). */
+#define TDC_HEAD_MAX (64 * 1024)
+#define TDC_LINE_MAX (8 * 1024)
+#define TDC_HEADERS_MAX 200
+/* The whole head must arrive within this (§10.1). */
+#define TDC_HEAD_TIMEOUT_MS (10 * 1000)
+/* An idle kept-alive connection is closed after this. */
+#define TDC_IDLE_MS (120 * 1000)
+/* How long a closing connection drains input after its answer. */
+#define TDC_LINGER_MS 2000
+/* Input buffered before reading pauses. */
+#define TDC_READ_HIGH (TDC_HEAD_MAX + 4096)
+/* Credits go back, and the next request starts, below this much output. */
+#define TDC_OUT_LOW (64 * 1024)
+/* Connections on one Port B. */
+#define TDC_MAX 1024
+
+static const struct http1_limits tdc_limits = { TDC_HEAD_MAX, TDC_LINE_MAX,
+	TDC_HEADERS_MAX };
+
+/* Hop-by-hop fields, never relayed in either direction (§9.2). */
+static const char *const tx_hop[] = { "connection", "keep-alive",
+	"proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
+	"trailer", "transfer-encoding", "upgrade", NULL };
+
+static void tdc_read_head(struct tunnel_dconn *);
+static void tx_finish(struct tunnel_xchg *, const char *);
+static void tx_timer_cb(evutil_socket_t, short, void *);
+
+/* Name of a connection state, for debug logs. */
+static const char *
+tdc_state_name(enum tdc_state s)
+{
+	switch (s) {
+	case TDC_S_HEAD:
+		return ("head");
+	case TDC_S_XCHG:
+		return ("exchange");
+	case TDC_S_WS:
+		return ("websocket");
+	case TDC_S_CLOSING:
+		return ("closing");
+	case TDC_S_DEAD:
+		return ("dead");
+	}
+	return ("?");
+}
+
+/* Arm a one-shot timer for ms milliseconds. */
+static void
+tdc_timer_set(struct event *ev, uint64_t ms)
+{
+	struct timeval tv;
+
+	clock_msec_to_tv(ms, &tv);
+	evtimer_add(ev, &tv);
+}
+
+/* Is name a hop-by-hop field? */
+int
+tunnel_hop_field(const char *name)
+{
+	size_t i;
+
+	for (i = 0; tx_hop[i] != NULL; i++) {
+		if (strcasecmp(name, tx_hop[i]) == 0)
+			return (1);
+	}
+	return (0);
+}
+
+/* Is name listed in a Connection field of the request? */
+static int
+tx_req_conn_named(const struct http1_msg *m, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < m->m_nheaders; i++) {
+		if (strcasecmp(m->m_headers[i].name, "connection") == 0 &&
+		    http1_list_has(
+			m->m_headers[i].value, m->m_headers[i].value_len, name))
+			return (1);
+	}
+	return (0);
+}
+
+/*
+ * Copy the request headers a frame carries into m: all but hop-by-hop,
+ * Connection-named, Host, Content-Length and Expect (§10.1, §9.2), in
+ * order, duplicates kept.
+ */
+static void
+tx_req_headers(const struct http1_msg *req, struct tunproto_msg *m)
+{
+	const struct http1_header *h;
+	size_t i;
+
+	for (i = 0; i < req->m_nheaders; i++) {
+		h = &req->m_headers[i];
+		if (tunnel_hop_field(h->name) ||
+		    tx_req_conn_named(req, h->name) ||
+		    strcasecmp(h->name, "host") == 0 ||
+		    strcasecmp(h->name, "content-length") == 0 ||
+		    strcasecmp(h->name, "expect") == 0)
+			continue;
+		tunproto_msg_add_header(m, h->name, h->value);
+	}
+}
+
+/* Output bytes of a connection still to be written. */
+static size_t
+tdc_outlen(const struct tunnel_dconn *d)
+{
+	return (evbuffer_get_length(bufferevent_get_output(d->d_bev)));
+}
+
+/* Free an exchange's memory; nothing refers to it any more. */
+void
+tunnel_xchg_free(struct tunnel_xchg *x)
+{
+	tunnel_ws_free(x);
+	if (x->x_timer != NULL)
+		event_free(x->x_timer);
+	if (x->x_body != NULL)
+		evbuffer_free(x->x_body);
+	free(x->x_frame);
+	free(x->x_up_ends);
+	free(x->x_resp_q);
+	free(x->x_resp_qack);
+	free(x->x_method);
+	free(x->x_target);
+	free(x);
+}
+
+/* Free an exchange from the loop. */
+static void
+tx_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	(void)fd;
+	(void)events;
+	tunnel_xchg_free(arg);
+}
+
+/* Schedule the free of a finished exchange. */
+void
+tunnel_xchg_end(struct tunnel_xchg *x, const char *reason)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (x->x_state == TX_S_DONE)
+		return;
+	tx_finish(x, reason);
+	/* An open WebSocket frees it from its on_close, after its close. */
+	if ((x->x_flags & TX_F_WS) && x->x_ws != NULL &&
+	    !(x->x_flags & TX_F_WS_CLOSED))
+		return;
+	event_base_once(x->x_base, -1, EV_TIMEOUT, tx_free_cb, x, &tv);
+}
+
+/* Log one line for a finished exchange and count it. */
+static void
+tx_log(struct tunnel_xchg *x, const char *how)
+{
+	struct tunnel *t = x->x_tunnel;
+	uint64_t us = clock_mono_usec() - x->x_start_us;
+	json_t *f;
+
+	if (!log_enabled(LOG_LVL_INFO))
+		return;
+	f = json_object();
+	json_object_set_new(f, "sandbox", json_string(t->t_name));
+	json_object_set_new(f, "listen_port", json_integer(t->t_port));
+	json_object_set_new(f, "id", json_string(x->x_id));
+	json_object_set_new(f, "method",
+	    x->x_method != NULL ? json_string(x->x_method) : json_null());
+	json_object_set_new(f, "path",
+	    x->x_target != NULL
+		? json_stringn(x->x_target, strcspn(x->x_target, "?"))
+		: json_null());
+	json_object_set_new(f, "websocket", json_boolean(x->x_flags & TX_F_WS));
+	json_object_set_new(f, "status", json_integer(x->x_status));
+	json_object_set_new(
+	    f, "bytes_in", json_integer((json_int_t)x->x_up_read));
+	json_object_set_new(
+	    f, "bytes_out", json_integer((json_int_t)x->x_resp_received));
+	json_object_set_new(f, "ms", json_real((double)us / 1000));
+	json_object_set_new(f, "error",
+	    x->x_err != NULL ? json_string(x->x_err->e_code) : json_null());
+	json_object_set_new(f, "end", json_string(how));
+	log_event(LOG_LVL_INFO, "tunnel_access", f);
+}
+
+/*
+ * Finish an exchange: count and log it, remember its id, and detach it
+ * from its connection, whose caller decides what comes next.
+ */
+static void
+tx_finish(struct tunnel_xchg *x, const char *how)
+{
+	struct tunnel *t = x->x_tunnel;
+
+	if (x->x_state == TX_S_DONE)
+		return;
+	log_debug("tunnel %s:%d: %s %s finished in state %s: %s", t->t_name,
+	    t->t_port, (x->x_flags & TX_F_WS) ? "channel" : "exchange", x->x_id,
+	    tx_state_name(x->x_state), how);
+	x->x_state = TX_S_DONE;
+	TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
+	if (x->x_flags & TX_F_COUNTED) {
+		if (x->x_flags & TX_F_WS)
+			t->t_nchannels--;
+		else
+			t->t_ninflight--;
+		tunnel_tomb_add(t, x->x_id);
+	}
+	evtimer_del(x->x_timer);
+	t->t_requests++;
+	t->t_gw->g_metrics.m_tunnel_requests++;
+	tx_log(x, how);
+	if (x->x_dconn != NULL) {
+		x->x_dconn->d_x = NULL;
+		x->x_dconn = NULL;
+	}
+	tunnel_released(t);
+}
+
+/*
+ * Fail an exchange: answer the caller with err and a sentence when no
+ * response has started, else cut its connection; tell the client
+ * error{id, tell} when tell is not NULL and the request was sent.
+ */
+void
+tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
+    const char *tell, const char *fmt, ...)
+{
+	struct tunnel *t = x->x_tunnel;
+	struct tunnel_dconn *d = x->x_dconn;
+	va_list ap;
+	char *msg;
+	int keep;
+
+	if (x->x_state == TX_S_DONE)
+		return;
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (tell != NULL && (x->x_flags & TX_F_COUNTED))
+		tunnel_send_error(t, x->x_id, tell);
+	if (err->e_status != 503 && err->e_status != 429) {
+		t->t_errors++;
+		t->t_gw->g_metrics.m_tunnel_errors++;
+	}
+	x->x_err = err;
+	log_info("tunnel %s:%d: %s %s: %s: %s", t->t_name, t->t_port,
+	    x->x_method != NULL ? x->x_method : "-", x->x_id, err->e_code, msg);
+	if (d == NULL) {
+		tunnel_xchg_end(x, err->e_code);
+	} else if (x->x_state == TX_S_STREAM || d->d_bev == NULL) {
+		/* Headers went out: cut the body short (§10.4). */
+		tunnel_xchg_end(x, err->e_code);
+		tunnel_dconn_close(d, msg);
+	} else {
+		keep = (d->d_flags & TDC_F_KEEPALIVE) &&
+		    !(d->d_flags & TDC_F_EOF) && (x->x_flags & TX_F_UP_DONE) &&
+		    !(x->x_flags & TX_F_UP_STOPPED) &&
+		    t->t_state != TUNNEL_S_DEAD;
+		x->x_status = err->e_status;
+		errpage_write(bufferevent_get_output(d->d_bev), NULL,
+		    err->e_status, err->e_code, msg, 0,
+		    d->d_flags & TDC_F_HEAD_REQ, keep);
+		if (!keep)
+			d->d_flags &= ~TDC_F_KEEPALIVE;
+		tunnel_xchg_end(x, err->e_code);
+		tunnel_dconn_done(d);
+	}
+	free(msg);
+}
+
+/* Answer a connection with an error of its own (no exchange), then close. */
+static void
+tdc_reply_error(
+    struct tunnel_dconn *d, int status, const char *code, const char *msg)
+{
+	log_info("tunnel %s:%d: conn %llu %s: %d %s: %s", d->d_tunnel->t_name,
+	    d->d_tunnel->t_port, (unsigned long long)d->d_id, d->d_peer, status,
+	    code, msg);
+	errpage_write(bufferevent_get_output(d->d_bev), NULL, status, code, msg,
+	    0, d->d_flags & TDC_F_HEAD_REQ, 0);
+	d->d_flags &= ~TDC_F_KEEPALIVE;
+	tunnel_dconn_finish(d);
+}
+
+/* Refuse the request on d with err and a sentence, then close. */
+void
+tunnel_dconn_refuse(
+    struct tunnel_dconn *d, const struct gw_error *err, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	tdc_reply_error(d, err->e_status, err->e_code, msg);
+	free(msg);
+}
+
+/* A new exchange (or, with TX_F_WS, channel) for the request on d. */
+struct tunnel_xchg *
+tunnel_xchg_new(struct tunnel_dconn *d, int flags)
+{
+	struct tunnel *t = d->d_tunnel;
+	const struct http1_msg *m = &d->d_req;
+	struct tunnel_xchg *x;
+
+	x = xcalloc(1, sizeof *x);
+	x->x_tunnel = t;
+	x->x_base = t->t_gw->g_base;
+	x->x_dconn = d;
+	x->x_flags = flags;
+	x->x_state = TX_S_BODY;
+	x->x_start_us = clock_mono_usec();
+	if (tunproto_uuid_random(x->x_id) != 0) {
+		log_error("tunnel: no random bytes for an exchange id");
+		abort();
+	}
+	x->x_method = xstrndup(m->m_method, m->m_method_len);
+	x->x_timer = evtimer_new(t->t_gw->g_base, tx_timer_cb, x);
+	x->x_body = evbuffer_new();
+	TAILQ_INSERT_TAIL(&t->t_xchgs, x, x_entry);
+	d->d_x = x;
+	return (x);
+}
+
+/* Find the live exchange or channel named id. */
+struct tunnel_xchg *
+tunnel_xchg_find(const struct tunnel *t, const char *id)
+{
+	struct tunnel_xchg *x;
+
+	if (id == NULL)
+		return (NULL);
+	TAILQ_FOREACH (x, &t->t_xchgs, x_entry) {
+		if (strcmp(x->x_id, id) == 0)
+			return (x);
+	}
+	return (NULL);
+}
+
+/* The negotiated limits while a client is attached, else ours. */
+const struct tunproto_limits *
+tunnel_xchg_limits(const struct tunnel *t)
+{
+	const struct tunnel_link *l = tunnel_active(t);
+
+	return (l != NULL ? &l->l_neg : &t->t_local);
+}
+
+/* No client came within client_wait: 503 (§10.4, issue #4). */
+static void
+tx_not_connected(struct tunnel_xchg *x)
+{
+	struct tunnel *t = x->x_tunnel;
+
+	if (t->t_flags & TUNNEL_F_STANDALONE)
+		tunnel_xchg_fail(x, gw_err_tunnel_not_connected, NULL,
+		    "No tunnel client is connected.");
+	else
+		tunnel_xchg_fail(x, gw_err_tunnel_not_connected, NULL,
+		    "No tunnel client is connected for sandbox '%s'.",
+		    t->t_name);
+}
+
+/* The exchange timer: client_wait, http_timeout, or a paused stream. */
+static void
+tx_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tunnel_xchg *x = arg;
+	struct tunnel *t = x->x_tunnel;
+
+	(void)fd;
+	(void)events;
+	switch (x->x_state) {
+	case TX_S_HOLD:
+		tx_not_connected(x);
+		break;
+	case TX_S_SENT:
+		tunnel_xchg_fail(x, gw_err_tunnel_timeout,
+		    "downstream request closed",
+		    "No response metadata from the tunnel client within "
+		    "%llums: Tunnel timeout",
+		    (unsigned long long)t->t_http_timeout);
+		break;
+	case TX_S_STREAM:
+		tunnel_xchg_fail(x, gw_err_tunnel_timeout, NULL,
+		    "The tunnel client did not resume the response within "
+		    "%llums.",
+		    (unsigned long long)t->t_http_timeout);
+		break;
+	case TX_S_WS_WAIT:
+		tunnel_xchg_fail(x, gw_err_tunnel_timeout, NULL,
+		    "The tunnel client did not open the WebSocket within "
+		    "10s.");
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * The request is ready to go (head parsed; for the fast path, body read):
+ * send it when a client is attached, else hold it for client_wait.
+ */
+void
+tunnel_xchg_ready(struct tunnel_xchg *x)
+{
+	struct tunnel *t = x->x_tunnel;
+
+	if (tunnel_active(t) != NULL) {
+		tunnel_xchg_dispatch(x);
+		return;
+	}
+	x->x_state = TX_S_HOLD;
+	if (t->t_client_wait == 0) {
+		tx_not_connected(x);
+		return;
+	}
+	tdc_timer_set(x->x_timer, t->t_client_wait);
+}
+
+/*
+ * Send a request to the client (§10.2): http_req when its body is known
+ * and fits the fast path, else http_req_begin with the body to follow.
+ * The frame is kept for replay until response metadata arrives (§8.4).
+ */
+void
+tunnel_xchg_dispatch(struct tunnel_xchg *x)
+{
+	struct tunnel *t = x->x_tunnel;
+	struct tunnel_dconn *d = x->x_dconn;
+	const struct tunnel_link *l = tunnel_active(t);
+	struct tunproto_msg m;
+	int fast;
+
+	if (x->x_flags & TX_F_WS) {
+		tunnel_ws_dispatch(x);
+		return;
+	}
+	if (d == NULL) {
+		tunnel_xchg_end(x, "caller gone");
+		return;
+	}
+	if (l == NULL) {
+		tunnel_xchg_ready(x);
+		return;
+	}
+	if (t->t_ninflight >= l->l_neg.l_max_inflight) {
+		tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
+		    "Tunnel negotiated max_inflight limit reached: %llu "
+		    "requests are in flight.",
+		    (unsigned long long)l->l_neg.l_max_inflight);
+		return;
+	}
+	if ((x->x_flags & TX_F_UP_LENGTH) &&
+	    x->x_up_len > l->l_neg.l_max_body_size) {
+		d->d_flags &= ~TDC_F_KEEPALIVE;
+		tunnel_xchg_fail(x, gw_err_body_too_large, NULL,
+		    "The request body of %llu bytes exceeds the tunnel's "
+		    "limit of %llu bytes.",
+		    (unsigned long long)x->x_up_len,
+		    (unsigned long long)l->l_neg.l_max_body_size);
+		return;
+	}
+	fast = !(x->x_flags & TX_F_STREAM_REQ) &&
+	    x->x_up_read <= l->l_neg.l_fast_path_body;
+	if (!fast)
+		x->x_flags |= TX_F_STREAM_REQ;
+
+	memset(&m, 0, sizeof m);
+	m.m_type = fast ? TUNPROTO_T_HTTP_REQ : TUNPROTO_T_HTTP_REQ_BEGIN;
+	m.m_id = x->x_id;
+	m.m_method = x->x_method;
+	m.m_path = x->x_target;
+	tx_req_headers(&d->d_req, &m);
+	if (fast) {
+		if (x->x_up_read > 0)
+			tunproto_msg_set_body(&m,
+			    evbuffer_pullup(x->x_body, -1),
+			    (size_t)x->x_up_read);
+	} else if (x->x_flags & TX_F_UP_LENGTH) {
+		m.m_flags |= TUNPROTO_MSG_F_CONTENT_LENGTH;
+		m.m_content_length = x->x_up_len;
+	}
+	free(x->x_frame);
+	x->x_frame = tunproto_msg_encode(&m, &x->x_frame_len);
+	m.m_id = m.m_method = m.m_path = NULL;
+	tunproto_msg_free(&m);
+	if (x->x_frame == NULL) {
+		tunnel_xchg_fail(x, gw_err_bad_target, NULL,
+		    "The request cannot be carried by the tunnel (a header "
+		    "or the path is too large).");
+		return;
+	}
+	if (fast)
+		evbuffer_drain(x->x_body, evbuffer_get_length(x->x_body));
+	x->x_flags |= TX_F_COUNTED;
+	t->t_ninflight++;
+	x->x_state = TX_S_SENT;
+	x->x_up_sent = x->x_up_acked;
+	x->x_up_credits = 0;
+	evtimer_del(x->x_timer);
+	tdc_timer_set(x->x_timer, t->t_http_timeout);
+	tunnel_send_frame(t, x->x_frame, x->x_frame_len);
+}
+
+/* Bytes from the caller for the exchange in progress. */
+static void
+tx_input(struct tunnel_xchg *x)
+{
+	if (tunnel_xchg_read_body(x) < 0)
+		return;
+	if (x->x_state == TX_S_BODY && (x->x_flags & TX_F_UP_DONE))
+		tunnel_xchg_ready(x);
+	else if (x->x_state == TX_S_SENT && (x->x_flags & TX_F_STREAM_REQ))
+		tunnel_xchg_pump(x);
+}
+
+/*
+ * Start an HTTP exchange for the parsed head on d: 413 for a body over
+ * the limit; a fast-path body is read first, a streamed one follows the
+ * client's credits.
+ */
+static void
+tdc_start(struct tunnel_dconn *d)
+{
+	struct tunnel *t = d->d_tunnel;
+	struct http1_msg *m = &d->d_req;
+	struct tunnel_xchg *x;
+	const char *tg = m->m_target, *slash;
+	size_t tlen = m->m_target_len;
+
+	x = tunnel_xchg_new(d, 0);
+	if (tlen > 7 && strncasecmp(tg, "http://", 7) == 0) {
+		/* absolute-form: keep the path. */
+		slash = memchr(tg + 7, '/', tlen - 7);
+		x->x_target = slash != NULL
+		    ? xstrndup(slash, (size_t)(tg + tlen - slash))
+		    : xstrdup("/");
+	} else if (tlen > 0 && *tg == '/')
+		x->x_target = xstrndup(tg, tlen);
+	else {
+		d->d_flags &= ~TDC_F_KEEPALIVE;
+		tunnel_xchg_fail(x, gw_err_bad_target, NULL,
+		    "The request target must be a path such as /index.html.");
+		return;
+	}
+	switch (m->m_body) {
+	case HTTP1_BODY_LENGTH:
+		x->x_flags |= TX_F_UP_LENGTH;
+		x->x_up_len = d->d_left = m->m_content_length;
+		if (d->d_left == 0)
+			x->x_flags |= TX_F_UP_DONE;
+		break;
+	case HTTP1_BODY_CHUNKED:
+		memset(&d->d_chunked, 0, sizeof d->d_chunked);
+		break;
+	default:
+		x->x_flags |= TX_F_UP_DONE;
+		break;
+	}
+	if ((x->x_flags & TX_F_UP_LENGTH) &&
+	    x->x_up_len > tunnel_xchg_limits(t)->l_max_body_size) {
+		d->d_flags &= ~TDC_F_KEEPALIVE;
+		tunnel_xchg_fail(x, gw_err_body_too_large, NULL,
+		    "The request body of %llu bytes exceeds the tunnel's "
+		    "limit of %llu bytes (request body exceeds limit).",
+		    (unsigned long long)x->x_up_len,
+		    (unsigned long long)tunnel_xchg_limits(t)->l_max_body_size);
+		return;
+	}
+	if (!(x->x_flags & TX_F_UP_DONE) &&
+	    (m->m_flags & HTTP1_F_EXPECT_CONTINUE))
+		evbuffer_add_printf(bufferevent_get_output(d->d_bev),
+		    "HTTP/1.1 100 Continue\r\n\r\n");
+	if ((x->x_flags & TX_F_UP_DONE) ||
+	    ((x->x_flags & TX_F_UP_LENGTH) &&
+		x->x_up_len <= t->t_local.l_fast_path_body)) {
+		x->x_state = TX_S_BODY;
+		tx_input(x);
+		return;
+	}
+	x->x_flags |= TX_F_STREAM_REQ;
+	tunnel_xchg_ready(x);
+}
+
+/* Free a connection's memory; from the loop after tunnel_dconn_close. */
+static void
+tdc_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+
+	(void)fd;
+	(void)events;
+	http1_msg_reset(&d->d_req);
+	if (d->d_bev != NULL)
+		bufferevent_free(d->d_bev);
+	event_free(d->d_timer);
+	free(d);
+}
+
+/*
+ * Close a Port B connection, logging why.  An exchange in progress ends:
+ * the client is told the caller went away (§10.4).  Freed from the loop.
+ */
+void
+tunnel_dconn_close(struct tunnel_dconn *d, const char *reason)
+{
+	struct tunnel *t = d->d_tunnel;
+	struct tunnel_xchg *x = d->d_x;
+	struct timeval tv = { 0, 0 };
+
+	if (d->d_state == TDC_S_DEAD)
+		return;
+	log_debug("tunnel %s:%d: conn %llu %s: closed in state %s: %s",
+	    t->t_name, t->t_port, (unsigned long long)d->d_id, d->d_peer,
+	    tdc_state_name(d->d_state), reason);
+	d->d_state = TDC_S_DEAD;
+	if (x != NULL) {
+		d->d_x = NULL;
+		x->x_dconn = NULL;
+		if (x->x_flags & TX_F_WS)
+			tunnel_ws_lost(x, reason);
+		else if (x->x_state == TX_S_STREAM &&
+		    ((x->x_flags & TX_F_RESP_NOBODY) ||
+			((x->x_flags & TX_F_RESP_LENGTH) &&
+			    x->x_resp_received == x->x_resp_len)))
+			; /* It has the whole body: http_resp_end ends it. */
+		else if (x->x_state == TX_S_STREAM)
+			tunnel_xchg_fail(x, gw_err_tunnel_error,
+			    "downstream response closed",
+			    "The caller closed the connection: %s.", reason);
+		else
+			tunnel_xchg_fail(x, gw_err_tunnel_error,
+			    "downstream request closed",
+			    "The caller closed the connection: %s.", reason);
+	}
+	if (d->d_bev != NULL)
+		bufferevent_disable(d->d_bev, EV_READ | EV_WRITE);
+	evtimer_del(d->d_timer);
+	TAILQ_REMOVE(&t->t_dconns, d, d_entry);
+	t->t_ndconns--;
+	event_base_once(t->t_gw->g_base, -1, EV_TIMEOUT, tdc_free_cb, d, &tv);
+	tunnel_released(t);
+}
+
+/* Read the next request on a kept-alive connection. */
+static void
+tdc_next(struct tunnel_dconn *d)
+{
+	http1_msg_reset(&d->d_req);
+	d->d_left = 0;
+	d->d_flags &= ~(
+	    TDC_F_HEAD_STARTED | TDC_F_HEAD_REQ | TDC_F_HTTP10 | TDC_F_NEXT);
+	d->d_state = TDC_S_HEAD;
+	bufferevent_set_timeouts(d->d_bev, NULL, NULL);
+	tdc_timer_set(d->d_timer, TDC_IDLE_MS);
+	bufferevent_enable(d->d_bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(d->d_bev)) != 0)
+		bufferevent_trigger(d->d_bev, EV_READ,
+		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * Write what is queued, then shut our side and drain the caller's input a
+ * moment, so the answer is not destroyed by a reset.
+ */
+void
+tunnel_dconn_finish(struct tunnel_dconn *d)
+{
+	if (d->d_state == TDC_S_DEAD)
+		return;
+	d->d_state = TDC_S_CLOSING;
+	bufferevent_setwatermark(d->d_bev, EV_WRITE, 0, 0);
+	bufferevent_enable(d->d_bev, EV_WRITE);
+	bufferevent_disable(d->d_bev, EV_READ);
+	tdc_timer_set(d->d_timer, 30 * 1000);
+	if (tdc_outlen(d) == 0)
+		bufferevent_trigger(
+		    d->d_bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * The exchange on d is over and its answer queued: read the next request
+ * once the output is low, or close when the connection cannot be kept.
+ */
+void
+tunnel_dconn_done(struct tunnel_dconn *d)
+{
+	if (d->d_state != TDC_S_XCHG)
+		return;
+	if (!(d->d_flags & TDC_F_KEEPALIVE) || (d->d_flags & TDC_F_EOF)) {
+		tunnel_dconn_finish(d);
+		return;
+	}
+	d->d_state = TDC_S_HEAD;
+	if (tdc_outlen(d) > TDC_OUT_LOW) {
+		d->d_flags |= TDC_F_NEXT;
+		return;
+	}
+	tdc_next(d);
+}
+
+/* Parse a request head, then start its exchange or WebSocket. */
+static void
+tdc_read_head(struct tunnel_dconn *d)
+{
+	struct evbuffer *in = bufferevent_get_input(d->d_bev);
+	struct http1_msg *m = &d->d_req;
+	enum http1_err err = HTTP1_E_NONE;
+	const struct http1_header *h;
+	int r;
+
+	if (evbuffer_get_length(in) == 0 || (d->d_flags & TDC_F_NEXT))
+		return;
+	if (!(d->d_flags & TDC_F_HEAD_STARTED)) {
+		/* A whole-head deadline (§10.1), not an idle timer. */
+		d->d_flags |= TDC_F_HEAD_STARTED;
+		tdc_timer_set(d->d_timer, TDC_HEAD_TIMEOUT_MS);
+	}
+	r = http1_parse_request(in, &tdc_limits, m, &err);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		http1_msg_reset(m);
+		tdc_reply_error(d, http1_err_status(err), http1_err_code(err),
+		    http1_err_message(err));
+		return;
+	}
+	evtimer_del(d->d_timer);
+	d->d_flags &= ~TDC_F_KEEPALIVE;
+	if (m->m_minor == 1) {
+		if (!(m->m_flags & HTTP1_F_CONN_CLOSE))
+			d->d_flags |= TDC_F_KEEPALIVE;
+	} else {
+		d->d_flags |= TDC_F_HTTP10;
+		if (m->m_flags & HTTP1_F_CONN_KEEPALIVE)
+			d->d_flags |= TDC_F_KEEPALIVE;
+	}
+	if (m->m_method_len == 4 && memcmp(m->m_method, "HEAD", 4) == 0)
+		d->d_flags |= TDC_F_HEAD_REQ;
+	d->d_state = TDC_S_XCHG;
+	if ((m->m_flags & HTTP1_F_UPGRADE) &&
+	    (h = http1_msg_find(m, "upgrade")) != NULL &&
+	    http1_list_has(h->value, h->value_len, "websocket")) {
+		tunnel_ws_start(d);
+		return;
+	}
+	tdc_start(d);
+}
+
+/* Bytes from the caller. */
+static void
+tdc_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	switch (d->d_state) {
+	case TDC_S_HEAD:
+		tdc_read_head(d);
+		break;
+	case TDC_S_XCHG:
+		if (d->d_x != NULL)
+			tx_input(d->d_x);
+		break;
+	case TDC_S_CLOSING:
+		evbuffer_drain(in, evbuffer_get_length(in));
+		break;
+	case TDC_S_WS:
+	case TDC_S_DEAD:
+		break;
+	}
+}
+
+/* The output drained below its low watermark. */
+static void
+tdc_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+
+	switch (d->d_state) {
+	case TDC_S_XCHG:
+		if (d->d_x != NULL && d->d_x->x_state == TX_S_STREAM)
+			tunnel_xchg_credit(d->d_x);
+		break;
+	case TDC_S_HEAD:
+		if ((d->d_flags & TDC_F_NEXT) && tdc_outlen(d) <= TDC_OUT_LOW)
+			tdc_next(d);
+		break;
+	case TDC_S_CLOSING:
+		if (evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
+		    (d->d_flags & TDC_F_LINGER))
+			break;
+		d->d_flags |= TDC_F_LINGER;
+		if (d->d_flags & TDC_F_EOF) {
+			tunnel_dconn_close(d, "done");
+			break;
+		}
+		shutdown(bufferevent_getfd(bev), SHUT_WR);
+		bufferevent_enable(bev, EV_READ);
+		tdc_timer_set(d->d_timer, TDC_LINGER_MS);
+		break;
+	default:
+		break;
+	}
+}
+
+/* EOF, an error or a write timeout on the caller's connection. */
+static void
+tdc_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+	char why[128];
+
+	(void)bev;
+	if (d->d_state == TDC_S_DEAD)
+		return;
+	if (what & BEV_EVENT_TIMEOUT) {
+		tunnel_dconn_close(d,
+		    "the caller read nothing for the HTTP "
+		    "timeout");
+		return;
+	}
+	if (what & BEV_EVENT_ERROR) {
+		snprintf(why, sizeof why, "caller error: %s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		tunnel_dconn_close(d, why);
+		return;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	d->d_flags |= TDC_F_EOF;
+	switch (d->d_state) {
+	case TDC_S_HEAD:
+		tunnel_dconn_close(d,
+		    (d->d_flags & TDC_F_HEAD_STARTED) ? "caller closed mid-head"
+						      : "caller closed");
+		break;
+	case TDC_S_XCHG:
+		/* Like hyper: a caller that closed has given up (§10.4). */
+		tunnel_dconn_close(d, "the caller closed the connection");
+		break;
+	case TDC_S_CLOSING:
+		if (d->d_flags & TDC_F_LINGER)
+			tunnel_dconn_close(d, "done");
+		break;
+	default:
+		break;
+	}
+}
+
+/* The head deadline, keep-alive idle or linger timer fired. */
+static void
+tdc_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+
+	(void)fd;
+	(void)events;
+	switch (d->d_state) {
+	case TDC_S_HEAD:
+		if (!(d->d_flags & TDC_F_HEAD_STARTED)) {
+			tunnel_dconn_close(d, "keep-alive idle timeout");
+			break;
+		}
+		tdc_reply_error(d, 408, "request_timeout",
+		    "The request head did not arrive within 10s.");
+		break;
+	case TDC_S_CLOSING:
+		tunnel_dconn_close(d,
+		    (d->d_flags & TDC_F_LINGER) ? "linger timeout"
+						: "timeout writing the answer");
+		break;
+	default:
+		break;
+	}
+}
+
+/* A new connection on Port B. */
+void
+tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
+{
+	struct tunnel_dconn *d;
+	int one = 1;
+
+	if (t->t_ndconns >= TDC_MAX) {
+		log_warn("tunnel %s:%d: %d connections open; closing a new one",
+		    t->t_name, t->t_port, TDC_MAX);
+		close(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	d = xcalloc(1, sizeof *d);
+	d->d_tunnel = t;
+	d->d_id = ++t->t_ids;
+	addr_format(sa, d->d_peer, sizeof d->d_peer);
+	d->d_bev = bufferevent_socket_new(
+	    t->t_gw->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	d->d_timer = evtimer_new(t->t_gw->g_base, tdc_timer_cb, d);
+	bufferevent_setcb(d->d_bev, tdc_read_cb, tdc_write_cb, tdc_event_cb, d);
+	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);
+	bufferevent_setwatermark(d->d_bev, EV_WRITE, TDC_OUT_LOW, 0);
+	TAILQ_INSERT_TAIL(&t->t_dconns, d, d_entry);
+	t->t_ndconns++;
+	d->d_state = TDC_S_HEAD;
+	tdc_timer_set(d->d_timer, TDC_IDLE_MS);
+	bufferevent_enable(d->d_bev, EV_READ | EV_WRITE);
+	log_debug("tunnel %s:%d: conn %llu %s: accepted", t->t_name, t->t_port,
+	    (unsigned long long)d->d_id, d->d_peer);
+}

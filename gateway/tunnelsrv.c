@@ -1,0 +1,485 @@
+/*
+ * "akgateway tunnel-server": the sandbox role as a standalone process, as
+ * AKernel's in-sandbox tunnel server runs it (tunnel-protocol.md §2.1):
+ * the tunnel WebSocket on Port A (any path, §2.2), requests on Port B.
+ * The tunnel core is tunnel.c's; this file only accepts the WebSocket
+ * upgrade and checks the optional token.  Forward mode proxies to it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/crypto.h>
+
+#include "addr.h"
+#include "alloc.h"
+#include "clock.h"
+#include "config.h"
+#include "gw.h"
+#include "wsconn.h"
+
+/* Handshake limits on Port A. */
+#define TSRV_HEAD_MAX (16 * 1024)
+#define TSRV_LINE_MAX (8 * 1024)
+#define TSRV_HEADERS_MAX 100
+/* The upgrade request must arrive within this. */
+#define TSRV_HEAD_TIMEOUT_MS (10 * 1000)
+/* Handshakes in progress at once. */
+#define TSRV_MAX_PENDING 256
+
+/* Where a Port A connection is. */
+enum tsrv_state {
+	TSRV_S_HEAD = 0, /* reading the upgrade request */
+	TSRV_S_CLOSING, /* writing a refusal, then closing */
+	TSRV_S_DEAD, /* closed or handed over; freed from the loop */
+};
+
+/* The running server. */
+struct tsrv {
+	struct gw ts_gw;
+	struct tunnel *ts_tunnel;
+	struct evconnlistener *ts_lev;
+	struct event *ts_pause;
+	struct event *ts_sigint;
+	struct event *ts_sigterm;
+	char *ts_token; /* X-Auth / Bearer value, or NULL */
+	size_t ts_npending;
+};
+
+/* A Port A connection until its upgrade is accepted. */
+struct tsrv_conn {
+	struct tsrv *sc_srv;
+	struct bufferevent *sc_bev;
+	struct event *sc_timer;
+	enum tsrv_state sc_state;
+	char sc_peer[64];
+	struct http1_msg sc_req;
+};
+
+static const struct http1_limits tsrv_limits = { TSRV_HEAD_MAX, TSRV_LINE_MAX,
+	TSRV_HEADERS_MAX };
+
+/* Print the subcommand's usage to f. */
+static void
+tsrv_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: akgateway tunnel-server [--ws ADDR] [--listen ADDR] "
+	    "[--token T]\n"
+	    "                               [--client-wait D] "
+	    "[--http-timeout D] [-v]\n"
+	    "\n"
+	    "Run the reverse tunnel's sandbox role: accept the tunnel "
+	    "client's\n"
+	    "WebSocket on --ws (any path) and serve requests from code in the\n"
+	    "sandbox on --listen, carried over the tunnel.\n"
+	    "\n"
+	    "  --ws ADDR          tunnel WebSocket (default 0.0.0.0:8765)\n"
+	    "  --listen ADDR      requests (default 127.0.0.1:8766)\n"
+	    "  --token T          require X-Auth: T or Authorization: Bearer "
+	    "T\n"
+	    "  --client-wait D    hold a request this long for a client "
+	    "(default 10s)\n"
+	    "  --http-timeout D   wait this long for a response (default\n"
+	    "                     YR_TUNNEL_HTTP_TIMEOUT or 600s)\n"
+	    "  -v, --verbose      log at debug level\n"
+	    "  -h, --help         print this help and exit\n");
+}
+
+/* Free a connection's memory; from the loop. */
+static void
+tsrv_conn_free_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tsrv_conn *sc = arg;
+
+	(void)fd;
+	(void)events;
+	http1_msg_reset(&sc->sc_req);
+	if (sc->sc_bev != NULL)
+		bufferevent_free(sc->sc_bev);
+	event_free(sc->sc_timer);
+	free(sc);
+}
+
+/* Close a Port A connection, logging why; freed from the loop. */
+static void
+tsrv_conn_close(struct tsrv_conn *sc, const char *reason)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (sc->sc_state == TSRV_S_DEAD)
+		return;
+	log_debug("tunnel-server: %s: closed: %s", sc->sc_peer, reason);
+	sc->sc_state = TSRV_S_DEAD;
+	sc->sc_srv->ts_npending--;
+	if (sc->sc_bev != NULL)
+		bufferevent_disable(sc->sc_bev, EV_READ | EV_WRITE);
+	evtimer_del(sc->sc_timer);
+	event_base_once(sc->sc_srv->ts_gw.g_base, -1, EV_TIMEOUT,
+	    tsrv_conn_free_cb, sc, &tv);
+}
+
+/* Refuse the handshake with status, code and a sentence, then close. */
+static void
+tsrv_refuse(struct tsrv_conn *sc, int status, const char *code, const char *msg)
+{
+	log_info("tunnel-server: %s: refused %d %s: %s", sc->sc_peer, status,
+	    code, msg);
+	errpage_write(bufferevent_get_output(sc->sc_bev), NULL, status, code,
+	    msg, 0, 0, 0);
+	sc->sc_state = TSRV_S_CLOSING;
+	bufferevent_disable(sc->sc_bev, EV_READ);
+}
+
+/*
+ * Does the request carry the token in X-Auth or Authorization: Bearer?
+ * Returns 1, 0 when none is given, -1 when a wrong one is.
+ */
+static int
+tsrv_token_ok(const struct tsrv *srv, const struct http1_msg *m)
+{
+	const struct http1_header *h;
+	const char *tok = NULL;
+	size_t len = 0, want = strlen(srv->ts_token);
+	int diff;
+
+	if ((h = http1_msg_find(m, "x-auth")) != NULL) {
+		tok = h->value;
+		len = h->value_len;
+	} else if ((h = http1_msg_find(m, "authorization")) != NULL &&
+	    h->value_len > 7 && strncasecmp(h->value, "bearer ", 7) == 0) {
+		tok = h->value + 7;
+		len = h->value_len - 7;
+	}
+	if (tok == NULL)
+		return (0);
+	/* Constant time for a given length; a wrong length says nothing. */
+	diff = CRYPTO_memcmp(
+	    srv->ts_token, len == want ? tok : srv->ts_token, want);
+	return (len == want && diff == 0 ? 1 : -1);
+}
+
+/* Read the upgrade request; accept it on any path (§2.2). */
+static void
+tsrv_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct tsrv_conn *sc = arg;
+	struct tsrv *srv = sc->sc_srv;
+	const struct http1_header *h;
+	enum http1_err err = HTTP1_E_NONE;
+	const char *key;
+	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];
+	int r;
+
+	if (sc->sc_state != TSRV_S_HEAD) {
+		evbuffer_drain(bufferevent_get_input(bev),
+		    evbuffer_get_length(bufferevent_get_input(bev)));
+		return;
+	}
+	r = http1_parse_request(
+	    bufferevent_get_input(bev), &tsrv_limits, &sc->sc_req, &err);
+	if (r == 0)
+		return;
+	if (r < 0) {
+		tsrv_refuse(sc, http1_err_status(err), http1_err_code(err),
+		    http1_err_message(err));
+		return;
+	}
+	if (srv->ts_token != NULL &&
+	    (r = tsrv_token_ok(srv, &sc->sc_req)) != 1) {
+		if (r == 0)
+			tsrv_refuse(sc, 401, "unauthorized",
+			    "The tunnel needs a token in X-Auth or "
+			    "Authorization: Bearer.");
+		else
+			tsrv_refuse(sc, 403, "forbidden",
+			    "The token does not open this tunnel.");
+		return;
+	}
+	if (ws_check_upgrade_request(&sc->sc_req, &key, &why) != 0) {
+		h = http1_msg_find(&sc->sc_req, "sec-websocket-version");
+		if (h != NULL && strcmp(h->value, "13") != 0)
+			tsrv_refuse(sc, 426, "websocket_version", why);
+		else
+			tsrv_refuse(sc, 400, "bad_websocket_upgrade", why);
+		free(why);
+		return;
+	}
+	if (ws_accept_key(key, accept) != 0) {
+		tsrv_refuse(sc, 500, "internal_error",
+		    "Cannot compute Sec-WebSocket-Accept.");
+		return;
+	}
+	ws_write_accept_response(bufferevent_get_output(bev), accept, NULL);
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
+	sc->sc_bev = NULL;
+	tsrv_conn_close(sc, "handed to the tunnel");
+	tunnel_link_accept(srv->ts_tunnel, bev, peer);
+}
+
+/* A refusal was written: close. */
+static void
+tsrv_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct tsrv_conn *sc = arg;
+
+	if (sc->sc_state == TSRV_S_CLOSING &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		tsrv_conn_close(sc, "refused");
+}
+
+/* EOF or an error before the upgrade. */
+static void
+tsrv_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		tsrv_conn_close(arg, "the client closed before the upgrade");
+}
+
+/* The upgrade request did not arrive in time. */
+static void
+tsrv_timer_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tsrv_conn *sc = arg;
+
+	(void)fd;
+	(void)events;
+	if (sc->sc_state == TSRV_S_HEAD)
+		tsrv_refuse(sc, 408, "request_timeout",
+		    "The upgrade request did not arrive within 10s.");
+	else
+		tsrv_conn_close(sc, "timeout writing a refusal");
+}
+
+/* A new connection on Port A. */
+static void
+tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct tsrv *srv = arg;
+	struct tsrv_conn *sc;
+	struct timeval tv;
+	int one = 1;
+
+	(void)lev;
+	(void)salen;
+	if (srv->ts_npending >= TSRV_MAX_PENDING) {
+		log_warn("tunnel-server: %d handshakes in progress; closing a "
+			 "new connection",
+		    TSRV_MAX_PENDING);
+		evutil_closesocket(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	sc = xcalloc(1, sizeof *sc);
+	sc->sc_srv = srv;
+	addr_format(sa, sc->sc_peer, sizeof sc->sc_peer);
+	sc->sc_bev = bufferevent_socket_new(
+	    srv->ts_gw.g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	sc->sc_timer = evtimer_new(srv->ts_gw.g_base, tsrv_timer_cb, sc);
+	bufferevent_setcb(
+	    sc->sc_bev, tsrv_read_cb, tsrv_write_cb, tsrv_event_cb, sc);
+	bufferevent_setwatermark(sc->sc_bev, EV_READ, 0, TSRV_HEAD_MAX + 1024);
+	bufferevent_enable(sc->sc_bev, EV_READ | EV_WRITE);
+	srv->ts_npending++;
+	clock_msec_to_tv(TSRV_HEAD_TIMEOUT_MS, &tv);
+	evtimer_add(sc->sc_timer, &tv);
+}
+
+/* The accept pause is over. */
+static void
+tsrv_resume_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tsrv *srv = arg;
+
+	(void)fd;
+	(void)events;
+	evconnlistener_enable(srv->ts_lev);
+}
+
+/* accept(2) failed: pause for a second when out of descriptors. */
+static void
+tsrv_accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct tsrv *srv = arg;
+	struct timeval tv = { 1, 0 };
+	int e = EVUTIL_SOCKET_ERROR();
+
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		log_warn(
+		    "tunnel-server: %s; pausing accept for 1s", strerror(e));
+		evconnlistener_disable(lev);
+		evtimer_add(srv->ts_pause, &tv);
+		return;
+	}
+	log_warn("tunnel-server: accept: %s", strerror(e));
+}
+
+/* SIGINT or SIGTERM: stop. */
+static void
+tsrv_signal_cb(evutil_socket_t sig, short events, void *arg)
+{
+	struct tsrv *srv = arg;
+
+	(void)events;
+	log_info("tunnel-server: received %s, stopping",
+	    sig == SIGINT ? "SIGINT" : "SIGTERM");
+	evconnlistener_disable(srv->ts_lev);
+	tunnel_shutdown(&srv->ts_gw);
+	event_del(srv->ts_sigint);
+	event_del(srv->ts_sigterm);
+	event_base_loopexit(srv->ts_gw.g_base, NULL);
+}
+
+/* Parse a duration option, or print why not and return -1. */
+static int
+tsrv_duration(const char *opt, const char *s, uint64_t *ms)
+{
+	if (cfg_parse_duration(s, ms) == 0)
+		return (0);
+	fprintf(stderr,
+	    "akgateway tunnel-server: %s must be a duration such as 10s "
+	    "or 500ms, not '%s'\n",
+	    opt, s);
+	return (-1);
+}
+
+/* Entry point of "akgateway tunnel-server". */
+int
+tunnelsrv_main(int argc, char **argv)
+{
+	static const struct option longopts[] = { { "ws", required_argument,
+						      NULL, 'w' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "token", required_argument, NULL, 't' },
+		{ "client-wait", required_argument, NULL, 'c' },
+		{ "http-timeout", required_argument, NULL, 'T' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+	struct tsrv srv;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	const char *ws = "0.0.0.0:8765", *listen = "127.0.0.1:8766";
+	char *cause = NULL;
+	uint64_t client_wait = 10 * 1000, http_timeout = 0;
+	enum log_level level = LOG_LVL_INFO;
+	int ch, rv = 1;
+
+	memset(&srv, 0, sizeof srv);
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'w':
+			ws = optarg;
+			break;
+		case 'l':
+			listen = optarg;
+			break;
+		case 't':
+			srv.ts_token = optarg;
+			break;
+		case 'c':
+			if (tsrv_duration(
+				"--client-wait", optarg, &client_wait) != 0)
+				return (2);
+			break;
+		case 'T':
+			if (tsrv_duration(
+				"--http-timeout", optarg, &http_timeout) != 0)
+				return (2);
+			break;
+		case 'v':
+			level = LOG_LVL_DEBUG;
+			break;
+		case 'h':
+			tsrv_usage(stdout);
+			return (0);
+		default:
+			tsrv_usage(stderr);
+			return (2);
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr,
+		    "akgateway tunnel-server: unexpected argument '%s'\n",
+		    argv[optind]);
+		tsrv_usage(stderr);
+		return (2);
+	}
+	if (srv.ts_token != NULL && *srv.ts_token == '\0')
+		srv.ts_token = NULL;
+	if (addr_parse_hostport(ws, &ss, &sslen, &cause) != 0) {
+		fprintf(stderr, "akgateway tunnel-server: --ws: %s\n", cause);
+		free(cause);
+		return (2);
+	}
+	if (log_open(level, LOG_FMT_TEXT, NULL, &cause) != 0) {
+		fprintf(stderr, "akgateway tunnel-server: %s\n", cause);
+		free(cause);
+		return (1);
+	}
+	if ((srv.ts_gw.g_base = event_base_new()) == NULL) {
+		fprintf(stderr,
+		    "akgateway tunnel-server: cannot create the "
+		    "event loop\n");
+		return (1);
+	}
+	TAILQ_INIT(&srv.ts_gw.g_conns);
+	TAILQ_INIT(&srv.ts_gw.g_idle);
+	signal(SIGPIPE, SIG_IGN);
+	srv.ts_tunnel = tunnel_standalone(
+	    &srv.ts_gw, listen, client_wait, http_timeout, &cause);
+	if (srv.ts_tunnel == NULL) {
+		log_error("tunnel-server: --listen %s: %s", listen, cause);
+		free(cause);
+		goto out;
+	}
+	srv.ts_lev = evconnlistener_new_bind(srv.ts_gw.g_base, tsrv_accept_cb,
+	    &srv,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    128, (struct sockaddr *)&ss, (int)sslen);
+	if (srv.ts_lev == NULL) {
+		log_error("tunnel-server: cannot listen on %s: %s", ws,
+		    strerror(errno));
+		goto out;
+	}
+	evconnlistener_set_error_cb(srv.ts_lev, tsrv_accept_error_cb);
+	srv.ts_pause = evtimer_new(srv.ts_gw.g_base, tsrv_resume_cb, &srv);
+	srv.ts_sigint = evsignal_new(
+	    srv.ts_gw.g_base, SIGINT, tsrv_signal_cb, &srv);
+	srv.ts_sigterm = evsignal_new(
+	    srv.ts_gw.g_base, SIGTERM, tsrv_signal_cb, &srv);
+	evsignal_add(srv.ts_sigint, NULL);
+	evsignal_add(srv.ts_sigterm, NULL);
+	log_info("tunnel-server: tunnel WebSocket on %s, requests on %s%s", ws,
+	    listen, srv.ts_token != NULL ? ", token required" : "");
+	event_base_dispatch(srv.ts_gw.g_base);
+	event_base_loop(srv.ts_gw.g_base, EVLOOP_NONBLOCK);
+	rv = 0;
+out:
+	tunnel_shutdown(&srv.ts_gw);
+	if (srv.ts_lev != NULL)
+		evconnlistener_free(srv.ts_lev);
+	if (srv.ts_pause != NULL)
+		event_free(srv.ts_pause);
+	if (srv.ts_sigint != NULL)
+		event_free(srv.ts_sigint);
+	if (srv.ts_sigterm != NULL)
+		event_free(srv.ts_sigterm);
+	event_base_free(srv.ts_gw.g_base);
+	log_close();
+	return (rv);
+}

@@ -1,0 +1,137 @@
+#!/bin/sh
+# Reverse tunnel, forward mode: the gateway proxies the tunnel WebSocket to
+# an in-sandbox tunnel server, here "akgateway tunnel-server" running in
+# the sandbox's network namespace (Port A 0.0.0.0:8765, Port B
+# 127.0.0.1:8766), as AKernel's in-sandbox server runs.  A scripted tunnel
+# client attaches through the gateway; code in the namespace calls Port B.
+# Also: the standalone server accepts the WebSocket on any path, checks
+# --token (401/403), answers 503 without a client, and stops on SIGTERM.
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "tunnel_gw_forward.sh must run as root (it creates a network namespace)"
+command -v ip >/dev/null 2>&1 || fail "ip (iproute2) is needed for this test"
+$PY -c 'import websockets' 2>/dev/null || fail "python3-websockets is needed ($PY)"
+
+NS="akgw-tfwd-$$"
+ns_done=0
+ns_cleanup() {
+	[ $ns_done = 1 ] && return
+	ns_done=1
+	cleanup
+	ip netns del "$NS" 2>/dev/null
+}
+trap ns_cleanup EXIT
+trap 'ns_cleanup; exit 1' INT TERM
+
+ip netns add "$NS" || fail "cannot create network namespace $NS"
+ip -n "$NS" link set lo up || fail "cannot bring up lo in $NS"
+
+GW=$(free_port)
+MOCK="$TOP/tests/regress/sandbox_mock_client.py"
+nsc() { ip netns exec "$NS" curl -sS --max-time 60 "$@"; }
+
+wait_port_ns() {
+	i=0
+	while [ $i -lt 100 ]; do
+		if ip netns exec "$NS" $PY -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "nothing listens on port $1 in namespace $NS"
+}
+
+wait_log() {
+	i=0
+	while [ $i -lt 200 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "no line matching '$2' in $1"
+}
+
+start_mock() {
+	name=$1; shift
+	spawn "mock_$name" $PY "$MOCK" --name "$name" --log "$T/$name.jsonl" "$@"
+	MOCK_PID=$LAST_PID
+}
+
+spawn tsrv ip netns exec "$NS" "$AKGW" tunnel-server --ws 0.0.0.0:8765 \
+	--listen 127.0.0.1:8766 --client-wait 1s --http-timeout 5s -v
+TSRV=$LAST_PID
+spawn tsrv_tok ip netns exec "$NS" "$AKGW" tunnel-server --ws 0.0.0.0:8865 \
+	--listen 127.0.0.1:8866 --token secret-token-123 --client-wait 0s
+TSRV_TOK=$LAST_PID
+wait_port_ns 8765
+wait_port_ns 8766
+wait_port_ns 8865
+
+spawn_gateway "$GW" <<EOF
+listen:
+  - address: 127.0.0.1:$GW
+sandboxes:
+  - id: fwd
+    netns: /run/netns/$NS
+    tunnel:
+      listen_port: 8766
+      mode: forward
+EOF
+
+# No client yet: the in-sandbox server answers 503 after --client-wait.
+out=$(nsc -i http://127.0.0.1:8766/hello)
+assert_contains "no client" "HTTP/1.1 503" "$out"
+assert_contains "no client: code" '"code":"tunnel_not_connected"' "$out"
+ok "tunnel-server: 503 tunnel_not_connected without a client"
+
+# The client attaches through the gateway (forward mode).
+start_mock F --url "ws://127.0.0.1:$GW/tunnel/fwd"
+wait_log "$T/F.jsonl" '"event": "connected"'
+out=$(nsc -i http://127.0.0.1:8766/hello)
+assert_contains "forward: fast path" "HTTP/1.1 200" "$out"
+assert_contains "forward: body" "pong" "$out"
+grep -q 'tunnel-server: ' "$T/tsrv.log" || fail "the tunnel server did not log"
+grep -q 'negotiated V2' "$T/tsrv.log" || fail "the client did not negotiate with the in-sandbox server"
+ok "forward mode: the gateway proxies the tunnel WebSocket to the in-sandbox server"
+
+head -c 10485760 /dev/urandom >"$T/up.bin"
+want=$(sha256sum "$T/up.bin" | cut -c1-64)
+out=$(nsc -X POST --data-binary "@$T/up.bin" http://127.0.0.1:8766/sha256)
+assert_contains "forward: 10 MiB upload" "\"sha256\": \"$want\"" "$out"
+want=$($PY "$MOCK" pattern 10485760 | sha256sum | cut -c1-64)
+got=$(nsc "http://127.0.0.1:8766/bytes?n=10485760" | sha256sum | cut -c1-64)
+assert_eq "forward: 10 MiB download" "$want" "$got"
+got=$(nsc "http://127.0.0.1:8766/bytes?n=10485760&drop=4000000" | sha256sum | cut -c1-64)
+assert_eq "forward: download resumed after a dropped link" "$want" "$got"
+out=$(nsc -i "http://127.0.0.1:8766/error?msg=no%20route%20to%20target")
+assert_contains "forward: client error" "HTTP/1.1 502" "$out"
+assert_contains "forward: client error message" "no route to target" "$out"
+out=$(ip netns exec "$NS" timeout 30 $PY "$TOP/tests/regress/ws_echo.py" client "ws://127.0.0.1:8766/echo" --count 3 --size 100000) ||
+	fail "forward: WebSocket echo: $out"
+assert_eq "forward: WebSocket echo" "ok 3" "$out"
+ok "forward mode: 10 MiB both ways, resume, errors and WebSockets through the in-sandbox server"
+
+# The standalone server: any path, and its token.
+spawn mock_direct ip netns exec "$NS" $PY "$MOCK" --name D --log "$T/D.jsonl" \
+	--url "ws://127.0.0.1:8865/any/path?x=1" --once
+wait "$LAST_PID"
+grep -q '"status": 401' "$T/D.jsonl" || fail "tunnel-server --token: no token should be 401"
+spawn mock_direct2 ip netns exec "$NS" $PY "$MOCK" --name E --log "$T/E.jsonl" \
+	--url "ws://127.0.0.1:8865/" --token nope --once
+wait "$LAST_PID"
+grep -q '"status": 403' "$T/E.jsonl" || fail "tunnel-server --token: a wrong token should be 403"
+spawn mock_direct3 ip netns exec "$NS" $PY "$MOCK" --name G --log "$T/G.jsonl" \
+	--url "ws://127.0.0.1:8865/some/where" --token secret-token-123
+wait_log "$T/G.jsonl" '"event": "connected"'
+out=$(nsc http://127.0.0.1:8866/whoami)
+assert_eq "tunnel-server with a token, any path" "G" "$out"
+ok "tunnel-server: the WebSocket on any path; --token gives 401 without, 403 wrong"
+
+# SIGTERM stops it cleanly.
+kill "$TSRV_TOK"
+i=0
+while kill -0 "$TSRV_TOK" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 "$TSRV_TOK" 2>/dev/null && fail "tunnel-server did not stop on SIGTERM"
+grep -q 'stopping' "$T/tsrv_tok.log" || fail "tunnel-server did not log its stop"
+grep -q 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T/tsrv_tok.log" && fail "sanitizer report from tunnel-server"
+ok "tunnel-server stops on SIGTERM"
+ok "tunnel_gw_forward"

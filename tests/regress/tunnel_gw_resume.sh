@@ -1,0 +1,208 @@
+#!/bin/sh
+# Reverse tunnel, terminate mode: sessions, resume and takeover
+# (tunnel-protocol.md §8).  The sandbox is a network namespace; a scripted
+# tunnel client drops its link at chosen moments and dials again.
+#
+# - a pending request is replayed with its id on the resumed session (§8.4);
+# - a download resumes from the sandbox's ack_offset, byte-exact (§8.6);
+# - an upload resumes from the client's ack_offset, resending what it had
+#   not acknowledged, byte-exact (§8.6);
+# - a non-resumable client's requests fail 502 when its link drops (§8.3);
+# - a client with another session fails the old session's requests (§8.3);
+# - the newest connection wins and the old one is closed "replaced" (§8.2).
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "tunnel_gw_resume.sh must run as root (it creates a network namespace)"
+command -v ip >/dev/null 2>&1 || fail "ip (iproute2) is needed for this test"
+$PY -c 'import websockets' 2>/dev/null || fail "python3-websockets is needed ($PY)"
+
+NS="akgw-tres-$$"
+ns_done=0
+ns_cleanup() {
+	[ $ns_done = 1 ] && return
+	ns_done=1
+	cleanup
+	ip netns del "$NS" 2>/dev/null
+}
+trap ns_cleanup EXIT
+trap 'ns_cleanup; exit 1' INT TERM
+
+ip netns add "$NS" || fail "cannot create network namespace $NS"
+ip -n "$NS" link set lo up || fail "cannot bring up lo in $NS"
+
+GW=$(free_port)
+ADM=$(free_port)
+MOCK="$TOP/tests/regress/sandbox_mock_client.py"
+URL="ws://127.0.0.1:$GW/tunnel/sbx"
+nsc() { ip netns exec "$NS" curl -sS --max-time 60 "$@"; }
+
+wait_port_ns() {
+	i=0
+	while [ $i -lt 100 ]; do
+		if ip netns exec "$NS" $PY -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "nothing listens on port $1 in namespace $NS"
+}
+
+wait_log() {
+	i=0
+	while [ $i -lt 200 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "no line matching '$2' in $1"
+}
+
+start_mock() {
+	name=$1; shift
+	spawn "mock_$name" $PY "$MOCK" --name "$name" --log "$T/$name.jsonl" "$@"
+	MOCK_PID=$LAST_PID
+}
+
+stop() {
+	kill "$1" 2>/dev/null
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
+spawn_gateway "$GW" <<EOF
+listen:
+  - address: 127.0.0.1:$GW
+admin:
+  address: 127.0.0.1:$ADM
+log:
+  level: debug
+sandboxes:
+  - id: sbx
+    netns: /run/netns/$NS
+    tunnel:
+      listen_port: 8766
+      client_wait: 3s
+      http_timeout: 20s
+EOF
+wait_port "$ADM"
+wait_port_ns 8766
+
+start_mock A --url "$URL"
+A=$MOCK_PID
+wait_log "$T/A.jsonl" '"event": "connected"'
+
+# A pending request is replayed with its id after the client resumes (§8.4).
+out=$(nsc -i http://127.0.0.1:8766/replay-once)
+assert_contains "replayed request" "HTTP/1.1 200" "$out"
+assert_contains "replayed request: body" "resume-ok" "$out"
+n=$(grep -c '"path": "/replay-once"' "$T/A.jsonl")
+assert_eq "times the request reached the client" "2" "$n"
+ids=$(grep '"path": "/replay-once"' "$T/A.jsonl" | sed 's/.*"id": "\([^"]*\)".*/\1/' | sort -u | wc -l | tr -d ' ')
+assert_eq "distinct ids of the replays" "1" "$ids"
+grep -q 'session resumed' "$T/gateway.log" || fail "the gateway did not log a resumed session"
+ok "a pending request is replayed with the same id on the resumed session"
+
+# A download resumes from the sandbox's ack_offset, byte-exact (§8.6).
+want=$($PY "$MOCK" pattern 10485760 | sha256sum | cut -c1-64)
+got=$(nsc "http://127.0.0.1:8766/bytes?n=10485760&drop=3000000" | sha256sum | cut -c1-64)
+assert_eq "download across a dropped link" "$want" "$got"
+grep -q '"reason": "response"' "$T/A.jsonl" || fail "the client did not drop mid-download"
+got=$(nsc "http://127.0.0.1:8766/bytes?n=10485760&cl=0&drop=5000000" | sha256sum | cut -c1-64)
+assert_eq "chunked download across a dropped link" "$want" "$got"
+ok "downloads resume mid-body byte-exact (with and without Content-Length)"
+
+# An upload resumes from the client's ack_offset; unacknowledged chunks are
+# sent again with their offsets and the client drops the duplicates.
+head -c 10485760 /dev/urandom >"$T/up.bin"
+want=$(sha256sum "$T/up.bin" | cut -c1-64)
+out=$(nsc -X POST --data-binary "@$T/up.bin" "http://127.0.0.1:8766/sha256?drop=4000000&slow=1")
+assert_contains "upload across a dropped link" "\"sha256\": \"$want\"" "$out"
+grep -q 'resumes at byte' "$T/gateway.log" || fail "the upload did not resend from the acknowledged offset"
+grep '"event": "upload_done"' "$T/A.jsonl" | tail -1 | grep -q '"dups": [1-9]' ||
+	fail "the client saw no duplicate chunk after the resume"
+out=$(nsc -X POST -H 'Transfer-Encoding: chunked' --data-binary "@$T/up.bin" "http://127.0.0.1:8766/sha256?drop=7000000&slow=1")
+assert_contains "chunked upload across a dropped link" "\"sha256\": \"$want\"" "$out"
+ok "uploads resume from ack_offset byte-exact, resending what was not acknowledged"
+
+# Admin and metrics saw the resumes and replays.
+out=$(curl -sS "http://127.0.0.1:$ADM/metrics")
+case "$out" in *"akgw_tunnel_resumes_total 0"*) fail "no resume counted: $out" ;; esac
+case "$out" in *"akgw_tunnel_replays_total 0"*) fail "no replay counted: $out" ;; esac
+ok "metrics count resumes and replays"
+
+# Our heartbeat measures the round trip; a client that goes silent (here
+# SIGSTOPped) is dropped after 30 s and resumes after SIGCONT (§7).
+i=0
+while [ $i -lt 250 ]; do
+	out=$(curl -sS "http://127.0.0.1:$ADM/v1/sandboxes/sbx")
+	case "$out" in *'"heartbeat_rtt_ms":null'*) ;; *'"heartbeat_rtt_ms":'*) break ;; esac
+	sleep 0.1; i=$((i + 1))
+done
+case "$out" in *'"heartbeat_rtt_ms":null'*) fail "no heartbeat round trip after 25s: $out" ;; esac
+grep -q '"event": "server_ping"' "$T/A.jsonl" || fail "the gateway did not ping the client"
+ok "the gateway's heartbeat measures the round trip (admin heartbeat_rtt_ms)"
+kill -STOP "$A"
+start=$(date +%s)
+i=0
+while ! grep -q 'no frame from the client for 30s' "$T/gateway.log" && [ $i -lt 450 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+secs=$(( $(date +%s) - start ))
+grep -q 'no frame from the client for 30s' "$T/gateway.log" || fail "a silent client was not dropped within 45s"
+[ $secs -le 35 ] || fail "a silent client was dropped after ${secs}s, not 30s"
+conns=$(grep -c '"event": "connected"' "$T/A.jsonl")
+kill -CONT "$A"
+i=0
+while [ "$(grep -c '"event": "connected"' "$T/A.jsonl")" = "$conns" ] && [ $i -lt 200 ]; do
+	sleep 0.05; i=$((i + 1))
+done
+out=$(nsc http://127.0.0.1:8766/whoami)
+assert_eq "after SIGCONT" "A" "$out"
+ok "a silent client is dropped after ${secs}s and resumes after SIGCONT"
+
+# The newest connection wins; the old one is closed "replaced" (§8.2).
+stop "$A"
+start_mock OLD --url "$URL" --once
+OLD=$MOCK_PID
+wait_log "$T/OLD.jsonl" '"event": "connected"'
+start_mock NEW --url "$URL"
+NEW=$MOCK_PID
+wait_log "$T/OLD.jsonl" '"event": "closed"'
+line=$(grep '"event": "closed"' "$T/OLD.jsonl")
+assert_contains "old link: reason" '"reason": "replaced"' "$line"
+assert_contains "old link: close code 1012" '"code": 1012' "$line"
+wait_log "$T/NEW.jsonl" '"event": "connected"'
+out=$(nsc http://127.0.0.1:8766/whoami)
+assert_eq "requests go to the newest client" "NEW" "$out"
+ok "the newest connection wins; the old one is closed as replaced"
+
+# Another session takes over while a request is pending: the old session's
+# request fails 502 (tunnel client session was replaced).
+nsc -o "$T/pend.out" -w '%{http_code}' http://127.0.0.1:8766/hang >"$T/pend.code" &
+pend=$!
+wait_log "$T/NEW.jsonl" '"path": "/hang"'
+stop "$NEW"
+start_mock OTHER --url "$URL"
+OTHER=$MOCK_PID
+wait "$pend"
+assert_eq "pending request of a replaced session" "502" "$(cat "$T/pend.code")"
+assert_contains "pending request of a replaced session: why" "session was replaced" "$(cat "$T/pend.out")"
+ok "a client with another session fails the old session's pending requests"
+
+# A client without a session: its pending request fails 502 when it drops.
+stop "$OTHER"
+start_mock NOSESS --url "$URL" --no-session
+NOSESS=$MOCK_PID
+wait_log "$T/NOSESS.jsonl" '"event": "connected"'
+nsc -o "$T/ns.out" -w '%{http_code}' http://127.0.0.1:8766/hang >"$T/ns.code" &
+pend=$!
+wait_log "$T/NOSESS.jsonl" '"path": "/hang"'
+kill -USR1 "$NOSESS"
+wait "$pend"
+assert_eq "non-resumable client dropped" "502" "$(cat "$T/ns.code")"
+assert_contains "non-resumable client dropped: code" '"code":"tunnel_error"' "$(cat "$T/ns.out")"
+grep -q 'does not resume sessions' "$T/gateway.log" || fail "no warning about a non-resumable client"
+ok "a non-resumable client's pending request fails 502 when its link drops"
+
+stop "$GW_PID"
+grep -q 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T/gateway.log" && fail "sanitizer report in the gateway log"
+ok "tunnel_gw_resume"

@@ -1,0 +1,332 @@
+/*
+ * The gateway's tunnel sandbox role, pieces that need no client: request
+ * header filtering for frames (§9.2, §10.1), the downstream response head
+ * (§10.3), response limits, tombstones (§8.8), and the credit bookkeeping
+ * of a streamed response (§4.8).  The end-to-end behaviour is covered by
+ * tests/regress/tunnel_gw_*.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+/* The files under test, for their static functions. */
+#include "tunnel_body.c"
+#include "tunnel_req.c"
+
+/* Parse a request head from text into m. */
+static void
+parse_head(const char *text, struct http1_msg *m)
+{
+	static const struct http1_limits lim = { 65536, 8192, 200 };
+	struct evbuffer *b = evbuffer_new();
+	enum http1_err err = HTTP1_E_NONE;
+
+	evbuffer_add(b, text, strlen(text));
+	memset(m, 0, sizeof *m);
+	assert_int_equal(http1_parse_request(b, &lim, m, &err), 1);
+	evbuffer_free(b);
+}
+
+/* The headers a frame carries drop hop-by-hop and framing fields. */
+static void
+test_req_headers(void **state)
+{
+	struct http1_msg req;
+	struct tunproto_msg m;
+
+	(void)state;
+	parse_head("POST /x?q=1 HTTP/1.1\r\n"
+		   "Host: sandbox\r\n"
+		   "Connection: close, X-First-Hop\r\n"
+		   "Connection: x-second-hop\r\n"
+		   "X-First-Hop: 1\r\n"
+		   "X-Second-Hop: 2\r\n"
+		   "Keep-Alive: timeout=5\r\n"
+		   "X-Tag: a\r\n"
+		   "X-Tag: b\r\n"
+		   "Expect: 100-continue\r\n"
+		   "Authorization: Bearer t\r\n"
+		   "Content-Type: text/plain\r\n"
+		   "Proxy-Authorization: secret\r\n"
+		   "TE: trailers\r\n"
+		   "Content-Length: 12\r\n\r\n",
+	    &req);
+	memset(&m, 0, sizeof m);
+	tx_req_headers(&req, &m);
+	assert_int_equal(m.m_nheaders, 4);
+	assert_string_equal(m.m_headers[0].h_name, "X-Tag");
+	assert_string_equal(m.m_headers[0].h_value, "a");
+	assert_string_equal(m.m_headers[1].h_name, "X-Tag");
+	assert_string_equal(m.m_headers[1].h_value, "b");
+	assert_string_equal(m.m_headers[2].h_name, "Authorization");
+	assert_string_equal(m.m_headers[3].h_name, "Content-Type");
+	tunproto_msg_free(&m);
+	http1_msg_reset(&req);
+	assert_true(tunnel_hop_field("Transfer-Encoding"));
+	assert_true(tunnel_hop_field("UPGRADE"));
+	assert_false(tunnel_hop_field("Content-Type"));
+}
+
+/* A tunnel, a connection on a bufferevent pair and an exchange on it. */
+struct fixture {
+	struct event_base *base;
+	struct bufferevent *pair[2];
+	struct gw g;
+	struct tunnel t;
+	struct tunnel_dconn d;
+	struct tunnel_xchg x;
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+
+	f->base = event_base_new();
+	bufferevent_pair_new(f->base, 0, f->pair);
+	/* What is written stays in the output, as on a slow connection. */
+	bufferevent_disable(f->pair[0], EV_WRITE);
+	bufferevent_disable(f->pair[1], EV_READ);
+	/* A bufferevent's output is frozen at the front; the test drains it. */
+	evbuffer_unfreeze(bufferevent_get_output(f->pair[0]), 1);
+	f->g.g_base = f->base;
+	f->t.t_gw = &f->g;
+	f->t.t_name = (char *)"sbx";
+	f->t.t_tombs = calloc(1024, sizeof *f->t.t_tombs);
+	TAILQ_INIT(&f->t.t_xchgs);
+	TAILQ_INIT(&f->t.t_links);
+	TAILQ_INIT(&f->t.t_dconns);
+	f->d.d_tunnel = &f->t;
+	f->d.d_bev = f->pair[0];
+	f->d.d_flags = TDC_F_KEEPALIVE;
+	f->x.x_tunnel = &f->t;
+	f->x.x_dconn = &f->d;
+	*state = f;
+	return (0);
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	bufferevent_free(f->pair[0]);
+	bufferevent_free(f->pair[1]);
+	event_base_free(f->base);
+	free(f->t.t_tombs);
+	free(f->x.x_resp_q);
+	free(f->x.x_resp_qack);
+	free(f);
+	return (0);
+}
+
+/* What the fixture's connection has queued, as a string. */
+static char *
+fixture_output(struct fixture *f)
+{
+	struct evbuffer *out = bufferevent_get_output(f->d.d_bev);
+	size_t n = evbuffer_get_length(out);
+	char *s = calloc(1, n + 1);
+
+	evbuffer_remove(out, s, n);
+	return (s);
+}
+
+/* The response frame's headers used by the head tests. */
+static void
+resp_headers(struct tunproto_msg *m)
+{
+	memset(m, 0, sizeof *m);
+	tunproto_msg_add_header(m, "Content-Length", "5");
+	tunproto_msg_add_header(m, "Transfer-Encoding", "chunked");
+	tunproto_msg_add_header(m, "Connection", "X-Foo");
+	tunproto_msg_add_header(m, "X-Foo", "1");
+	tunproto_msg_add_header(m, "Set-Cookie", "a=1");
+	tunproto_msg_add_header(m, "Set-Cookie", "b=2");
+	tunproto_msg_add_header(m, "Bad Name", "v");
+	tunproto_msg_add_header(m, "X-Split", "a\r\nInjected: 1");
+	tunproto_msg_add_header(m, "Content-Type", "text/plain");
+}
+
+/* A chunked head: relayed framing fields go, ours comes, never both. */
+static void
+test_head_chunked(void **state)
+{
+	struct fixture *f = *state;
+	struct tunproto_msg m;
+	char *s;
+
+	resp_headers(&m);
+	tx_write_head(&f->x, 200, &m, TX_FRAME_CHUNKED, 0);
+	s = fixture_output(f);
+	assert_string_equal(s,
+	    "HTTP/1.1 200 OK\r\n"
+	    "Set-Cookie: a=1\r\n"
+	    "Set-Cookie: b=2\r\n"
+	    "Content-Type: text/plain\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n");
+	assert_int_equal(f->d.d_out, strlen(s));
+	free(s);
+	tunproto_msg_free(&m);
+}
+
+/* A head with a length and a connection that will close. */
+static void
+test_head_length_close(void **state)
+{
+	struct fixture *f = *state;
+	struct tunproto_msg m;
+	char *s;
+
+	resp_headers(&m);
+	f->d.d_flags &= ~TDC_F_KEEPALIVE;
+	tx_write_head(&f->x, 404, &m, TX_FRAME_LENGTH, 5);
+	s = fixture_output(f);
+	assert_non_null(strstr(s, "HTTP/1.1 404 Not Found\r\n"));
+	assert_non_null(strstr(s, "Content-Length: 5\r\n"));
+	assert_non_null(strstr(s, "Connection: close\r\n"));
+	assert_null(strstr(s, "Transfer-Encoding"));
+	assert_null(strstr(s, "Injected"));
+	assert_null(strstr(s, "X-Foo"));
+	free(s);
+	tunproto_msg_free(&m);
+}
+
+/* No framing at all for a bodiless status; HTTP/1.0 keeps alive openly. */
+static void
+test_head_none(void **state)
+{
+	struct fixture *f = *state;
+	struct tunproto_msg m;
+	char *s;
+
+	resp_headers(&m);
+	f->d.d_flags |= TDC_F_HTTP10;
+	tx_write_head(&f->x, 304, &m, TX_FRAME_NONE, 0);
+	s = fixture_output(f);
+	assert_null(strstr(s, "Content-Length"));
+	assert_null(strstr(s, "Transfer-Encoding"));
+	assert_non_null(strstr(s, "Connection: keep-alive\r\n"));
+	free(s);
+	tunproto_msg_free(&m);
+	assert_true(tx_no_body_status(204));
+	assert_true(tx_no_body_status(304));
+	assert_false(tx_no_body_status(200));
+	assert_false(tx_status_ok(101));
+	assert_false(tx_status_ok(600));
+	assert_true(tx_status_ok(599));
+}
+
+/* Response header limits (200 fields, 64 KiB) and the first length. */
+static void
+test_resp_limits(void **state)
+{
+	struct tunproto_msg m;
+	char *big;
+	uint64_t len = 0;
+	int i;
+
+	(void)state;
+	memset(&m, 0, sizeof m);
+	for (i = 0; i < 200; i++)
+		tunproto_msg_add_header(&m, "X-N", "1");
+	assert_true(tx_resp_headers_ok(&m));
+	tunproto_msg_add_header(&m, "X-N", "1");
+	assert_false(tx_resp_headers_ok(&m));
+	tunproto_msg_free(&m);
+	big = malloc(65537);
+	memset(big, 'a', 65536);
+	big[65536] = '\0';
+	tunproto_msg_add_header(&m, "X", big);
+	assert_false(tx_resp_headers_ok(&m));
+	free(big);
+	tunproto_msg_free(&m);
+	tunproto_msg_add_header(&m, "Content-Length", "x1");
+	tunproto_msg_add_header(&m, "content-length", "42");
+	tunproto_msg_add_header(&m, "Content-Length", "7");
+	assert_int_equal(tx_resp_length(&m, &len), 0);
+	assert_int_equal(len, 42);
+	tunproto_msg_free(&m);
+	assert_int_equal(tx_resp_length(&m, &len), -1);
+}
+
+/* Tombstones: remembered, and the oldest goes when the ring is full. */
+static void
+test_tombs(void **state)
+{
+	struct fixture *f = *state;
+	char id[40];
+	int i;
+
+	assert_false(
+	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
+	tunnel_tomb_add(&f->t, "00112233-4455-6677-8899-aabbccddeeff");
+	assert_true(
+	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
+	for (i = 0; i < 1024; i++) {
+		snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
+		tunnel_tomb_add(&f->t, id);
+	}
+	assert_false(
+	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
+	assert_true(
+	    tunnel_tomb_has(&f->t, "00000000-0000-4000-8000-000000001023"));
+	assert_true(
+	    tunnel_tomb_has(&f->t, "00000000-0000-4000-8000-000000000000"));
+}
+
+/*
+ * A credit goes back only for chunks the caller has been sent in full:
+ * three chunks queued, the first written, one credit, two still queued.
+ */
+static void
+test_credit(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *out = bufferevent_get_output(f->d.d_bev);
+	char pad[300];
+
+	memset(pad, 'x', sizeof pad);
+	f->x.x_state = TX_S_STREAM;
+	evbuffer_add(out, pad, sizeof pad);
+	f->d.d_out = 300;
+	tx_resp_push(&f->x, 100, 90);
+	tx_resp_push(&f->x, 200, 180);
+	tx_resp_push(&f->x, 300, 270);
+	evbuffer_drain(out, 150); /* written: 150 of 300 */
+	tunnel_xchg_credit(&f->x);
+	assert_int_equal(f->x.x_resp_nq, 2);
+	assert_int_equal(f->x.x_resp_q[0], 200);
+	assert_int_equal(f->x.x_resp_qack[0], 180);
+	evbuffer_drain(out, 150);
+	tunnel_xchg_credit(&f->x);
+	assert_int_equal(f->x.x_resp_nq, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_req_headers),
+		cmocka_unit_test_setup_teardown(
+		    test_head_chunked, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_head_length_close, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_head_none, setup, teardown),
+		cmocka_unit_test(test_resp_limits),
+		cmocka_unit_test_setup_teardown(test_tombs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_credit, setup, teardown),
+	};
+
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
