@@ -3,8 +3,10 @@
 # network namespace the test makes) calls http://127.0.0.1:8766; akgateway
 # terminates the tunnel; aktunnel on the "developer machine" (the host)
 # sends each request to a target on the host's loopback and streams the
-# answer back.  Plain and TLS tunnel WebSocket, a token, byte-exact 10 MiB
-# both ways, SSE, and a request made while aktunnel restarts.
+# answer back.  Plain and TLS tunnel WebSocket, a token, byte-exact 100 MiB
+# both ways, SSE, an HTTPS target verified with the dev CA (and refused
+# with the reason without it), an application WebSocket, and a request
+# made while aktunnel restarts.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || fail "tunnel_e2e.sh must run as root (it creates a network namespace)"
@@ -29,9 +31,29 @@ FILES=$(free_port)
 TOKEN=tunnel-token-0123456789abcdef
 
 mkdir -p "$T/www"
-head -c 10485760 /dev/urandom >"$T/www/big.bin"
+head -c 104857600 /dev/urandom >"$T/www/big.bin"
 want=$(sha256sum <"$T/www/big.bin" | cut -d' ' -f1)
+WSTARGET=$(free_port)
+TLSTARGET=$(free_port)
 spawn target $PY "$TOP/tests/regress/backend.py" --port "$TARGET" --log "$T/target.jsonl"
+spawn wstarget $PY "$TOP/tests/regress/ws_echo.py" server "$WSTARGET"
+printf '%s\n' \
+	'import ssl, sys' \
+	'sys.path.insert(0, sys.argv[4])' \
+	'import backend' \
+	'from http.server import ThreadingHTTPServer' \
+	'srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), backend.Handler)' \
+	'srv.daemon_threads = True' \
+	'srv.logpath = sys.argv[5]' \
+	'srv.nparts = 3' \
+	'ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)' \
+	'ctx.load_cert_chain(sys.argv[2], sys.argv[3])' \
+	'srv.socket = ctx.wrap_socket(srv.socket, server_side=True)' \
+	'srv.serve_forever()' >"$T/tlsbe.py"
+spawn tlstarget $PY "$T/tlsbe.py" "$TLSTARGET" "$CERTS/server.crt" "$CERTS/server.key" \
+	"$TOP/tests/regress" "$T/tls.jsonl"
+wait_port "$WSTARGET"
+wait_port "$TLSTARGET"
 spawn files sh -c "cd '$T/www' && exec $PY -m http.server $FILES --bind 127.0.0.1"
 wait_port "$TARGET"
 wait_port "$FILES"
@@ -53,7 +75,7 @@ sandboxes:
   - id: files
     netns: /run/netns/$NS
     tunnel:
-      listen_port: 9766
+      listen_port: [9766, 7766, 6766, 5766]
       token: $TOKEN
 EOF
 wait_port "$GWS"
@@ -66,17 +88,46 @@ out=$(nsc http://127.0.0.1:8766/echo -d 'hello tunnel')
 assert_contains "fast path through the tunnel" '"body_len": 12' "$out"
 assert_contains "path" '"path": "/echo"' "$out"
 out=$(nsc --data-binary "@$T/www/big.bin" http://127.0.0.1:8766/sink)
-assert_contains "10 MiB upload through the tunnel" "$want" "$out"
+assert_contains "100 MiB upload through the tunnel" "$want" "$out"
 out=$(nsc -H 'Transfer-Encoding: chunked' --data-binary "@$T/www/big.bin" http://127.0.0.1:8766/sink)
-assert_contains "10 MiB chunked upload through the tunnel" "$want" "$out"
-ok "requests and 10 MiB uploads through gateway and aktunnel (wss, token)"
+assert_contains "100 MiB chunked upload through the tunnel" "$want" "$out"
+ok "requests and 100 MiB uploads through gateway and aktunnel (wss, token)"
 
 # Plain ws for the second tunnel; the token over plaintext needs the flag.
 spawn tun2 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files \
 	--target "http://127.0.0.1:$FILES" --token "$TOKEN" --allow-plaintext-token
 got=$(nsc http://127.0.0.1:9766/big.bin | sha256sum | cut -d' ' -f1)
-assert_eq "10 MiB download through the tunnel" "$want" "$got"
-ok "10 MiB download through a plain ws tunnel"
+assert_eq "100 MiB download through the tunnel" "$want" "$got"
+ok "100 MiB download through a plain ws tunnel"
+
+# An HTTPS target, verified with the development CA; without it the
+# sandbox caller gets 502 with the reason, and nothing reaches the target.
+spawn tun4 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files --listen-port 7766 \
+	--target "https://localhost:$TLSTARGET" --target-ca-file "$CERTS/ca.crt" \
+	--token "$TOKEN" --allow-plaintext-token
+out=$(nsc http://127.0.0.1:7766/echo)
+assert_contains "HTTPS target" '"path": "/echo"' "$out"
+n=$(wc -l <"$T/tls.jsonl")
+spawn tun5 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files --listen-port 6766 \
+	--target "https://localhost:$TLSTARGET" --token "$TOKEN" --allow-plaintext-token
+out=$(nsc -i http://127.0.0.1:6766/echo)
+assert_contains "unknown CA status" "HTTP/1.1 502" "$out"
+assert_contains "unknown CA reason" "unable to get local issuer certificate" "$out"
+assert_eq "requests at the target after the refused one" "$n" "$(wc -l <"$T/tls.jsonl")"
+ok "HTTPS target verified; an unknown CA gives 502 with the reason"
+
+# An application WebSocket from the sandbox to a WebSocket target.
+spawn tun6 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files --listen-port 5766 \
+	--target "http://127.0.0.1:$WSTARGET" --token "$TOKEN" --allow-plaintext-token
+i=0
+until ip netns exec "$NS" $PY "$TOP/tests/regress/ws_echo.py" client \
+    ws://127.0.0.1:5766/chat --count 20 --size 70000 >"$T/ws.out" 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 20 ] || fail "websocket echo: $(cat "$T/ws.out")"
+	sleep 0.25
+done
+assert_eq "websocket echo through the tunnel" "ok 20" "$(cat "$T/ws.out")"
+ok "application WebSocket through the tunnel"
 
 # SSE: the first event arrives before the stream ends.
 ip netns exec "$NS" $PY - "http://127.0.0.1:8766/sse?n=3&delay=0.5" <<'EOF' >"$T/sse.txt"
