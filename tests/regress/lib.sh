@@ -13,6 +13,7 @@ CERTS="$BUILD/certs"
 if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/akgw-test.XXXXXX")
 PIDS=""
+NETNS=""
 
 cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null; done
@@ -23,9 +24,50 @@ cleanup() {
 		done
 		kill -9 "$p" 2>/dev/null
 	done
+	for n in $NETNS; do ip netns del "$n" 2>/dev/null; done
 	rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'cleanup; trap - EXIT; exit 1' INT TERM
+
+# Make network namespace $1 with its loopback up; it is deleted at exit.
+# Needs root (CI runs as root); anything else is a hard failure.
+netns_add() {
+	[ "$(id -u)" = 0 ] || fail "$(basename "$0") must run as root (it creates a network namespace)"
+	command -v ip >/dev/null 2>&1 || fail "ip (iproute2) is needed for this test"
+	ip netns add "$1" || fail "cannot create network namespace $1"
+	NETNS="$NETNS $1"
+	ip -n "$1" link set lo up || fail "cannot bring up lo in $1"
+}
+
+# Wait until 127.0.0.1:$1 accepts inside namespace $NS (5 s at most).
+wait_port_ns() {
+	i=0
+	while [ $i -lt 100 ]; do
+		if ip netns exec "$NS" $PY -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "nothing listens on port $1 in namespace $NS"
+}
+
+# Wait until file $1 has a line matching $2 (10 s at most).
+wait_log() {
+	i=0
+	while [ $i -lt 200 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05; i=$((i + 1))
+	done
+	fail "no line matching '$2' in $1"
+}
+
+# Stop a process and wait for it (5 s at most).
+stop() {
+	kill "$1" 2>/dev/null
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+}
 
 fail() {
 	echo "FAIL: $*" >&2

@@ -9,19 +9,8 @@
 # made while aktunnel restarts.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || fail "tunnel_e2e.sh must run as root (it creates a network namespace)"
 NS="akgw-e2e-$$"
-ns_done=0
-ns_cleanup() {
-	[ $ns_done = 1 ] && return
-	ns_done=1
-	cleanup
-	ip netns del "$NS" 2>/dev/null
-}
-trap ns_cleanup EXIT
-trap 'ns_cleanup; exit 1' INT TERM
-ip netns add "$NS" || fail "cannot create network namespace $NS"
-ip -n "$NS" link set lo up || fail "cannot bring up lo in $NS"
+netns_add "$NS"
 nsc() { ip netns exec "$NS" curl -sS --max-time 60 "$@"; }
 
 GW=$(free_port)

@@ -12,23 +12,10 @@
 # - the newest connection wins and the old one is closed "replaced" (§8.2).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || fail "tunnel_gw_resume.sh must run as root (it creates a network namespace)"
-command -v ip >/dev/null 2>&1 || fail "ip (iproute2) is needed for this test"
 $PY -c 'import websockets' 2>/dev/null || fail "python3-websockets is needed ($PY)"
 
 NS="akgw-tres-$$"
-ns_done=0
-ns_cleanup() {
-	[ $ns_done = 1 ] && return
-	ns_done=1
-	cleanup
-	ip netns del "$NS" 2>/dev/null
-}
-trap ns_cleanup EXIT
-trap 'ns_cleanup; exit 1' INT TERM
-
-ip netns add "$NS" || fail "cannot create network namespace $NS"
-ip -n "$NS" link set lo up || fail "cannot bring up lo in $NS"
+netns_add "$NS"
 
 GW=$(free_port)
 ADM=$(free_port)
@@ -36,36 +23,10 @@ MOCK="$TOP/tests/regress/sandbox_mock_client.py"
 URL="ws://127.0.0.1:$GW/tunnel/sbx"
 nsc() { ip netns exec "$NS" curl -sS --max-time 60 "$@"; }
 
-wait_port_ns() {
-	i=0
-	while [ $i -lt 100 ]; do
-		if ip netns exec "$NS" $PY -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.05; i=$((i + 1))
-	done
-	fail "nothing listens on port $1 in namespace $NS"
-}
-
-wait_log() {
-	i=0
-	while [ $i -lt 200 ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05; i=$((i + 1))
-	done
-	fail "no line matching '$2' in $1"
-}
-
 start_mock() {
 	name=$1; shift
 	spawn "mock_$name" $PY "$MOCK" --name "$name" --log "$T/$name.jsonl" "$@"
 	MOCK_PID=$LAST_PID
-}
-
-stop() {
-	kill "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 }
 
 spawn_gateway "$GW" <<EOF
