@@ -576,6 +576,15 @@ conn_tunnel_route(struct conn *c)
 	int ws_port = 0, lp = 0;
 	size_t i;
 
+	/* A host-form port URL keeps its whole path, /tunnel/ included. */
+	if (c->c_host != NULL &&
+	    route_parse_host(c->c_host, strlen(c->c_host),
+		g->g_conf->cf_domains, g->g_conf->cf_ndomains, &ws_port,
+		&id) != ROUTE_NONE) {
+		free(id);
+		return (0);
+	}
+	ws_port = 0;
 	switch (route_parse_tunnel(c->c_target, &id, &ws_port)) {
 	case ROUTE_OK:
 		break;

@@ -147,6 +147,12 @@ assert_eq "forged X-Forwarded-Prefix dropped" "" "$(up_header X-Forwarded-Prefix
 assert_eq "forged X-Forwarded-Proto replaced" "http" "$(up_header X-Forwarded-Proto)"
 assert_eq "forged X-Forwarded-Host replaced" "$ECHO-sbx-at-v1-one-x.localhost:$GW" \
 	"$(up_header X-Forwarded-Host)"
+# A host-form URL keeps its whole path, even one that looks like a tunnel
+# or control route.
+$C -o /dev/null "$H/tunnel/x?y=1" || fail "host form with a /tunnel/ path"
+assert_eq "upstream target, host form /tunnel/ path" "/tunnel/x?y=1" "$(up_path)"
+$C -o /dev/null "$H/direct/x" || fail "host form with a /direct/ path"
+assert_eq "upstream target, host form /direct/ path" "/direct/x" "$(up_path)"
 ok "host form by raw and safe id"
 
 # --- Refusals: reserved paths, malformed ports; the upstream sees nothing ---
