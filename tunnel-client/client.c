@@ -83,6 +83,20 @@ tun_backoff(
 	return (TUN_RETRY_QUICK);
 }
 
+/*
+ * Jitter for a network-failure delay of delay_s seconds: up to a quarter of
+ * it more, in milliseconds, from r (any random value).  Clients cut off
+ * together by a gateway restart then spread out instead of dialling in the
+ * same second; the reference schedule stays the lower bound.
+ */
+unsigned int
+tun_jitter_ms(unsigned int delay_s, uint32_t r)
+{
+	uint32_t span = delay_s * 250;
+
+	return (span == 0 ? 0 : r % span);
+}
+
 /* Is the n-th 404 in a row logged as a warning (5th, then every 10th)? */
 int
 tun_route_miss_warns(unsigned int n)
@@ -332,7 +346,7 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 {
 	struct timeval tv = { 0, 0 };
 	uint64_t lived = 0, reset_ms;
-	unsigned int delay;
+	unsigned int delay, jitter;
 	enum log_level lvl;
 
 	if (c->c_opened_at != 0) {
@@ -390,8 +404,12 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 		}
 		break;
 	}
+	jitter = 0;
+	if (end == TUN_END_NETWORK)
+		jitter = tun_jitter_ms(delay, arc4random());
 	t->t_state = TUN_S_WAITING;
-	tv.tv_sec = delay;
+	tv.tv_sec = delay + jitter / 1000;
+	tv.tv_usec = (jitter % 1000) * 1000;
 	evtimer_add(t->t_retry, &tv);
 }
 

@@ -444,6 +444,7 @@ void tun_free(struct tun *);
 void tun_start(struct tun *);
 void tun_stop(struct tun *, const char *);
 unsigned int tun_backoff(unsigned int *, int, uint64_t, uint64_t);
+unsigned int tun_jitter_ms(unsigned int, uint32_t);
 int tun_route_miss_warns(unsigned int);
 int tun_network_warns(unsigned int);
 int tun_connected(const struct tun *);

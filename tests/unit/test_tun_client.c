@@ -51,6 +51,19 @@ test_backoff_other(void **state)
 	assert_int_equal(tun_backoff(&f, TUN_END_NETWORK, 0, 20000), 4);
 }
 
+/* Jitter: up to a quarter of the delay more, never less, in ms. */
+static void
+test_backoff_jitter(void **state)
+{
+	(void)state;
+	assert_int_equal(tun_jitter_ms(0, 12345), 0);
+	assert_int_equal(tun_jitter_ms(1, 0), 0);
+	assert_int_equal(tun_jitter_ms(1, 249), 249);
+	assert_int_equal(tun_jitter_ms(1, 250), 0);
+	assert_int_equal(tun_jitter_ms(30, UINT32_MAX), UINT32_MAX % 7500);
+	assert_true(tun_jitter_ms(30, 7499) < 7500);
+}
+
 /* 404: warnings at 5, 10, 20, 30; ten in a row give exactly two. */
 static void
 test_route_miss_warnings(void **state)
@@ -262,6 +275,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backoff_network),
 		cmocka_unit_test(test_backoff_other),
+		cmocka_unit_test(test_backoff_jitter),
 		cmocka_unit_test(test_route_miss_warnings),
 		cmocka_unit_test(test_network_warnings),
 		cmocka_unit_test(test_ping_flags),
