@@ -58,7 +58,8 @@ Q = @
 endif
 
 .PHONY: all deps test test-build check unit fuzz run certs install clean \
-	format format-check bench valgrind
+	format format-check bench bench-quick bench-deps deb-install \
+	bench-tools valgrind
 
 all: $(BUILD)/akgateway $(BUILD)/aktunnel $(BUILD)/libak.a
 
@@ -108,7 +109,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libak.a
 # Install every Debian package the build and the tests need; a no-op when
 # all are present.
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+	@$(MAKE) -s --no-print-directory deb-install PKGLIST="$(DEB_PKGS)"
+
+# The contenders and load tools of bench/ (nginx, HAProxy, sshd, wrk, h2load,
+# gnuplot); only "make bench" needs them.
+BENCH_PKGS = wrk nginx-light haproxy openssh-server openssh-client \
+	nghttp2-client gnuplot-nox socat curl procps iproute2 util-linux
+bench-deps: deps
+	@$(MAKE) -s --no-print-directory deb-install PKGLIST="$(BENCH_PKGS)"
+
+deb-install:
+	@missing=""; for p in $(PKGLIST); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 	        grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -156,10 +167,14 @@ $(BUILD)/certs/server.crt: certs/mkcerts.sh
 run: deps all certs
 	./$(BUILD)/akgateway
 
-bench: all
-	$(Q)if [ ! -f bench/run.sh ]; then \
-	    echo "bench: no benchmarks yet (see bench/README.md)" >&2; exit 1; fi
-	$(Q)sh bench/run.sh
+# bench/tools.mk builds the C backend and load tools into $(BUILD)/bench.
+-include bench/tools.mk
+
+bench: bench-deps all certs bench-tools
+	$(Q)BUILD=$(BUILD) sh bench/run.sh
+
+bench-quick: bench-deps all certs bench-tools
+	$(Q)BUILD=$(BUILD) QUICK=1 sh bench/run.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
