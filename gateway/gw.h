@@ -519,6 +519,7 @@ struct tunnel_xchg {
 #define TX_F_PAUSED 0x0800 /* link lost; waiting for a resume */
 #define TX_F_COUNTED 0x1000 /* counted in t_ninflight/t_nchannels */
 #define TX_F_WS_CLOSED 0x2000 /* the caller's WebSocket has closed */
+#define TX_F_RETRY 0x4000 /* re-sent to a new client session */
 	char x_id[TUNPROTO_UUID_LEN + 1];
 	char *x_method; /* for the frame and the log */
 	char *x_target; /* origin-form, with the query */
@@ -626,6 +627,7 @@ void tunnel_xchg_end(struct tunnel_xchg *, const char *reason);
 struct tunnel_xchg *tunnel_xchg_find(const struct tunnel *, const char *id);
 void tunnel_xchg_ready(struct tunnel_xchg *);
 void tunnel_xchg_dispatch(struct tunnel_xchg *);
+int tunnel_xchg_retryable(const struct tunnel_xchg *);
 void tunnel_xchg_fail(struct tunnel_xchg *, const struct gw_error *,
     const char *tell_client, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

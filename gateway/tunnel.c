@@ -549,7 +549,11 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 			if (v[i]->x_flags & TX_F_WS)
 				tunnel_ws_lost(
 				    v[i], "tunnel client session was replaced");
-			else
+			else if (tunnel_xchg_retryable(v[i])) {
+				/* Sent again below, once the session is set. */
+				v[i]->x_flags |= TX_F_RETRY;
+				replays++;
+			} else
 				tunnel_xchg_fail(v[i], gw_err_tunnel_error,
 				    NULL,
 				    "The tunnel client was replaced by "
@@ -563,6 +567,13 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 			snprintf(t->t_session, sizeof t->t_session, "%s",
 			    m->m_session_id);
 		}
+		for (i = 0; i < n; i++) {
+			if (v[i]->x_flags & TX_F_RETRY) {
+				v[i]->x_flags &= ~TX_F_RETRY;
+				tunnel_xchg_resume(v[i]);
+			}
+		}
+		gm->m_tunnel_replays += replays;
 	} else {
 		gm->m_tunnel_resumes++;
 		for (i = 0; i < n; i++) {
@@ -582,9 +593,10 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 	    (unsigned long long)l->l_neg.l_max_inflight,
 	    (unsigned long long)l->l_neg.l_stream_window_frames,
 	    same ? ", session resumed" : "");
-	if (same && replays > 0)
-		log_info("tunnel %s:%d: replayed %zu pending request%s",
-		    t->t_name, t->t_port, replays, replays == 1 ? "" : "s");
+	if (replays > 0)
+		log_info("tunnel %s:%d: replayed %zu pending request%s%s",
+		    t->t_name, t->t_port, replays, replays == 1 ? "" : "s",
+		    same ? "" : " (idempotent, to the new client session)");
 	/* Requests that waited for a client, in arrival order. */
 	for (i = 0; i < n; i++) {
 		if (v[i]->x_state == TX_S_HOLD && tunnel_active(t) == l)

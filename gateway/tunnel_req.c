@@ -545,6 +545,29 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 	tunnel_send_frame(t, x->x_frame, x->x_frame_len);
 }
 
+/*
+ * May x, sent to a client that went away without resuming, be sent again
+ * to the next client session?  Only when nothing of the answer arrived,
+ * the whole request is in the kept frame (fast path), and the method is
+ * idempotent (RFC 9110 §9.2.2), so running it twice at the target is safe.
+ */
+int
+tunnel_xchg_retryable(const struct tunnel_xchg *x)
+{
+	static const char *const idempotent[] = { "GET", "HEAD", "OPTIONS",
+		"TRACE", "PUT", "DELETE" };
+	size_t i;
+
+	if (x->x_state != TX_S_SENT || x->x_frame == NULL ||
+	    (x->x_flags & (TX_F_WS | TX_F_STREAM_REQ)))
+		return (0);
+	for (i = 0; i < sizeof idempotent / sizeof idempotent[0]; i++) {
+		if (strcmp(x->x_method, idempotent[i]) == 0)
+			return (1);
+	}
+	return (0);
+}
+
 /* Bytes from the caller for the exchange in progress. */
 static void
 tx_input(struct tunnel_xchg *x)

@@ -18,6 +18,7 @@ serves requests itself, chosen by path (no real target):
   /error?msg=TEXT        error{id, TEXT}
   /slow?ms=N             http_resp 200 "slow-ok" after N ms
   /hang                  never answers
+         ?unless=NAME    ... except on the mock named NAME: its name, 200
   /status?code=C         empty response with status C
   /whoami                http_resp 200 with --name
   /short                 announces content_length 3, sends 2 bytes
@@ -419,7 +420,8 @@ class Client:
             await asyncio.sleep(int(q.get("ms", "100")) / 1000)
             await self.fast(sid, 200, b"slow-ok")
         elif p == "/hang":
-            pass
+            if q.get("unless") == self.a.name:
+                await self.fast(sid, 200, self.a.name.encode())
         elif p == "/status":
             code = int(q.get("code", "204"))
             hdrs = [["X-Status", str(code)]]

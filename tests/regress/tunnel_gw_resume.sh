@@ -136,18 +136,28 @@ out=$(nsc http://127.0.0.1:8766/whoami)
 assert_eq "requests go to the newest client" "NEW" "$out"
 ok "the newest connection wins; the old one is closed as replaced"
 
-# Another session takes over while a request is pending: the old session's
-# request fails 502 (tunnel client session was replaced).
-nsc -o "$T/pend.out" -w '%{http_code}' http://127.0.0.1:8766/hang >"$T/pend.code" &
+# Another session takes over while requests are pending: the old
+# session's idempotent request (GET) goes to the new session, which
+# answers it; a POST fails 502 (tunnel client session was replaced), since
+# the old client may have run it already.
+nsc -o "$T/pend.out" -w '%{http_code}' -X POST -d x http://127.0.0.1:8766/hang >"$T/pend.code" &
 pend=$!
+nsc -o "$T/idem.out" -w '%{http_code}' "http://127.0.0.1:8766/hang?unless=OTHER" >"$T/idem.code" &
+idem=$!
 wait_log "$T/NEW.jsonl" '"path": "/hang"'
+wait_log "$T/NEW.jsonl" '"path": "/hang?unless=OTHER"'
 stop "$NEW"
 start_mock OTHER --url "$URL"
 OTHER=$MOCK_PID
 wait "$pend"
-assert_eq "pending request of a replaced session" "502" "$(cat "$T/pend.code")"
-assert_contains "pending request of a replaced session: why" "session was replaced" "$(cat "$T/pend.out")"
-ok "a client with another session fails the old session's pending requests"
+assert_eq "pending POST of a replaced session" "502" "$(cat "$T/pend.code")"
+assert_contains "pending POST of a replaced session: why" "session was replaced" "$(cat "$T/pend.out")"
+wait "$idem"
+assert_eq "pending GET of a replaced session" "200" "$(cat "$T/idem.code")"
+assert_eq "pending GET answered by the new session" "OTHER" "$(cat "$T/idem.out")"
+grep -q 'replayed 1 pending request (idempotent, to the new client session)' "$T/gateway.log" ||
+	fail "the replay to the new session was not logged"
+ok "another session: pending GETs are replayed to it, a POST fails 502"
 
 # A client without a session: its pending request fails 502 when it drops.
 stop "$OTHER"
