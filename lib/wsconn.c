@@ -44,6 +44,15 @@ enum wsconn_state {
 	WSCONN_S_CLOSED, /* transport closed, on_close called */
 };
 
+/* Where a byte stream is in its frames, for wsconn_close_fixup. */
+struct ws_scan {
+	uint8_t sc_hdr[14];
+	uint8_t sc_hlen; /* header bytes collected */
+	uint8_t sc_close; /* the current frame is a close */
+	uint64_t sc_left; /* payload bytes of the current frame to come */
+	uint64_t sc_off; /* payload bytes of it seen */
+};
+
 struct wsconn {
 	struct event_base *ws_base;
 	struct bufferevent *ws_bev; /* NULL once the transport is closed */
@@ -68,6 +77,9 @@ struct wsconn {
 	short ws_bev_what; /* BEV_EVENT_* of the end of the transport */
 	int ws_depth; /* our callbacks on the stack */
 	uint16_t ws_code; /* close code for on_close */
+	struct ws_scan ws_in; /* frame boundaries of the input */
+	struct ws_scan ws_out; /* and of the output */
+	int ws_in_mapped; /* a received close code was lifted into 40xx */
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
 	struct event *ws_ev_timer; /* closing handshake deadline */
@@ -433,12 +445,88 @@ wsconn_queued(const struct wsconn *ws)
 	return (n);
 }
 
+/* The header length of a frame whose first two bytes are b0 b1. */
+static size_t
+wsconn_hdr_len(uint8_t b1)
+{
+	size_t n = 2;
+
+	if ((b1 & 0x7f) == 126)
+		n += 2;
+	else if ((b1 & 0x7f) == 127)
+		n += 8;
+	return (n + ((b1 & 0x80) ? 4 : 0));
+}
+
+/*
+ * wslay 1.1 refuses to receive the close codes 1012-1014 that IANA added
+ * after RFC 6455 (1012 "service restart" is how a tunnel server says
+ * "replaced").  So we follow the frame boundaries of both byte streams, and
+ * change the first byte of a received close code 0x03xx to 0x0fxx (private
+ * codes wslay accepts), and of wslay's echo of it back.  One byte, so a
+ * change never straddles two reads; XOR-ing it works masked or not.
+ *
+ * wsconn_scan moves sc over buf and returns the offset of the first byte of
+ * a close code equal to `from` (unmasked), or n when there is none.
+ */
+static size_t
+wsconn_scan(struct ws_scan *sc, const uint8_t *buf, size_t n, uint8_t from)
+{
+	size_t i = 0, take, hl, found = n;
+	uint8_t key;
+	uint64_t len;
+	unsigned int k, end;
+
+	while (i < n) {
+		if (sc->sc_left == 0) {
+			while (sc->sc_hlen < 2 && i < n)
+				sc->sc_hdr[sc->sc_hlen++] = buf[i++];
+			if (sc->sc_hlen < 2)
+				break;
+			hl = wsconn_hdr_len(sc->sc_hdr[1]);
+			while (sc->sc_hlen < hl && i < n)
+				sc->sc_hdr[sc->sc_hlen++] = buf[i++];
+			if (sc->sc_hlen < hl)
+				break;
+			len = sc->sc_hdr[1] & 0x7f;
+			end = len == 126 ? 4 : len == 127 ? 10 : 2;
+			if (end > 2)
+				len = 0;
+			for (k = 2; k < end; k++)
+				len = (len << 8) | sc->sc_hdr[k];
+			sc->sc_close = (sc->sc_hdr[0] & 0x0f) == 0x08;
+			sc->sc_left = len;
+			sc->sc_off = 0;
+			sc->sc_hlen = 0;
+			if (len == 0)
+				continue;
+		}
+		if (i == n)
+			break;
+		if (sc->sc_close && sc->sc_off == 0 && found == n) {
+			key = 0;
+			if (sc->sc_hdr[1] & 0x80)
+				key = sc->sc_hdr[wsconn_hdr_len(sc->sc_hdr[1]) - 4];
+			if ((uint8_t)(buf[i] ^ key) == from)
+				found = i;
+		}
+		take = n - i;
+		if (take > sc->sc_left)
+			take = (size_t)sc->sc_left;
+		i += take;
+		sc->sc_left -= take;
+		sc->sc_off += take;
+	}
+	return (found);
+}
+
 /* Feed wslay from the bufferevent's input; would-block when none or paused. */
 static ssize_t
 wsconn_recv_cb(
     wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
 {
 	struct wsconn *ws = arg;
+	size_t i;
 	int n;
 
 	(void)flags;
@@ -460,6 +548,11 @@ wsconn_recv_cb(
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return (-1);
 	}
+	i = wsconn_scan(&ws->ws_in, buf, (size_t)n, 0x03);
+	if (i < (size_t)n) {
+		buf[i] ^= 0x03 ^ 0x0f;
+		ws->ws_in_mapped = 1;
+	}
 	return (n);
 }
 
@@ -469,14 +562,31 @@ wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
     int flags, void *arg)
 {
 	struct wsconn *ws = arg;
+	struct evbuffer *out;
+	size_t i;
+	uint8_t b;
 
 	(void)flags;
-	if (ws->ws_bev == NULL ||
-	    evbuffer_add(bufferevent_get_output(ws->ws_bev), data, len) != 0) {
+	if (ws->ws_bev == NULL) {
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return (-1);
 	}
+	out = bufferevent_get_output(ws->ws_bev);
+	i = wsconn_scan(&ws->ws_out, data, len, 0x0f);
+	if (!ws->ws_in_mapped || i == len) {
+		if (evbuffer_add(out, data, len) != 0)
+			goto fail;
+		return ((ssize_t)len);
+	}
+	/* wslay's echo of a close code wsconn_recv_cb lifted: put it back. */
+	b = data[i] ^ 0x0f ^ 0x03;
+	if (evbuffer_add(out, data, i) != 0 || evbuffer_add(out, &b, 1) != 0 ||
+	    evbuffer_add(out, data + i + 1, len - i - 1) != 0)
+		goto fail;
 	return ((ssize_t)len);
+fail:
+	wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+	return (-1);
 }
 
 /* Give wslay a masking key for a client frame. */
@@ -511,6 +621,7 @@ wsconn_msg_cb(wslay_event_context_ptr ctx,
 {
 	struct wsconn *ws = arg;
 	const uint8_t *data;
+	uint16_t code;
 
 	(void)ctx;
 	if (ws->ws_flags & WSCONN_F_DEAD)
@@ -529,11 +640,16 @@ wsconn_msg_cb(wslay_event_context_ptr ctx,
 			wsconn_flush(ws);
 		break;
 	case WSLAY_CONNECTION_CLOSE:
-		if (m->status_code == 0)
+		code = m->status_code;
+		if (code == 0)
 			wsconn_set_code(ws, WS_CLOSE_NO_STATUS, "", 0);
+		else if (ws->ws_in_mapped &&
+		    !wsconn_code_sendable(code -= 3072))
+			wsconn_set_code(ws, WS_CLOSE_PROTOCOL_ERROR,
+			    "invalid close code", 18);
 		else
-			wsconn_set_code(ws, m->status_code,
-			    (const char *)m->msg + 2, m->msg_length - 2);
+			wsconn_set_code(ws, code, (const char *)m->msg + 2,
+			    m->msg_length - 2);
 		wsconn_enter_closing(ws);
 		break;
 	default:

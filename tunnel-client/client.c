@@ -307,6 +307,7 @@ tun_free(struct tun *t)
 	free(t->t_target_url);
 	free(t->t_target_authority);
 	free(t->t_scratch);
+	free(t->t_target_warn);
 	if (t->t_tmp != NULL)
 		evbuffer_free(t->t_tmp);
 	free(t);
@@ -762,6 +763,19 @@ conn_ws_close_cb(void *arg, uint16_t code, const char *reason)
 
 	if (c->c_state == TC_S_CLOSING) {
 		conn_close(c, TUN_END_STOP, 0, "closed");
+		return;
+	}
+	if (code == TUN_CLOSE_REPLACED && strcmp(reason, "replaced") == 0) {
+		/*
+		 * The newest client of a sandbox wins (§8.2): dialling again
+		 * would take the tunnel back, and the two would take turns.
+		 */
+		log_error("another client took over the tunnel of sandbox "
+			  "%s (the gateway closed this connection with 1012 "
+			  "replaced); exiting",
+		    c->c_tun->t_opts->sandbox);
+		c->c_tun->t_exit = TUN_EXIT_REPLACED;
+		conn_close(c, TUN_END_STOP, 0, "replaced by another client");
 		return;
 	}
 	if (code == WS_CLOSE_ABNORMAL)

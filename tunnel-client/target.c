@@ -371,6 +371,25 @@ target_bev_error(struct tun_target *tt, short what)
 	return (s);
 }
 
+/*
+ * Tell the person running aktunnel that the target cannot be reached (the
+ * caller in the sandbox gets 502 with the same sentence): a warning, but
+ * the same sentence at most once per TARGET_WARN_MS.
+ */
+static void
+target_warn(struct tun *t, const char *why)
+{
+	uint64_t now = clock_mono_msec();
+
+	if (t->t_target_warn != NULL && strcmp(t->t_target_warn, why) == 0 &&
+	    now - t->t_target_warn_at < TARGET_WARN_MS)
+		return;
+	free(t->t_target_warn);
+	t->t_target_warn = xstrdup(why);
+	t->t_target_warn_at = now;
+	log_warn("%s", why);
+}
+
 /* Connect, TLS, end of stream, error or timeout on a target connection. */
 static void
 target_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -395,6 +414,7 @@ target_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (tt->tt_state == TT_S_CONNECTING) {
 		free(tt->tt_error);
 		tt->tt_error = target_bev_error(tt, what);
+		target_warn(tt->tt_tun, tt->tt_error);
 		bufferevent_free(tt->tt_bev);
 		tt->tt_bev = NULL;
 		target_connect_next(tt);

@@ -45,6 +45,9 @@ typedef struct ssl_ctx_st SSL_CTX;
 #define TUN_PING_MAX 3600.0
 
 /* Reconnect loop (§8.1). */
+#define TARGET_WARN_MS 10000 /* one warning per target failure reason */
+#define TUN_CLOSE_REPLACED 1012 /* the gateway took the tunnel away (§8.2) */
+#define TUN_EXIT_REPLACED 3 /* exit status when another client took over */
 #define TUN_BACKOFF_CAP 30 /* seconds */
 #define TUN_RETRY_QUICK 1 /* seconds after an HTTP status or protocol error */
 #define TUN_OPEN_TIMEOUT 10 /* seconds for DNS, TCP, TLS and the upgrade */
@@ -274,6 +277,8 @@ struct tun {
 	struct event *t_sigint;
 	struct event *t_sigterm;
 	int t_exit; /* exit status */
+	char *t_target_warn; /* the last target failure warned about */
+	uint64_t t_target_warn_at;
 
 	struct tun_xchg_list t_xchgs; /* every HTTP exchange */
 	unsigned int t_running; /* exchanges counting toward max_inflight */

@@ -882,6 +882,57 @@ test_raw_close(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Close codes wslay 1.1 does not know (1012-1014, registered after RFC
+ * 6455) are received and echoed as sent; reserved ones are refused.
+ */
+static void
+test_raw_close_codes(void **state)
+{
+	struct pair p;
+	uint8_t buf[16];
+	int eof;
+
+	(void)state;
+	/* 1012 "replaced", masked with a key that is not zero. */
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1],
+	    "\x88\x8a\x11\x22\x33\x44"
+	    "\x12\xd6\x41\x21\x61\x4e\x52\x27\x74\x46",
+	    16);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, 1012);
+	assert_string_equal(p.srv.p_reason, "replaced");
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 12, &eof), 12);
+	assert_memory_equal(buf, "\x88\x0a\x03\xf4replaced", 12);
+	pair_close(&p);
+
+	/* 1014, with the header and the payload in two reads. */
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1], "\x88\x82\0\0", 4);
+	run_for(&p, 50);
+	raw_write(p.fds[1], "\0\0\x03\xf6", 4);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, 1014);
+	pair_close(&p);
+
+	/* 1015 is reserved: a protocol error. */
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1], "\x88\x82\0\0\0\0\x03\xf7", 8);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, WS_CLOSE_PROTOCOL_ERROR);
+	pair_close(&p);
+
+	/* A private code in 0x0fxx is not touched. */
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1], "\x88\x82\0\0\0\0\x0f\xa0", 8);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, 4000);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x88\x02\x0f\xa0", 4);
+	pair_close(&p);
+}
+
 /* We close, the peer never answers: the transport goes after the timeout. */
 static void
 test_close_timeout(void **state)
@@ -1034,6 +1085,7 @@ main(void)
 		cmocka_unit_test(test_masked_to_client),
 		cmocka_unit_test(test_raw_frames),
 		cmocka_unit_test(test_raw_close),
+		cmocka_unit_test(test_raw_close_codes),
 		cmocka_unit_test(test_close_timeout),
 		cmocka_unit_test(test_free_in_callbacks),
 		cmocka_unit_test(test_backpressure),

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""Turn the runs bench/run.bash recorded into tables, a Markdown report and a
+gnuplot chart.
+
+The results file has one line per run, tab-separated:
+  mode workload cell metric contender round value p50_us p99_us work cpu_s
+  status note
+status is "ok", "FAILED(reason)" or "n/a(reason)".  A cell shows the median
+of its good runs with min and max; a cell with a failed run says so.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+MODES = {
+    "percore": "per-core: each proxy 1 worker pinned to CPU 0 (taskset -c 0); "
+               "load tool and backend pinned to CPU 1",
+    "both": "both cores: nothing pinned; each proxy 2 workers (nginx "
+            "worker_processes 2, HAProxy nbthread 2, akgateway workers: 2 when "
+            "it has the key), backend 2 threads",
+    "mem": "memory: 1 worker each, nothing pinned",
+}
+WORKLOADS = {
+    "1": "1. HTTP/1.1 keep-alive (wrk -t1, GET /size/N)",
+    "2": "2. A new connection per request (wrk -t1, Connection: close)",
+    "3": "3. Bulk transfer (curl, one connection)",
+    "4": "4. TLS terminated by the proxy (TLS 1.3, TLS_AES_128_GCM_SHA256; backend plain HTTP)",
+    "5": "5. WebSocket echo (akbench-ws)",
+    "6": "6. Reverse tunnel: a caller in a network namespace reaches a host backend",
+    "7": "7. Memory per idle connection (VmRSS growth / connections)",
+}
+NAMES = {
+    "direct": "direct",
+    "akgateway": "akgateway",
+    "nginx": "nginx",
+    "haproxy": "HAProxy",
+    "akgw-ws": "akgateway tunnel (ws)",
+    "akgw-wss": "akgateway tunnel (wss)",
+    "ssh": "ssh -R",
+}
+HTTP_CS = ["direct", "akgateway", "nginx", "haproxy"]
+TUN_CS = ["direct", "akgw-ws", "akgw-wss", "ssh"]
+MEM_CS = ["akgateway", "nginx", "haproxy"]
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 100:
+        s = "%.0f" % v
+    elif a >= 10:
+        s = "%.1f" % v
+    else:
+        s = "%.2f" % v
+    return s
+
+
+def fmt_ms(us):
+    if us is None:
+        return "-"
+    ms = us / 1000.0
+    return "%.2f" % ms if ms < 10 else "%.1f" % ms
+
+
+class Cell:
+    def __init__(self):
+        self.runs = []  # dicts
+
+    def good(self):
+        return [r for r in self.runs if r["status"] == "ok" and r["value"] is not None]
+
+    def failed(self):
+        return [r for r in self.runs if r["status"].startswith("FAILED")]
+
+    def na(self):
+        return [r for r in self.runs if r["status"].startswith("n/a")]
+
+    def med(self, key="value"):
+        vals = [r[key] for r in self.good() if r[key] is not None]
+        return statistics.median(vals) if vals else None
+
+    def lo(self):
+        vals = [r["value"] for r in self.good()]
+        return min(vals) if vals else None
+
+    def hi(self):
+        vals = [r["value"] for r in self.good()]
+        return max(vals) if vals else None
+
+    def by_round(self):
+        return {r["round"]: r["value"] for r in self.good()}
+
+    def efficiency(self, metric):
+        """req (msg, conn) per CPU-second, or CPU-seconds per GiB."""
+        vals = []
+        for r in self.good():
+            if r["cpu"] is None or r["work"] is None or r["work"] <= 0:
+                continue
+            if metric == "MB/s":
+                vals.append(r["cpu"] / (r["work"] / 2.0 ** 30))
+            elif r["cpu"] > 0:
+                vals.append(r["work"] / r["cpu"])
+        return statistics.median(vals) if vals else None
+
+    def show(self):
+        """The value as shown in a table: median, or FAILED / n/a."""
+        if self.na() and not self.good():
+            return self.na()[0]["status"]
+        f = self.failed()
+        m = self.med()
+        if f:
+            why = f[0]["status"][len("FAILED("):-1]
+            if m is None:
+                return "FAILED(%s)" % why
+            return "%s FAILED(%d/%d runs: %s)" % (fmt(m), len(f), len(self.runs), why)
+        if m is None:
+            return "-"
+        return fmt(m)
+
+
+def ratio(a, b):
+    """Median over rounds of a/b, both measured in the same round."""
+    if a is None or b is None:
+        return None
+    ra, rb = a.by_round(), b.by_round()
+    rs = [ra[k] / rb[k] for k in ra if k in rb and rb[k]]
+    return statistics.median(rs) if rs else None
+
+
+def fmt_ratio(x):
+    return "-" if x is None else "%.2f" % x
+
+
+def load(path):
+    data = {}  # (mode, w, cell) -> {"metric":, "cs": {c: Cell}}
+    order = []
+    with open(path) as f:
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            if len(p) < 12:
+                continue
+            while len(p) < 13:
+                p.append("")
+            mode, w, cell, metric, c, rnd, val, p50, p99, work, cpu, status, note = p[:13]
+            key = (mode, w, cell)
+            if key not in data:
+                data[key] = {"metric": metric, "cs": {}}
+                order.append(key)
+            d = data[key]["cs"].setdefault(c, Cell())
+            d.runs.append({
+                "round": rnd, "value": num(val), "p50": num(p50), "p99": num(p99),
+                "work": num(work), "cpu": num(cpu), "status": status, "note": note,
+            })
+    return data, order
+
+
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |",
+           "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(r) + " |")
+    return "\n".join(out)
+
+
+def eff_name(metric):
+    if metric == "MB/s":
+        return "proxy CPU-s per GiB"
+    return "%s per proxy CPU-s" % metric.split("/")[0]
+
+
+def summary(data, order):
+    """Compact tables: one row per workload cell, one column per contender."""
+    parts = []
+    for mode in ("percore", "both"):
+        keys = [k for k in order if k[0] == mode and k[1] != "6"]
+        if keys:
+            rows = []
+            for k in keys:
+                d = data[k]
+                cs = d["cs"]
+                row = ["%s. %s" % (k[1], k[2]), d["metric"]]
+                for c in HTTP_CS:
+                    row.append(cs[c].show() if c in cs else "-")
+                ak = cs.get("akgateway")
+                row.append(fmt_ratio(ratio(ak, cs.get("haproxy"))))
+                row.append(fmt_ratio(ratio(ak, cs.get("direct"))))
+                rows.append(row)
+            parts.append("### Proxies, %s\n\n" % MODES[mode] + md_table(
+                ["workload", "unit", "direct", "akgateway", "nginx", "HAProxy",
+                 "akgw/HAProxy", "akgw/direct"], rows))
+        keys = [k for k in order if k[0] == mode and k[1] == "6"]
+        if keys:
+            rows = []
+            for k in keys:
+                d = data[k]
+                cs = d["cs"]
+                row = [k[2], d["metric"]]
+                for c in TUN_CS:
+                    row.append(cs[c].show() if c in cs else "-")
+                row.append(fmt_ratio(ratio(cs.get("akgw-ws"), cs.get("ssh"))))
+                row.append(fmt_ratio(ratio(cs.get("akgw-wss"), cs.get("ssh"))))
+                row.append(fmt_ratio(ratio(cs.get("akgw-ws"), cs.get("direct"))))
+                rows.append(row)
+            parts.append("### Reverse tunnels, %s\n\n" % MODES[mode] + md_table(
+                ["workload", "unit", "direct", "akgw tunnel ws", "akgw tunnel wss",
+                 "ssh -R", "akgw ws/ssh", "akgw wss/ssh", "akgw ws/direct"], rows))
+    keys = [k for k in order if k[0] == "mem"]
+    if keys:
+        rows = []
+        for k in keys:
+            cs = data[k]["cs"]
+            n = "-"
+            for c in MEM_CS:
+                if c in cs and cs[c].runs and cs[c].runs[0]["work"]:
+                    n = "%d" % cs[c].runs[0]["work"]
+            row = [{"http": "idle keep-alive connection", "ws": "idle WebSocket",
+                    "tunnel": "idle tunnel"}.get(k[2], k[2]), n]
+            for c in MEM_CS:
+                row.append(cs[c].show() if c in cs else "-")
+            rows.append(row)
+        parts.append("### Memory: gateway RSS growth per idle connection (KiB)\n\n" + md_table(
+            ["per", "connections", "akgateway", "nginx", "HAProxy"], rows))
+    return "\n\n".join(parts)
+
+
+def details(data, order):
+    parts = []
+    for mode in ("percore", "both", "mem"):
+        for w in sorted(set(k[1] for k in order if k[0] == mode)):
+            keys = [k for k in order if k[0] == mode and k[1] == w]
+            if w == "7":
+                rows = []
+                for k in keys:
+                    for c, cell in data[k]["cs"].items():
+                        r = cell.runs[0]
+                        rows.append([k[2], NAMES.get(c, c), cell.show(),
+                                     "%d" % r["work"] if r["work"] else "-",
+                                     r["note"] or "-"])
+                parts.append("#### %s\n\n" % WORKLOADS[w] + md_table(
+                    ["idle", "contender", "KiB per connection", "connections", "VmRSS"], rows))
+                continue
+            ref = "ssh" if w == "6" else "haproxy"
+            rows = []
+            metric = data[keys[0]]["metric"]
+            for k in keys:
+                d = data[k]
+                cs = d["cs"]
+                order_cs = TUN_CS if w == "6" else HTTP_CS
+                for c in order_cs + [x for x in cs if x not in order_cs]:
+                    if c not in cs:
+                        continue
+                    cell = cs[c]
+                    eff = cell.efficiency(d["metric"])
+                    cpu_na = all(r["cpu"] is None for r in cell.runs)
+                    rows.append([
+                        k[2], NAMES.get(c, c), d["metric"], cell.show(),
+                        "%s–%s" % (fmt(cell.lo()), fmt(cell.hi())) if cell.good() else "-",
+                        fmt_ms(cell.med("p50")), fmt_ms(cell.med("p99")),
+                        fmt_ratio(ratio(cell, cs.get(ref))),
+                        fmt_ratio(ratio(cell, cs.get("direct"))),
+                        ("n/a" if cpu_na and c == "direct" else
+                         "%s %s" % (fmt(eff), "s/GiB" if d["metric"] == "MB/s" else "/CPU-s")
+                         if eff is not None else "-"),
+                        "%d/%d" % (len(cell.good()), len(cell.runs)),
+                    ])
+            parts.append("#### %s — %s\n\n" % (WORKLOADS[w], MODES[mode]) + md_table(
+                ["workload", "contender", "unit", "median", "min–max", "p50 ms", "p99 ms",
+                 "vs %s" % NAMES[ref], "vs direct", "efficiency", "good runs"], rows))
+    return "\n\n".join(parts)
+
+
+def raw_runs(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            p = line.rstrip("\n").split("\t")
+            if len(p) >= 12:
+                rows.append([x if x else "-" for x in (p + [""])[:13]])
+    return md_table(["mode", "w", "workload", "unit", "contender", "run", "value",
+                     "p50 µs", "p99 µs", "work", "proxy CPU-s", "status", "note"], rows)
+
+
+def plot_data(data, order, datadir):
+    """One data file per chart panel; returns their paths."""
+    os.makedirs(datadir, exist_ok=True)
+    files = []
+
+    def q(s):
+        return '"%s"' % s.replace('"', "'")
+
+    for mode in ("percore", "both"):
+        keys = [k for k in order if k[0] == mode and k[1] in "12345"]
+        if not keys:
+            continue
+        path = os.path.join(datadir, "rel-%s.dat" % mode)
+        with open(path, "w") as f:
+            f.write("# Throughput relative to HAProxy in the same run (%s)\n" %
+                    ("per-core" if mode == "percore" else "both cores"))
+            f.write("workload direct akgateway nginx HAProxy\n")
+            for k in keys:
+                cs = data[k]["cs"]
+                vals = [ratio(cs.get(c), cs.get("haproxy")) for c in HTTP_CS]
+                f.write("%s %s\n" % (q("%s. %s" % (k[1], k[2])), " ".join(
+                    "NaN" if v is None else "%.3f" % v for v in vals)))
+        files.append(path)
+    for mode in ("percore", "both"):
+        keys = [k for k in order if k[0] == mode and k[1] == "6"]
+        if not keys:
+            continue
+        path = os.path.join(datadir, "tunnel-%s.dat" % mode)
+        with open(path, "w") as f:
+            f.write("# Reverse tunnels relative to ssh -R in the same run (%s)\n" %
+                    ("per-core" if mode == "percore" else "both cores"))
+            f.write("workload direct akgw-ws akgw-wss ssh-R\n")
+            for k in keys:
+                cs = data[k]["cs"]
+                vals = [ratio(cs.get(c), cs.get("ssh")) for c in TUN_CS]
+                f.write("%s %s\n" % (q(k[2]), " ".join(
+                    "NaN" if v is None else "%.3f" % v for v in vals)))
+        files.append(path)
+    keys = [k for k in order if k[0] == "mem"]
+    if keys:
+        path = os.path.join(datadir, "mem.dat")
+        with open(path, "w") as f:
+            f.write("# Memory per idle connection, KiB (lower is better)\n")
+            f.write("idle akgateway nginx HAProxy\n")
+            for k in keys:
+                cs = data[k]["cs"]
+                vals = [cs[c].med() if c in cs else None for c in MEM_CS]
+                f.write("%s %s\n" % (q(k[2]), " ".join(
+                    "NaN" if v is None else "%.3f" % v for v in vals)))
+        files.append(path)
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--meta", required=True)
+    ap.add_argument("--commands", required=True)
+    ap.add_argument("--failures", default="")
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--png", required=True)
+    ap.add_argument("--datadir", required=True)
+    ap.add_argument("--plot", required=True)
+    ap.add_argument("--configs", default="")
+    a = ap.parse_args()
+
+    data, order = load(a.results)
+    meta = []
+    with open(a.meta) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("\t")
+            meta.append((k, v))
+    md = dict(meta)
+
+    summ = summary(data, order)
+    sys.stdout.write("\n" + summ + "\n\n")
+
+    files = plot_data(data, order, a.datadir)
+    png_ok = False
+    if files:
+        r = subprocess.run(["gnuplot", "-e", "files='%s'; out='%s'" % (" ".join(files), a.png),
+                            a.plot], capture_output=True, text=True)
+        png_ok = r.returncode == 0 and os.path.exists(a.png)
+        if not png_ok:
+            sys.stderr.write("gnuplot failed: %s\n" % r.stderr)
+
+    out = []
+    out.append("# akgateway benchmark — %s, %s\n" % (md.get("date", "?"), md.get("host", "?")))
+    out.append("Made by `bench/run.sh` (QUICK=%s). How to read this: `bench/README.md`. "
+               "Higher is better except latency, CPU-s per GiB and memory; ratios are "
+               "medians of per-run ratios between contenders measured in the same run, "
+               "alternating run by run. `FAILED(...)` marks runs with errors (non-2xx, "
+               "socket errors, short transfers); `n/a` marks what does not apply.\n"
+               % md.get("knob:QUICK", "?"))
+    if png_ok:
+        out.append("![chart](%s)\n" % os.path.basename(a.png))
+    out.append("## Machine\n")
+    out.append(md_table(["", ""], [[k, v] for k, v in meta if k in (
+        "host", "cpu", "cores", "hypervisor", "memory", "kernel", "os", "ulimit -n",
+        "project commit", "duration", "idle connections")]))
+    out.append("\n## Summary\n")
+    out.append(summ)
+    out.append("\n## Details\n")
+    out.append("Efficiency is the work done per CPU-second of the proxy's processes "
+               "(utime+stime from /proc/PID/stat of the process and its children, "
+               "before and after each run): requests, connections or messages per "
+               "CPU-second, or CPU-seconds per GiB for bulk transfers. For tunnels it "
+               "counts both ends (akgateway + aktunnel; sshd + ssh). direct has no "
+               "proxy: n/a.\n")
+    out.append(details(data, order))
+    tls = [(k[4:], v) for k, v in meta if k.startswith("tls:")]
+    if tls:
+        out.append("\n## TLS check\n")
+        out.append("Probed with `openssl s_client` against each TLS listener:\n")
+        out.append(md_table(["proxy", "result"], [[NAMES.get(k, k), v] for k, v in tls]))
+    out.append("\n## Versions\n")
+    out.append(md_table(["tool", "version"], [[k[2:], v] for k, v in meta if k.startswith("v:")]))
+    out.append("\n## Settings\n")
+    out.append(md_table(["knob", "value"], [[k[5:], v] for k, v in meta if k.startswith("knob:")]))
+    if a.failures and os.path.exists(a.failures) and os.path.getsize(a.failures):
+        with open(a.failures, errors="replace") as f:
+            text = f.read()
+        if len(text) > 20000:
+            text = text[:20000] + "\n[... cut ...]\n"
+        out.append("\n## Output of failed runs\n")
+        out.append("```\n" + text.rstrip("\n") + "\n```")
+    out.append("\n## Every run\n")
+    out.append(raw_runs(a.results))
+    out.append("\n## Command lines\n")
+    out.append("Every command the harness ran for the contenders and the load "
+               "(duplicates removed; ports and the temporary directory change "
+               "from run to run):\n")
+    with open(a.commands) as f:
+        out.append("```\n" + f.read().rstrip("\n") + "\n```")
+    if a.configs and os.path.isdir(a.configs):
+        out.append("\n## Configurations\n")
+        out.append("As rendered from `bench/conf/*.in` for this run:\n")
+        for name in sorted(os.listdir(a.configs)):
+            with open(os.path.join(a.configs, name), errors="replace") as f:
+                out.append("<details><summary>%s</summary>\n\n```\n%s\n```\n</details>\n"
+                           % (name, f.read().rstrip("\n")))
+    with open(a.md, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
