@@ -5,7 +5,8 @@
  *   http	GET the URL with keep-alive, read the whole response, stay
  *   ws		upgrade to WebSocket, stay (pings are answered)
  *   tunnel	upgrade, send a reverse-tunnel V2 client hello, stay (JSON
- *		pings are answered with pongs, WebSocket pings with pongs)
+ *		pings are answered with JSON pongs, WebSocket pings with
+ *		pongs)
  *
  * "%d" in the URL becomes the connection's index, so each connection can
  * be a different sandbox.  At most IDLE_HANDSHAKES connections are being
@@ -235,11 +236,15 @@ idle_conn_hello(struct idle_conn *ic)
 	free(hello);
 }
 
-/* A whole text message in tunnel mode: answer a JSON ping. */
+/*
+ * A whole text message in tunnel mode: answer a JSON ping with a pong of
+ * the same id and timestamp, as aktunnel does; the gateway drops (and
+ * logs) a pong without a timestamp.
+ */
 static void
 idle_conn_text(struct idle_conn *ic)
 {
-	json_t *m, *type, *id, *pong;
+	json_t *m, *type, *id, *ts, *pong;
 	json_error_t err;
 	char *s;
 
@@ -249,11 +254,14 @@ idle_conn_text(struct idle_conn *ic)
 		return;
 	type = json_object_get(m, "type");
 	id = json_object_get(m, "id");
+	ts = json_object_get(m, "timestamp");
 	if (json_is_string(type) && strcmp(json_string_value(type), "ping") ==
 	    0 && id != NULL) {
 		pong = json_object();
 		json_object_set_new(pong, "type", json_string("pong"));
 		json_object_set(pong, "id", id);
+		if (ts != NULL)
+			json_object_set(pong, "timestamp", ts);
 		if ((s = json_dumps(pong, JSON_COMPACT)) != NULL) {
 			ws_frame_append(&ic->ic_out, 1, WS_OP_TEXT,
 			    (const uint8_t *)s, strlen(s), &ic->ic_rng);
@@ -352,8 +360,8 @@ static void
 idle_conn_http_head(struct idle_conn *ic, size_t head)
 {
 	struct http_resp *r;
+	struct buf rest;
 	const char *why;
-	size_t rest;
 
 	r = xmalloc(sizeof *r);
 	if (http_parse_response((const char *)BUF_PTR(&ic->ic_in), head, r,
@@ -373,18 +381,21 @@ idle_conn_http_head(struct idle_conn *ic, size_t head)
 		idle_conn_lost(ic, "the response has no Content-Length");
 		goto out;
 	}
+	/* What came after the head is body: take it out of ic_in. */
 	buf_consume(&ic->ic_in, head);
-	rest = BUF_LEN(&ic->ic_in);
+	rest = ic->ic_in;
+	memset(&ic->ic_in, 0, sizeof ic->ic_in);
 	if (r->r_flags & HTTP_RESP_F_CHUNKED) {
 		ic->ic_chunked = xmalloc(sizeof *ic->ic_chunked);
 		chunked_init(ic->ic_chunked);
-	} else if ((ic->ic_body_left = r->r_length) == 0) {
+		ic->ic_state = IC_S_BODY;
+	} else if ((ic->ic_body_left = r->r_length) == 0)
 		idle_conn_ready(ic);
-		goto out;
-	}
-	ic->ic_state = IC_S_BODY;
-	if (rest > 0)
-		idle_conn_body(ic, BUF_PTR(&ic->ic_in), rest);
+	else
+		ic->ic_state = IC_S_BODY;
+	if (ic->ic_state == IC_S_BODY && BUF_LEN(&rest) > 0)
+		idle_conn_body(ic, BUF_PTR(&rest), BUF_LEN(&rest));
+	buf_free(&rest);
 out:
 	free(r);
 }
@@ -393,6 +404,7 @@ out:
 static void
 idle_conn_head(struct idle_conn *ic, const uint8_t *p, size_t n)
 {
+	struct buf rest;
 	char *why = NULL;
 	size_t head;
 	int r;
@@ -419,21 +431,18 @@ idle_conn_head(struct idle_conn *ic, const uint8_t *p, size_t n)
 		free(why);
 		return;
 	}
+	/* Frames may follow the 101 (the gateway's tunnel hello). */
 	buf_consume(&ic->ic_in, head);
+	rest = ic->ic_in;
+	memset(&ic->ic_in, 0, sizeof ic->ic_in);
 	ic->ic_wp = xmalloc(sizeof *ic->ic_wp);
 	ws_parse_init(ic->ic_wp, 0, IDLE_MESSAGE_MAX);
 	if (opt.mode == MODE_TUNNEL)
 		idle_conn_hello(ic);
-	n = BUF_LEN(&ic->ic_in);
-	p = n > 0 ? xmalloc(n) : NULL;
-	if (n > 0)
-		memcpy((uint8_t *)p, BUF_PTR(&ic->ic_in), n);
 	idle_conn_ready(ic);
-	/* Frames right behind the 101 (the gateway's tunnel hello). */
-	if (n > 0) {
-		idle_conn_frames(ic, p, n);
-		free((uint8_t *)p);
-	}
+	if (BUF_LEN(&rest) > 0)
+		idle_conn_frames(ic, BUF_PTR(&rest), BUF_LEN(&rest));
+	buf_free(&rest);
 }
 
 /* Give bytes read to whatever the connection is waiting for. */
@@ -569,16 +578,25 @@ idle_poll(int timeout)
 	}
 }
 
-/* Close every connection. */
+/* Close every connection; WebSockets get a best-effort close frame. */
 static void
 idle_close_all(void)
 {
+	static const uint8_t going_away[2] = { 1001 >> 8, 1001 & 0xff };
+	struct idle_conn *ic;
 	unsigned int i;
 
 	for (i = 0; i < opt.connections; i++) {
-		if (idle_conns[i].ic_fd != -1)
-			close(idle_conns[i].ic_fd);
-		idle_conns[i].ic_fd = -1;
+		ic = &idle_conns[i];
+		if (ic->ic_fd == -1)
+			continue;
+		if (ic->ic_state == IC_S_READY && ic->ic_wp != NULL) {
+			ws_frame_append(&ic->ic_out, 1, WS_OP_CLOSE, going_away,
+			    sizeof going_away, &ic->ic_rng);
+			(void)buf_write(&ic->ic_out, ic->ic_fd);
+		}
+		close(ic->ic_fd);
+		ic->ic_fd = -1;
 	}
 }
 
@@ -613,15 +631,15 @@ idle_options(int argc, char **argv)
 		{ "connections", required_argument, NULL, 'c' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "hold", required_argument, NULL, 'H' },
-		{ "header", required_argument, NULL, 'h' },
-		{ "help", no_argument, NULL, '?' + 256 },
+		{ "header", required_argument, NULL, 'e' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *url = NULL;
 	char *cause = NULL;
 	int ch, r = 0;
 
-	while ((ch = getopt_long(argc, argv, "u:c:m:H:h:", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'u':
 			url = optarg;
@@ -646,10 +664,10 @@ idle_options(int argc, char **argv)
 		case 'H':
 			r = opt_seconds("--hold", optarg, &opt.hold, &cause);
 			break;
-		case 'h':
+		case 'e':
 			r = headers_add(&opt.headers, optarg, &cause);
 			break;
-		case '?' + 256:
+		case 'h':
 			usage(0);
 		default:
 			usage(1);
@@ -672,7 +690,7 @@ int
 main(int argc, char **argv)
 {
 	struct sigaction sa;
-	uint64_t end;
+	uint64_t end, now;
 	char *cause = NULL;
 	unsigned int i;
 
@@ -723,10 +741,8 @@ main(int argc, char **argv)
 	/* Hold, answering pings; closes now count against the server. */
 	idle_holding = 1;
 	end = clock_mono_msec() + (uint64_t)(opt.hold * 1000);
-	while (!idle_signalled && clock_mono_msec() < end)
-		idle_poll(end - clock_mono_msec() > 1000 ?
-			1000 :
-			(int)(end - clock_mono_msec()));
+	while (!idle_signalled && (now = clock_mono_msec()) < end)
+		idle_poll(end - now > 1000 ? 1000 : (int)(end - now));
 	idle_close_all();
 	printf("closed_by_peer=%u\n", idle_closed_by_peer);
 	fflush(stdout);

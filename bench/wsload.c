@@ -594,6 +594,17 @@ loader_main(void *arg)
 	return (NULL);
 }
 
+/* Free a thread's memory once it has been joined. */
+static void
+loader_free(struct loader *ld)
+{
+	close(ld->ld_ep);
+	free(ld->ld_clients);
+	free(ld->ld_scratch);
+	free(ld->ld_payload);
+	free(ld->ld_hist);
+}
+
 /* SIGINT or SIGTERM: stop and report what was measured. */
 static void
 wsload_signal(int sig)
@@ -703,7 +714,7 @@ main(int argc, char **argv)
 	struct sigaction sa;
 	struct loader *lds, *ld;
 	struct hist *all;
-	uint64_t t0, t1, now, msgs = 0, errors = 0, per, i, j;
+	uint64_t t0, t1, now, end, msgs = 0, errors = 0, per, i, j, p50, p99;
 	unsigned int idx;
 	double secs;
 	char *cause = NULL;
@@ -761,8 +772,11 @@ main(int argc, char **argv)
 		usleep(2000);
 	if (atomic_load(&wsload_open) == 0 || wsload_signalled) {
 		atomic_store(&wsload_stop, 1);
-		for (i = 0; i < opt.threads; i++)
+		for (i = 0; i < opt.threads; i++) {
 			pthread_join(lds[i].ld_thread, NULL);
+			loader_free(&lds[i]);
+		}
+		free(lds);
 		if (wsload_signalled)
 			fprintf(stderr, "akbench-ws: interrupted\n");
 		else
@@ -774,15 +788,16 @@ main(int argc, char **argv)
 	}
 	t0 = clock_mono_usec();
 	atomic_store(&wsload_go, 1);
-	for (;;) {
-		usleep(1000);
-		now = clock_mono_usec();
-		if (wsload_signalled || atomic_load(&wsload_stop) ||
-		    atomic_load(&wsload_open) == 0)
-			break;
-		if (opt.duration > 0 && (double)(now - t0) >= opt.duration * 1e6)
-			break;
-	}
+	/*
+	 * Wake every 10 ms at most: the threads stop themselves at
+	 * --messages; we stop them at --duration, on a signal, or when no
+	 * connection is left.
+	 */
+	end = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e6) :
+				 UINT64_MAX;
+	while (!wsload_signalled && !atomic_load(&wsload_stop) &&
+	    atomic_load(&wsload_open) > 0 && (now = clock_mono_usec()) < end)
+		usleep((useconds_t)(end - now < 10000 ? end - now : 10000));
 	atomic_store(&wsload_stop, 1);
 	t1 = atomic_load(&wsload_stop_at);
 	if (t1 == 0)
@@ -793,16 +808,20 @@ main(int argc, char **argv)
 		msgs += lds[i].ld_msgs;
 		errors += lds[i].ld_errors;
 		hist_merge(all, lds[i].ld_hist);
+		loader_free(&lds[i]);
 	}
+	free(lds);
 	secs = (double)(t1 - t0) / 1e6;
+	p50 = hist_quantile(all, 0.50);
+	p99 = hist_quantile(all, 0.99);
+	free(all);
 	if (secs <= 0)
 		secs = 1e-6;
 	printf("messages=%llu seconds=%.3f msgs_per_s=%.1f mbytes_per_s=%.3f "
 	       "p50_us=%llu p99_us=%llu errors=%llu\n",
 	    (unsigned long long)msgs, secs, (double)msgs / secs,
 	    (double)msgs * (double)opt.size / 1e6 / secs,
-	    (unsigned long long)hist_quantile(all, 0.50),
-	    (unsigned long long)hist_quantile(all, 0.99),
+	    (unsigned long long)p50, (unsigned long long)p99,
 	    (unsigned long long)errors);
 	fflush(stdout);
 	if (errors > 0) {

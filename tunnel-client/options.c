@@ -178,14 +178,14 @@ options_defaults(struct tun_options *o)
 	memset(o, 0, sizeof *o);
 	o->verify_tls = 1;
 	o->listen_port = TUN_LISTEN_PORT_DEFAULT;
-	o->protocol_version = TUN_PROTOCOL_VERSION;
-	o->max_body_size = TUN_MAX_BODY_DEFAULT;
-	o->max_ws_message_size = TUN_MAX_WS_MESSAGE_DEFAULT;
-	o->stream_chunk = TUN_STREAM_CHUNK_DEFAULT;
-	o->max_inflight = TUN_MAX_INFLIGHT_DEFAULT;
-	o->stream_window_frames = TUN_WINDOW_FRAMES_DEFAULT;
-	o->fast_path_body = TUN_FAST_PATH_DEFAULT;
-	o->http_timeout = TUN_HTTP_TIMEOUT_DEFAULT;
+	o->protocol_version = TUNPROTO_VERSION;
+	o->max_body_size = TUNPROTO_MAX_BODY_DEFAULT;
+	o->max_ws_message_size = TUNPROTO_MAX_WS_DEFAULT;
+	o->stream_chunk = TUNPROTO_CHUNK_DEFAULT;
+	o->max_inflight = TUNPROTO_INFLIGHT_DEFAULT;
+	o->stream_window_frames = TUNPROTO_WINDOW_DEFAULT;
+	o->fast_path_body = TUNPROTO_FAST_PATH_DEFAULT;
+	o->http_timeout = TUNPROTO_HTTP_TIMEOUT_DEFAULT;
 	o->ping_interval = TUN_PING_INTERVAL_DEFAULT;
 	o->ping_timeout = TUN_PING_TIMEOUT_DEFAULT;
 	o->log_level = LOG_LVL_INFO;
@@ -731,123 +731,44 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 	return (0);
 }
 
-/*
- * Read a YR_TUNNEL_* positive integer as the reference client does: unset
- * gives the default; anything but an optionally signed decimal integer is
- * an error, and so is a value below 1; the result (default included) is
- * capped at max.
- */
-static int
-options_env_int(char *const *envp, const char *name, uint64_t def, uint64_t max,
-    uint64_t *out, char **cause)
+/* The environment lookup tunproto_limits_from_env calls: envp's. */
+static const char *
+options_env_get(const char *name, void *arg)
 {
-	const char *raw;
-	char *t, *p;
-	uint64_t v = 0;
-	int neg = 0;
-
-	if ((raw = options_getenv(envp, name)) == NULL) {
-		*out = def < max ? def : max;
-		return (0);
-	}
-	t = options_trim(raw);
-	p = t;
-	if (*p == '+' || *p == '-')
-		neg = (*p++ == '-');
-	if (*p == '\0' || strspn(p, "0123456789") != strlen(p)) {
-		xasprintf(cause, "%s must be a positive integer (got '%s')",
-		    name, raw);
-		free(t);
-		return (-1);
-	}
-	for (; *p != '\0'; p++) {
-		if (v > (UINT64_MAX - 9) / 10) {
-			v = UINT64_MAX; /* the cap applies below */
-			break;
-		}
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	free(t);
-	if (neg || v == 0) {
-		xasprintf(cause, "%s must be greater than zero (got '%s')",
-		    name, raw);
-		return (-1);
-	}
-	*out = v < max ? v : max;
-	return (0);
+	return (options_getenv(arg, name));
 }
 
 /*
- * Read YR_TUNNEL_HTTP_TIMEOUT: positive finite seconds, fractions allowed;
- * unset gives 600 quietly, anything else unusable gives 600 with a warning.
+ * Read the YR_TUNNEL_* limits of §11 with their caps and clamps (the rules
+ * are lib/tunproto.c's, shared with the gateway): an invalid integer stops
+ * us, as it stops the reference client; an unusable HTTP timeout is a
+ * warning and 600 s.
  */
-static void
-options_env_timeout(struct tun_options *o, char *const *envp)
-{
-	const char *name = "YR_TUNNEL_HTTP_TIMEOUT", *raw;
-	char *t, *end;
-	double v;
-
-	o->http_timeout = TUN_HTTP_TIMEOUT_DEFAULT;
-	if ((raw = options_getenv(envp, name)) == NULL)
-		return;
-	t = options_trim(raw);
-	v = 0;
-	if (*t != '\0' && strspn(t, "0123456789.eE+-") == strlen(t))
-		v = strtod(t, &end);
-	else
-		end = t;
-	/* Below a nanosecond or beyond 2^64 s a timer cannot hold it. */
-	if (end == t || *end != '\0' || !isfinite(v) || v < 1e-9 ||
-	    v >= 18446744073709551616.0) {
-		options_warn(o,
-		    "%s '%s' is not a positive number of seconds; "
-		    "using %g",
-		    name, raw, TUN_HTTP_TIMEOUT_DEFAULT);
-	} else
-		o->http_timeout = v;
-	free(t);
-}
-
-/* Read the YR_TUNNEL_* limits of §11 with their caps and clamps. */
 static int
 options_limits(struct tun_options *o, char *const *envp, char **cause)
 {
-	uint64_t v;
+	struct tunproto_limits l;
+	char *err = NULL;
+	int rv;
 
-	if (options_env_int(envp, "YR_TUNNEL_PROTOCOL_VERSION",
-		TUN_PROTOCOL_VERSION, TUN_PROTOCOL_VERSION, &v, cause) != 0)
+	rv = tunproto_limits_from_env(
+	    &l, options_env_get, (void *)(uintptr_t)envp, &err);
+	if (rv < 0) {
+		*cause = err;
 		return (-1);
-	o->protocol_version = (int)v;
-	if (options_env_int(envp, "YR_TUNNEL_MAX_BODY_SIZE",
-		TUN_MAX_BODY_DEFAULT, TUN_MAX_BODY_CAP, &o->max_body_size,
-		cause) != 0)
-		return (-1);
-	if (options_env_int(envp, "YR_TUNNEL_MAX_WS_MESSAGE_SIZE",
-		TUN_MAX_WS_MESSAGE_DEFAULT, TUN_MAX_WS_MESSAGE_CAP,
-		&o->max_ws_message_size, cause) != 0)
-		return (-1);
-	if (options_env_int(envp, "YR_TUNNEL_STREAM_CHUNK_BYTES",
-		TUN_STREAM_CHUNK_DEFAULT, TUN_STREAM_CHUNK_CAP, &v, cause) != 0)
-		return (-1);
-	o->stream_chunk =
-	    (uint32_t)(v < TUN_STREAM_CHUNK_MIN ? TUN_STREAM_CHUNK_MIN : v);
-	if (options_env_int(envp, "YR_TUNNEL_MAX_INFLIGHT",
-		TUN_MAX_INFLIGHT_DEFAULT, TUN_MAX_INFLIGHT_CAP, &v, cause) != 0)
-		return (-1);
-	o->max_inflight = (uint32_t)v;
-	if (options_env_int(envp, "YR_TUNNEL_STREAM_WINDOW_FRAMES",
-		TUN_WINDOW_FRAMES_DEFAULT, TUN_WINDOW_FRAMES_CAP, &v,
-		cause) != 0)
-		return (-1);
-	o->stream_window_frames = (uint32_t)v;
-	if (options_env_int(envp, "YR_TUNNEL_FAST_PATH_BODY_BYTES",
-		TUN_FAST_PATH_DEFAULT,
-		o->max_body_size < TUN_FAST_PATH_CAP ? o->max_body_size
-						     : TUN_FAST_PATH_CAP,
-		&o->fast_path_body, cause) != 0)
-		return (-1);
-	options_env_timeout(o, envp);
+	}
+	if (rv > 0) {
+		options_warn(o, "%s", err);
+		free(err);
+	}
+	o->protocol_version = l.l_protocol_version;
+	o->max_body_size = l.l_max_body_size;
+	o->max_ws_message_size = l.l_max_ws_message_size;
+	o->stream_chunk = (uint32_t)l.l_max_stream_chunk;
+	o->max_inflight = (uint32_t)l.l_max_inflight;
+	o->stream_window_frames = (uint32_t)l.l_stream_window_frames;
+	o->fast_path_body = l.l_fast_path_body;
+	o->http_timeout = l.l_http_timeout;
 	return (0);
 }
 

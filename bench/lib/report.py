@@ -337,7 +337,9 @@ def plot_data(data, order, datadir):
             for k in keys:
                 cs = data[k]["cs"]
                 vals = [cs[c].med() if c in cs else None for c in MEM_CS]
-                f.write("%s %s\n" % (q(k[2]), " ".join(
+                label = {"http": "idle keep-alive", "ws": "idle WebSocket",
+                         "tunnel": "idle tunnel"}.get(k[2], k[2])
+                f.write("%s %s\n" % (q(label), " ".join(
                     "NaN" if v is None else "%.3f" % v for v in vals)))
         files.append(path)
     return files
