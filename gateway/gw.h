@@ -14,6 +14,7 @@
 
 #include "http1.h"
 #include "log.h"
+#include "strbuf.h"
 #include "tunproto.h"
 
 struct bufferevent;
@@ -196,6 +197,7 @@ struct gw {
 	struct gw_metrics g_metrics;
 	struct admin *g_admin; /* admin listener */
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
+	struct strbuf g_head; /* scratch for message heads (proxy.c) */
 };
 
 /* A listening socket. */

@@ -178,6 +178,7 @@ main(int argc, char **argv)
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
 	event_base_free(g.g_base);
+	strbuf_free(&g.g_head);
 	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");

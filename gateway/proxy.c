@@ -28,35 +28,63 @@ static void proxy_upstream_read_cb(struct bufferevent *, void *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
 
-/* Fields the gateway writes itself on requests, replacing the client's. */
-static const char *const proxy_edge[] = { "x-forwarded-proto",
-	"x-forwarded-host", "x-forwarded-prefix", NULL };
+struct proxy_name {
+	const char *pn_name;
+	size_t pn_len;
+};
+#define PROXY_NAME(s) { s, sizeof(s) - 1 }
 
-/* Hop-by-hop fields, never forwarded in either direction. */
-static const char *const proxy_hop[] = { "connection", "keep-alive",
-	"proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-	"proxy-authorization", "proxy-authenticate", "content-length", NULL };
+/*
+ * Hop-by-hop fields, never forwarded in either direction, and the fields
+ * the gateway writes itself on requests, replacing the client's.
+ */
+static const struct proxy_name proxy_hop[] = { PROXY_NAME("connection"),
+	PROXY_NAME("keep-alive"), PROXY_NAME("proxy-connection"),
+	PROXY_NAME("te"), PROXY_NAME("trailer"),
+	PROXY_NAME("transfer-encoding"), PROXY_NAME("upgrade"),
+	PROXY_NAME("proxy-authorization"), PROXY_NAME("proxy-authenticate"),
+	PROXY_NAME("content-length"), PROXY_NAME("x-forwarded-proto"),
+	PROXY_NAME("x-forwarded-host"), PROXY_NAME("x-forwarded-prefix") };
 
-/* Is field name hop-by-hop for this message (fixed list or named in Connection)? */
+/* Is h called name (len bytes, lowercase)? */
+static inline int
+proxy_named(const struct http1_header *h, const char *name, size_t len)
+{
+	return (h->name_len == len && strncasecmp(h->name, name, len) == 0);
+}
+
+/* How many Connection fields m has: proxy_is_hop reads them when any. */
+static size_t
+proxy_nconnection(const struct http1_msg *m)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < m->m_nheaders; i++)
+		n += proxy_named(&m->m_headers[i], "connection", 10);
+	return (n);
+}
+
+/*
+ * Is field h hop-by-hop for message m (the fixed list, or named in one of
+ * m's nconn Connection fields)?
+ */
 static int
-proxy_is_hop(const struct http1_msg *m, const struct http1_header *h)
+proxy_is_hop(
+    const struct http1_msg *m, const struct http1_header *h, size_t nconn)
 {
 	const struct http1_header *ch;
 	size_t i;
 
-	for (i = 0; proxy_hop[i] != NULL; i++) {
-		if (strcasecmp(h->name, proxy_hop[i]) == 0)
+	for (i = 0; i < sizeof proxy_hop / sizeof proxy_hop[0]; i++) {
+		if (proxy_named(h, proxy_hop[i].pn_name, proxy_hop[i].pn_len))
 			return (1);
 	}
-	/* The gateway sets these itself. */
-	for (i = 0; proxy_edge[i] != NULL; i++) {
-		if (strcasecmp(h->name, proxy_edge[i]) == 0)
-			return (1);
-	}
-	for (i = 0; i < m->m_nheaders; i++) {
+	for (i = 0; nconn > 0 && i < m->m_nheaders; i++) {
 		ch = &m->m_headers[i];
-		if (strcasecmp(ch->name, "connection") == 0 &&
-		    http1_list_has(ch->value, ch->value_len, h->name))
+		if (!proxy_named(ch, "connection", 10))
+			continue;
+		nconn--;
+		if (http1_list_has(ch->value, ch->value_len, h->name))
 			return (1);
 	}
 	return (0);
@@ -130,47 +158,39 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
 	return (-1);
 }
 
-/* Append "Name: value\r\n". */
-static void
-proxy_add_header(
-    struct evbuffer *out, const char *name, const char *value, size_t len)
-{
-	evbuffer_add_printf(out, "%s: ", name);
-	evbuffer_add(out, value, len);
-	evbuffer_add(out, "\r\n", 2);
-}
-
 /*
- * Append "Name: v1, v2, last" joining every field called name in m (they
- * form one list, RFC 9110 section 5.3) with last at the end.
+ * Append "Name: v1, v2, last" joining every field called name (len bytes)
+ * in m (they form one list, RFC 9110 section 5.3) with last at the end.
  */
 static void
-proxy_add_list(struct evbuffer *out, const struct http1_msg *m,
-    const char *name, const char *last)
+proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
+    size_t len, const char *last)
 {
 	const struct http1_header *h;
 	size_t i;
 
-	evbuffer_add_printf(out, "%s: ", name);
+	strbuf_add(sb, name, len);
+	strbuf_add(sb, ": ", 2);
 	for (i = 0; i < m->m_nheaders; i++) {
 		h = &m->m_headers[i];
-		if (h->value_len == 0 || strcasecmp(h->name, name) != 0)
+		if (h->value_len == 0 || !proxy_named(h, name, len))
 			continue;
-		evbuffer_add(out, h->value, h->value_len);
-		evbuffer_add(out, ", ", 2);
+		strbuf_add(sb, h->value, h->value_len);
+		strbuf_add(sb, ", ", 2);
 	}
-	evbuffer_add_printf(out, "%s\r\n", last);
+	strbuf_adds(sb, last);
+	strbuf_add(sb, "\r\n", 2);
 }
 
 /* Copy the client's Upgrade field and say Connection: Upgrade. */
 static void
-proxy_add_upgrade(const struct http1_msg *m, struct evbuffer *out)
+proxy_add_upgrade(const struct http1_msg *m, struct strbuf *sb)
 {
 	const struct http1_header *h;
 
 	if ((h = http1_msg_find(m, "upgrade")) != NULL)
-		proxy_add_header(out, "Upgrade", h->value, h->value_len);
-	evbuffer_add_printf(out, "Connection: Upgrade\r\n");
+		strbuf_add_header(sb, "Upgrade", 7, h->value, h->value_len);
+	strbuf_adds(sb, "Connection: Upgrade\r\n");
 }
 
 /*
@@ -180,8 +200,9 @@ proxy_add_upgrade(const struct http1_msg *m, struct evbuffer *out)
 void
 proxy_request_id(struct conn *c)
 {
+	static uint64_t seed, counter;
 	const struct http1_header *h;
-	unsigned char rnd[16];
+	uint64_t n, v;
 	size_t i;
 
 	h = http1_msg_find(&c->c_req, "x-request-id");
@@ -193,9 +214,25 @@ proxy_request_id(struct conn *c)
 		memcpy(c->c_request_id, h->value, h->value_len + 1);
 		return;
 	}
-	arc4random_buf(rnd, sizeof rnd);
-	for (i = 0; i < sizeof rnd; i++)
-		snprintf(c->c_request_id + i * 2, 3, "%02x", rnd[i]);
+	/*
+	 * Unique, not secret: 64 random bits chosen once per process, then
+	 * a counter (a random number per request costs a getrandom call).
+	 */
+	if (__atomic_load_n(&seed, __ATOMIC_RELAXED) == 0) {
+		arc4random_buf(&v, sizeof v);
+		v |= 1;
+		n = 0;
+		__atomic_compare_exchange_n(&seed, &n, v, 0, __ATOMIC_RELAXED,
+		    __ATOMIC_RELAXED);
+	}
+	v = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+	n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < 16; i++) {
+		c->c_request_id[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+		c->c_request_id[16 + i] =
+		    "0123456789abcdef"[(n >> (60 - 4 * i)) & 0xf];
+	}
+	c->c_request_id[32] = '\0';
 }
 
 /* Is the request a WebSocket upgrade (GET, Connection: upgrade, websocket)? */
@@ -220,81 +257,90 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	const struct http1_msg *m = &c->c_req;
 	const struct http1_header *h;
 	const struct gw_port_rule *pr = c->c_rule;
-	char *rewrite, *p;
-	size_t i;
-	int ws = c->c_flags & CONN_F_WS_REQ;
-	char *cookie, via[32];
+	struct strbuf *sb = &c->c_gw->g_head;
+	const char *p;
+	size_t i, nconn = proxy_nconnection(m);
+	char *cookie;
 
-	evbuffer_add(out, m->m_method, m->m_method_len);
-	evbuffer_add(out, " ", 1);
-	evbuffer_add(out, c->c_target, strlen(c->c_target));
-	evbuffer_add(out, " HTTP/1.1\r\n", 11);
+	strbuf_reset(sb);
+	strbuf_add(sb, m->m_method, m->m_method_len);
+	strbuf_add(sb, " ", 1);
+	strbuf_adds(sb, c->c_target);
+	strbuf_add(sb, " HTTP/1.1\r\n", 11);
 	for (i = 0; i < m->m_nheaders; i++) {
 		h = &m->m_headers[i];
-		if (proxy_is_hop(m, h))
+		if (proxy_is_hop(m, h, nconn))
 			continue;
-		if (strcasecmp(h->name, "host") == 0) {
+		if (proxy_named(h, "host", 4)) {
 			if (pr->pr_host_rewrite == NULL)
-				proxy_add_header(
-				    out, "Host", h->value, h->value_len);
+				strbuf_add_header(
+				    sb, "Host", 4, h->value, h->value_len);
 			continue;
 		}
-		if (strcasecmp(h->name, "x-forwarded-for") == 0 ||
-		    strcasecmp(h->name, "via") == 0 ||
-		    strcasecmp(h->name, "x-request-id") == 0)
+		if (proxy_named(h, "x-forwarded-for", 15) ||
+		    proxy_named(h, "via", 3) ||
+		    proxy_named(h, "x-request-id", 12))
 			continue; /* rewritten below */
 		/* Credentials never travel further than the gateway. */
 		if (auth_is_credential_header(c->c_gw->g_conf, h))
 			continue;
-		if (strcasecmp(h->name, "cookie") == 0) {
+		if (proxy_named(h, "cookie", 6)) {
 			if ((cookie = auth_strip_cookie(c->c_gw->g_conf,
 				 h->value, h->value_len)) != NULL) {
-				proxy_add_header(
-				    out, "Cookie", cookie, strlen(cookie));
+				strbuf_add_header(
+				    sb, "Cookie", 6, cookie, strlen(cookie));
 				free(cookie);
 			}
 			continue;
 		}
-		proxy_add_header(out, h->name, h->value, h->value_len);
+		strbuf_add_header(sb, h->name, h->name_len, h->value,
+		    h->value_len);
 	}
-	if (ws)
-		proxy_add_upgrade(m, out);
-	evbuffer_add_printf(out, "X-Request-Id: %s\r\n", c->c_request_id);
+	if (c->c_flags & CONN_F_WS_REQ)
+		proxy_add_upgrade(m, sb);
+	strbuf_add_header(sb, "X-Request-Id", 12, c->c_request_id,
+	    strlen(c->c_request_id));
 	if (c->c_prefix != NULL)
-		evbuffer_add_printf(
-		    out, "X-Forwarded-Prefix: %s\r\n", c->c_prefix);
+		strbuf_add_header(sb, "X-Forwarded-Prefix", 18, c->c_prefix,
+		    strlen(c->c_prefix));
 	if (pr->pr_host_rewrite != NULL) {
-		rewrite = xstrdup(pr->pr_host_rewrite);
-		if ((p = strstr(rewrite, "${port}")) != NULL) {
-			*p = '\0';
-			evbuffer_add_printf(
-			    out, "Host: %s%d%s\r\n", rewrite, c->c_port, p + 7);
+		strbuf_add(sb, "Host: ", 6);
+		if ((p = strstr(pr->pr_host_rewrite, "${port}")) != NULL) {
+			strbuf_add(sb, pr->pr_host_rewrite,
+			    (size_t)(p - pr->pr_host_rewrite));
+			strbuf_add_u64(sb, (uint64_t)c->c_port);
+			strbuf_adds(sb, p + 7);
 		} else
-			evbuffer_add_printf(out, "Host: %s\r\n", rewrite);
-		free(rewrite);
+			strbuf_adds(sb, pr->pr_host_rewrite);
+		strbuf_add(sb, "\r\n", 2);
 	}
 	if (c->c_host != NULL)
-		evbuffer_add_printf(out, "X-Forwarded-Host: %s\r\n", c->c_host);
-	evbuffer_add_printf(out, "X-Forwarded-Proto: %s\r\n",
-	    (c->c_flags & CONN_F_TLS) ? "https" : "http");
-	proxy_add_list(out, m, "X-Forwarded-For", c->c_peer_ip);
-	snprintf(via, sizeof via, "1.%d akgateway", m->m_minor);
-	proxy_add_list(out, m, "Via", via);
+		strbuf_add_header(sb, "X-Forwarded-Host", 16, c->c_host,
+		    strlen(c->c_host));
+	if (c->c_flags & CONN_F_TLS)
+		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
+	else
+		strbuf_adds(sb, "X-Forwarded-Proto: http\r\n");
+	proxy_add_list(sb, m, "X-Forwarded-For", 15, c->c_peer_ip);
+	proxy_add_list(sb, m, "Via", 3,
+	    m->m_minor == 0 ? "1.0 akgateway" : "1.1 akgateway");
 	switch (c->c_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
-		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
-		    (unsigned long long)m->m_content_length);
+		strbuf_add(sb, "Content-Length: ", 16);
+		strbuf_add_u64(sb, m->m_content_length);
+		strbuf_add(sb, "\r\n", 2);
 		break;
 	case HTTP1_BODY_CHUNKED:
-		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+		strbuf_adds(sb, "Transfer-Encoding: chunked\r\n");
 		break;
 	default:
 		/* A body-less POST keeps its explicit zero length. */
 		if (http1_msg_find(m, "content-length") != NULL)
-			evbuffer_add_printf(out, "Content-Length: 0\r\n");
+			strbuf_adds(sb, "Content-Length: 0\r\n");
 		break;
 	}
-	evbuffer_add(out, "\r\n", 2);
+	strbuf_add(sb, "\r\n", 2);
+	evbuffer_add(out, sb->sb_buf, sb->sb_len);
 }
 
 /* Begin relaying the current request of conn c. */
@@ -435,46 +481,53 @@ proxy_write_response_head(
 {
 	const struct http1_header *h;
 	struct gw_body *b = &c->c_resp_body;
-	size_t i;
+	struct strbuf *sb = &c->c_gw->g_head;
+	size_t i, nconn = proxy_nconnection(m);
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", m->m_status,
+	strbuf_reset(sb);
+	strbuf_add(sb, "HTTP/1.1 ", 9);
+	strbuf_add_u64(sb, (uint64_t)m->m_status);
+	strbuf_add(sb, " ", 1);
+	strbuf_adds(sb,
 	    m->m_reason[0] != '\0' ? m->m_reason : errpage_reason(m->m_status));
+	strbuf_add(sb, "\r\n", 2);
 	for (i = 0; i < m->m_nheaders; i++) {
 		h = &m->m_headers[i];
-		if (proxy_is_hop(m, h))
+		if (proxy_is_hop(m, h, nconn))
 			continue;
-		proxy_add_header(out, h->name, h->value, h->value_len);
+		strbuf_add_header(sb, h->name, h->name_len, h->value,
+		    h->value_len);
 	}
 	switch (b->b_kind) {
 	case HTTP1_BODY_LENGTH:
-		evbuffer_add_printf(out, "Content-Length: %llu\r\n",
-		    (unsigned long long)m->m_content_length);
+		strbuf_add(sb, "Content-Length: ", 16);
+		strbuf_add_u64(sb, m->m_content_length);
+		strbuf_add(sb, "\r\n", 2);
 		break;
 	case HTTP1_BODY_NONE:
 		/* HEAD and 304 keep the length of the body they describe. */
 		if (m->m_status != 204 && m->m_status >= 200 &&
 		    (h = http1_msg_find(m, "content-length")) != NULL)
-			proxy_add_header(
-			    out, "Content-Length", h->value, h->value_len);
+			strbuf_add_header(sb, "Content-Length", 14, h->value,
+			    h->value_len);
 		break;
 	case HTTP1_BODY_CHUNKED:
 	case HTTP1_BODY_EOF:
 		if (b->b_out_chunked)
-			evbuffer_add_printf(out,
-			    "Transfer-Encoding: "
-			    "chunked\r\n");
+			strbuf_adds(sb, "Transfer-Encoding: chunked\r\n");
 		break;
 	}
 	if (http1_msg_find(m, "x-request-id") == NULL)
-		evbuffer_add_printf(
-		    out, "X-Request-Id: %s\r\n", c->c_request_id);
+		strbuf_add_header(sb, "X-Request-Id", 12, c->c_request_id,
+		    strlen(c->c_request_id));
 	if (m->m_status == 101)
-		proxy_add_upgrade(m, out);
+		proxy_add_upgrade(m, sb);
 	else if (!(c->c_flags & CONN_F_KEEPALIVE))
-		evbuffer_add_printf(out, "Connection: close\r\n");
+		strbuf_adds(sb, "Connection: close\r\n");
 	else if (c->c_req.m_minor == 0)
-		evbuffer_add_printf(out, "Connection: keep-alive\r\n");
-	evbuffer_add(out, "\r\n", 2);
+		strbuf_adds(sb, "Connection: keep-alive\r\n");
+	strbuf_add(sb, "\r\n", 2);
+	evbuffer_add(out, sb->sb_buf, sb->sb_len);
 }
 
 /* A complete response head arrived: decide framing and send it on. */

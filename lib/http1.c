@@ -14,6 +14,7 @@
 
 #include "alloc.h"
 #include "http1.h"
+#include "strbuf.h"
 
 /* Largest Content-Length accepted. */
 #define HTTP1_MAX_LENGTH ((uint64_t)1 << 62)
@@ -992,7 +993,12 @@ fail:
 void
 http1_chunk_header(struct evbuffer *out, size_t n)
 {
-	evbuffer_add_printf(out, "%zx\r\n", n);
+	char buf[18];
+	size_t len = fmt_hex(buf, n);
+
+	buf[len++] = '\r';
+	buf[len++] = '\n';
+	evbuffer_add(out, buf, len);
 }
 
 /* Append the CRLF that ends a chunk's data. */
