@@ -33,6 +33,7 @@
 #define CONN_LOW (64 * 1024)
 
 static void conn_read_cb(struct bufferevent *, void *);
+static void conn_read(struct conn *, struct bufferevent *);
 static void conn_write_cb(struct bufferevent *, void *);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void conn_read_head(struct conn *);
@@ -137,6 +138,7 @@ conn_close(struct conn *c, const char *reason)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
 	c->c_state = CONN_S_DEAD;
+	wthru_detach(&c->c_wt);
 	if (c->c_bev != NULL)
 		bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
 	evtimer_del(c->c_timer);
@@ -496,6 +498,7 @@ conn_steal_bev(struct conn *c)
 {
 	struct bufferevent *bev = c->c_bev;
 
+	wthru_detach(&c->c_wt);
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	bufferevent_set_timeouts(bev, NULL, NULL);
 	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
@@ -755,7 +758,19 @@ static void
 conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
+	struct upstream *up;
 
+	conn_read(c, bev);
+	/* Send what this input made at once (wthru.h). */
+	if ((up = c->c_up) != NULL && up->u_state == UP_S_ACTIVE)
+		wthru_flush(&up->u_wt);
+	wthru_flush(&c->c_wt);
+}
+
+/* Input from the client, by state. */
+static void
+conn_read(struct conn *c, struct bufferevent *bev)
+{
 	switch (c->c_state) {
 	case CONN_S_HEAD:
 		conn_read_head(c);
@@ -941,6 +956,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	wthru_attach(&c->c_wt, c->c_bev);
 	/* Input stops at the high watermark: a head, or body backpressure. */
 	high = g->g_conf->cf_max_header_size + 4096;
 	if (high < 64 * 1024)

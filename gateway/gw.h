@@ -15,6 +15,7 @@
 #include "http1.h"
 #include "log.h"
 #include "strbuf.h"
+#include "wthru.h"
 #include "tunproto.h"
 
 struct bufferevent;
@@ -235,6 +236,7 @@ struct conn {
 	struct gw *c_gw;
 	uint64_t c_id;
 	struct bufferevent *c_bev;
+	struct wthru c_wt; /* writes to the client at once */
 	enum conn_state c_state;
 	int c_flags;
 #define CONN_F_KEEPALIVE 0x01 /* this exchange may keep the conn */
@@ -286,6 +288,7 @@ struct upstream {
 	TAILQ_ENTRY(upstream) u_entry;
 	struct gw *u_gw;
 	struct bufferevent *u_bev;
+	struct wthru u_wt; /* writes to the upstream at once */
 	enum upstream_state u_state;
 	int u_flags;
 #define UP_F_SENT 0x01 /* a byte of a request was written */

@@ -25,6 +25,7 @@
 #define PROXY_STEP (256 * 1024)
 
 static void proxy_upstream_read_cb(struct bufferevent *, void *);
+static void proxy_upstream_read(struct upstream *, struct bufferevent *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
 
@@ -440,9 +441,13 @@ proxy_request_body(struct conn *c)
 			break; /* needs more input */
 	}
 	if (b->b_done) {
+		/*
+		 * Reading goes on: pipelined requests wait in the input
+		 * buffer (up to its high watermark), and a client that goes
+		 * away is noticed.  Leaving EV_READ on saves two epoll_ctl
+		 * calls a request.
+		 */
 		c->c_state = CONN_S_WAIT;
-		/* Pipelined requests wait in the input buffer. */
-		bufferevent_disable(c->c_bev, EV_READ);
 		if (c->c_flags & CONN_F_RESP_DONE)
 			conn_response_done(c);
 	} else
@@ -636,6 +641,18 @@ static void
 proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
+	struct conn *c = up->u_conn;
+
+	proxy_upstream_read(up, bev);
+	/* Send what this input made at once (wthru.h). */
+	if (c != NULL)
+		wthru_flush(&c->c_wt);
+}
+
+/* Response bytes from an active upstream. */
+static void
+proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
+{
 	struct conn *c = up->u_conn;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	enum http1_err err = HTTP1_E_NONE;

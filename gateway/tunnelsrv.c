@@ -431,7 +431,7 @@ tunnelsrv_main(int argc, char **argv)
 		free(cause);
 		return (1);
 	}
-	if ((srv.ts_gw.g_base = event_base_new()) == NULL) {
+	if ((srv.ts_gw.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr,
 		    "akgateway tunnel-server: cannot create the "
 		    "event loop\n");

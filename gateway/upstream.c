@@ -31,6 +31,7 @@ static void upstream_idle_event_cb(struct bufferevent *, short, void *);
 static void
 upstream_free(struct upstream *up)
 {
+	wthru_detach(&up->u_wt);
 	if (up->u_bev != NULL)
 		bufferevent_free(up->u_bev);
 	if (up->u_timer != NULL)
@@ -65,6 +66,7 @@ upstream_close(struct upstream *up, const char *reason)
 	if (up->u_conn != NULL && up->u_conn->c_up == up)
 		up->u_conn->c_up = NULL;
 	up->u_conn = NULL;
+	wthru_detach(&up->u_wt);
 	if (up->u_bev != NULL)
 		bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
 	if (up->u_timer != NULL)
@@ -104,6 +106,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 	uint64_t delay;
 
 	if (up->u_bev != NULL) {
+		wthru_detach(&up->u_wt);
 		bufferevent_free(up->u_bev);
 		up->u_bev = NULL;
 	}
@@ -158,6 +161,7 @@ upstream_connect(struct upstream *up)
 	up->u_bev = bufferevent_socket_new(
 	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
+	wthru_attach(&up->u_wt, up->u_bev);
 	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
 	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
 	if (bufferevent_socket_connect(up->u_bev,

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "tun.h"
+#include "wthru.h"
 
 /* Print the usage text: every flag and every environment variable. */
 void
@@ -194,7 +195,7 @@ main(int argc, char **argv)
 		return (1);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if ((base = event_base_new()) == NULL) {
+	if ((base = evio_base_new()) == NULL) {
 		fprintf(stderr, "aktunnel: cannot start the event loop\n");
 		tun_options_free(&o);
 		return (1);

@@ -1,0 +1,109 @@
+/*
+ * Write-through for plain-socket bufferevents; see wthru.h.
+ *
+ * The invariant: while wt_held is set the output is empty and the
+ * bufferevent's EV_WRITE is off, and the first byte added to the output
+ * turns EV_WRITE back on (wthru_added), so libevent writes whatever a
+ * caller queues without a wthru_flush.  With the epoll changelist
+ * (evio_base_new) the write event libevent adds when bytes are queued and
+ * the one wthru_flush removes cancel out before any system call.
+ */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+
+#include <stddef.h>
+
+#include "wthru.h"
+
+/* Bytes were queued while EV_WRITE was held off: give it back. */
+static void
+wthru_added(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct wthru *wt = arg;
+
+	(void)buf;
+	if (info->n_added == 0 || !wt->wt_held)
+		return;
+	wt->wt_held = 0;
+	bufferevent_enable(wt->wt_bev, EV_WRITE);
+}
+
+/* Watch bev's output; a TLS bufferevent is left alone. */
+void
+wthru_attach(struct wthru *wt, struct bufferevent *bev)
+{
+	wt->wt_bev = NULL;
+	wt->wt_cb = NULL;
+	wt->wt_held = 0;
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
+		return;
+	wt->wt_cb = evbuffer_add_cb(bufferevent_get_output(bev), wthru_added, wt);
+	if (wt->wt_cb != NULL)
+		wt->wt_bev = bev;
+}
+
+/* Stop watching (before the bufferevent changes hands or is freed). */
+void
+wthru_detach(struct wthru *wt)
+{
+	if (wt->wt_bev == NULL)
+		return;
+	evbuffer_remove_cb_entry(bufferevent_get_output(wt->wt_bev), wt->wt_cb);
+	if (wt->wt_held)
+		bufferevent_enable(wt->wt_bev, EV_WRITE);
+	wt->wt_bev = NULL;
+	wt->wt_cb = NULL;
+	wt->wt_held = 0;
+}
+
+/*
+ * Write the output now.  When the socket takes all of it, EV_WRITE stays
+ * off and the write callback runs from the loop, as if libevent had
+ * written; otherwise libevent writes the rest (and reports any error).
+ */
+void
+wthru_flush(struct wthru *wt)
+{
+	struct bufferevent *bev = wt->wt_bev;
+	struct evbuffer *out;
+	evutil_socket_t fd;
+
+	if (bev == NULL || wt->wt_held)
+		return;
+	out = bufferevent_get_output(bev);
+	if (evbuffer_get_length(out) == 0 ||
+	    !(bufferevent_get_enabled(bev) & EV_WRITE) ||
+	    (fd = bufferevent_getfd(bev)) == -1)
+		return;
+	bufferevent_disable(bev, EV_WRITE);
+	/* A socket bufferevent keeps its output's start frozen between writes. */
+	evbuffer_unfreeze(out, 1);
+	(void)evbuffer_write(out, fd);
+	evbuffer_freeze(out, 1);
+	if (evbuffer_get_length(out) != 0) {
+		bufferevent_enable(bev, EV_WRITE);
+		return;
+	}
+	wt->wt_held = 1;
+	bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/*
+ * An event base with the epoll changelist: an event added and removed in
+ * the same loop iteration costs no system call.
+ */
+struct event_base *
+evio_base_new(void)
+{
+	struct event_config *cfg;
+	struct event_base *base;
+
+	if ((cfg = event_config_new()) == NULL)
+		return (NULL);
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return (base);
+}

@@ -1,0 +1,28 @@
+/*
+ * Write-through for plain-socket bufferevents, and the event base the
+ * programs run on.
+ *
+ * A socket bufferevent writes only when the loop says the socket is
+ * writable: every response costs an epoll_ctl to ask, an epoll_wait to
+ * hear, and an epoll_ctl to stop asking.  wthru_flush writes the output at
+ * once instead; only what the socket does not take waits for the loop.
+ */
+#ifndef AK_WTHRU_H
+#define AK_WTHRU_H
+
+struct bufferevent;
+struct event_base;
+struct evbuffer_cb_entry;
+
+struct wthru {
+	struct bufferevent *wt_bev; /* NULL: not attached, or TLS */
+	struct evbuffer_cb_entry *wt_cb;
+	int wt_held; /* EV_WRITE off because the output is empty */
+};
+
+void wthru_attach(struct wthru *, struct bufferevent *);
+void wthru_detach(struct wthru *);
+void wthru_flush(struct wthru *);
+struct event_base *evio_base_new(void);
+
+#endif
