@@ -53,6 +53,8 @@
 #define BACKEND_MAX_SIZE ((uint64_t)64 << 30)
 /* Largest WebSocket message echoed. */
 #define BACKEND_WS_MAX_MSG ((uint64_t)16 << 20)
+/* A WebSocket is not read while this much echo waits for the peer. */
+#define BACKEND_WS_HIWAT ((size_t)20 << 20)
 /* How long a closing connection may keep sending before we drop it. */
 #define BACKEND_LINGER_MS 2000
 /* Pause in accepting after EMFILE or ENFILE. */
@@ -200,6 +202,20 @@ conn_add_connection(struct conn *c)
 		buf_append_str(&c->c_out, "Connection: keep-alive\r\n");
 }
 
+/* The reason phrase of an error status we send. */
+static const char *
+conn_reason(int status)
+{
+	switch (status) {
+	case 404:
+		return ("Not Found");
+	case 426:
+		return ("Upgrade Required");
+	default:
+		return ("Bad Request");
+	}
+}
+
 /*
  * Answer with an error status and a one-line body.  400 also ends the
  * connection: after a bad head we cannot know where the next one starts.
@@ -214,9 +230,9 @@ conn_error(struct conn *c, int status, const char *text, const char *extra)
 		c->c_flags |= CONN_F_LAST;
 	buf_append_str(o, "HTTP/1.1 ");
 	buf_append_u64(o, (uint64_t)status);
-	buf_append_str(o, status == 404 ? " Not Found\r\n" :
-	    status == 426 ? " Upgrade Required\r\n" : " Bad Request\r\n");
-	buf_append_str(o, "Content-Type: text/plain\r\nContent-Length: ");
+	buf_append_str(o, " ");
+	buf_append_str(o, conn_reason(status));
+	buf_append_str(o, "\r\nContent-Type: text/plain\r\nContent-Length: ");
 	buf_append_u64(o, strlen(text) + 1);
 	buf_append_str(o, "\r\n");
 	if (extra != NULL)
@@ -254,20 +270,19 @@ static void
 conn_answer_sink(struct conn *c)
 {
 	struct buf *o = &c->c_out;
-	struct buf num;
+	char num[24];
+	int len;
 
-	memset(&num, 0, sizeof num);
-	buf_append_u64(&num, c->c_body_total);
-	buf_append_str(&num, "\n");
-	buf_append_str(o, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-			  "Content-Length: ");
-	buf_append_u64(o, BUF_LEN(&num));
+	len = snprintf(
+	    num, sizeof num, "%llu\n", (unsigned long long)c->c_body_total);
+	buf_append_str(o, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n");
+	buf_append_str(o, "Content-Length: ");
+	buf_append_u64(o, (uint64_t)len);
 	buf_append_str(o, "\r\n");
 	conn_add_connection(c);
 	buf_append_str(o, "\r\n");
 	if (!(c->c_flags & CONN_F_HEADREQ))
-		buf_append(o, BUF_PTR(&num), BUF_LEN(&num));
-	buf_free(&num);
+		buf_append(o, num, (size_t)len);
 }
 
 /* The request body is all read: answer it. */
@@ -310,9 +325,10 @@ conn_ws_accept(struct conn *c, const char *key)
 		conn_close(c, "cannot compute Sec-WebSocket-Accept");
 		return;
 	}
-	buf_append_str(o, "HTTP/1.1 101 Switching Protocols\r\n"
-			  "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-			  "Sec-WebSocket-Accept: ");
+	buf_append_str(o,
+	    "HTTP/1.1 101 Switching Protocols\r\n"
+	    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+	    "Sec-WebSocket-Accept: ");
 	buf_append_str(o, accept);
 	buf_append_str(o, "\r\n\r\n");
 	c->c_wp = xmalloc(sizeof *c->c_wp);
@@ -327,8 +343,7 @@ conn_ws_close(struct conn *c, uint16_t code, const char *why)
 	uint8_t b[2] = { (uint8_t)(code >> 8), (uint8_t)code };
 
 	conn_log(c, "websocket close %u: %s", code, why);
-	ws_frame_append(&c->c_out, 1, WS_OP_CLOSE, b, code != 0 ? 2 : 0,
-	    NULL);
+	ws_frame_append(&c->c_out, 1, WS_OP_CLOSE, b, code != 0 ? 2 : 0, NULL);
 	c->c_flags |= CONN_F_LAST;
 }
 
@@ -343,8 +358,10 @@ conn_ws_frame_end(struct conn *c)
 		    (size_t)wp->wp_len, NULL);
 	else if (wp->wp_op == WS_OP_CLOSE) {
 		/* Echo the status code, as RFC 6455 5.5.1 suggests. */
-		conn_ws_close(c, wp->wp_len >= 2 ?
-		    (uint16_t)(wp->wp_ctl[0] << 8 | wp->wp_ctl[1]) : 0,
+		conn_ws_close(c,
+		    wp->wp_len >= 2
+			? (uint16_t)(wp->wp_ctl[0] << 8 | wp->wp_ctl[1])
+			: 0,
 		    "closed by the client");
 	}
 }
@@ -373,8 +390,9 @@ conn_ws_input(struct conn *c, const uint8_t *p, size_t n)
 			return;
 		case WS_EV_HEADER:
 			if (!(wp->wp_op & 0x08))
-				buf_append(o, h, ws_frame_header(h, wp->wp_fin,
-				    wp->wp_op, wp->wp_len, NULL));
+				buf_append(o, h,
+				    ws_frame_header(h, wp->wp_fin, wp->wp_op,
+					wp->wp_len, NULL));
 			break;
 		case WS_EV_DATA:
 			buf_reserve(o, dl);
@@ -458,8 +476,8 @@ conn_request(struct conn *c, const char *p, size_t n)
 	for (i = 0; i < nfields; i++) {
 		f = &fields[i];
 		if (http_field_is(f, "content-length")) {
-			if (http_parse_length(f->f_value, f->f_valuelen, &len) !=
-				0 ||
+			if (http_parse_length(
+				f->f_value, f->f_valuelen, &len) != 0 ||
 			    has_len) {
 				conn_error(c, 400, "bad Content-Length", NULL);
 				return;
@@ -496,8 +514,8 @@ conn_request(struct conn *c, const char *p, size_t n)
 			    memcmp(f->f_value, "13", 2) == 0;
 	}
 	if (has_len && has_te) {
-		conn_error(c, 400, "Content-Length with Transfer-Encoding",
-		    NULL);
+		conn_error(
+		    c, 400, "Content-Length with Transfer-Encoding", NULL);
 		return;
 	}
 	if (minor == 0 && tok_keep && !tok_close)
@@ -513,7 +531,8 @@ conn_request(struct conn *c, const char *p, size_t n)
 		if (!upgrade || !cupgrade || mlen != 3 ||
 		    memcmp(p, "GET", 3) != 0 || has_len || has_te ||
 		    minor != 1) {
-			conn_error(c, 400, "expected a WebSocket upgrade", NULL);
+			conn_error(
+			    c, 400, "expected a WebSocket upgrade", NULL);
 			return;
 		}
 		if (!version) {
@@ -536,8 +555,8 @@ conn_request(struct conn *c, const char *p, size_t n)
 	    (c->c_flags & CONN_F_HEADREQ))
 		r = conn_size_target(target, tlen, &c->c_size);
 	if (r < 0) {
-		conn_error(c, 400, "bad size: /size/N takes 0 to 68719476736",
-		    NULL);
+		conn_error(
+		    c, 400, "bad size: /size/N takes 0 to 68719476736", NULL);
 		return;
 	}
 	if (r == 0 && !has_len && !has_te) {
@@ -568,8 +587,8 @@ conn_body(struct conn *c, const uint8_t *p, size_t n)
 	int done;
 
 	if (c->c_flags & CONN_F_CHUNKED) {
-		r = chunked_feed(&c->c_chunked, p, n, &c->c_body_total, &done,
-		    &why);
+		r = chunked_feed(
+		    &c->c_chunked, p, n, &c->c_body_total, &done, &why);
 		if (r < 0) {
 			conn_error(c, 400, why, NULL);
 			return (n);
@@ -614,15 +633,16 @@ conn_consume(struct conn *c, const uint8_t *p, size_t n)
 				used += 2;
 			if (used == n)
 				return (used);
-			r = http_head_end((const char *)p + used, n - used, &len);
+			r = http_head_end(
+			    (const char *)p + used, n - used, &len);
 			if (r < 0) {
 				conn_error(c, 400, "bare LF in the head", NULL);
 				return (n);
 			}
 			if ((r == 0 && n - used > BENCH_HEAD_MAX) ||
 			    (r > 0 && len > BENCH_HEAD_MAX)) {
-				conn_error(c, 400, "request head over 16 KiB",
-				    NULL);
+				conn_error(
+				    c, 400, "request head over 16 KiB", NULL);
 				return (n);
 			}
 			if (r == 0)
@@ -674,8 +694,8 @@ conn_output_pending(struct conn *c)
 }
 
 /*
- * Write pending output: staged bytes, then pattern bytes of a large body.  Returns 1 when all is out, 0 when the socket is full,
- * -1 on error.
+ * Write pending output: staged bytes, then pattern bytes of a large body.
+ * Returns 1 when all is out, 0 when the socket is full, -1 on error.
  */
 static int
 conn_flush(struct conn *c)
@@ -700,9 +720,9 @@ conn_flush(struct conn *c)
 			want += BUF_LEN(o);
 		}
 		if (c->c_send_left > 0) {
-			k = c->c_send_left < BACKEND_PATTERN ?
-			    (size_t)c->c_send_left :
-			    BACKEND_PATTERN;
+			k = c->c_send_left < BACKEND_PATTERN
+			    ? (size_t)c->c_send_left
+			    : BACKEND_PATTERN;
 			iov[mh.msg_iovlen].iov_base = backend_pattern;
 			iov[mh.msg_iovlen++].iov_len = k;
 			want += k;
@@ -821,24 +841,34 @@ conn_run(struct conn *c)
 				conn_linger_read(c);
 			return;
 		}
-		/* Output first: a peer that does not read is not read. */
+		/*
+		 * Output first: a peer that does not read is not read, except
+		 * that a WebSocket may send a whole message (16 MiB) before
+		 * it reads the echo, as clients that buffer messages do.
+		 */
 		if (conn_output_pending(c)) {
 			switch (conn_flush(c)) {
 			case -1:
 				conn_close(c, "write failed");
 				return;
 			case 0:
-				return;
+				if (c->c_state != CONN_S_WS ||
+				    BUF_LEN(&c->c_out) >= BACKEND_WS_HIWAT)
+					return;
+				break;
+			default:
+				continue;
 			}
-			continue;
+		} else {
+			switch (conn_drained(c)) {
+			case -1:
+				return;
+			case 1:
+				continue;
+			}
 		}
-		switch (conn_drained(c)) {
-		case -1:
-			return;
-		case 1:
-			continue;
-		}
-		if (!(c->c_flags & CONN_F_READABLE) || (c->c_flags & CONN_F_EOF))
+		if (!(c->c_flags & CONN_F_READABLE) ||
+		    (c->c_flags & CONN_F_EOF))
 			return;
 		n = read(c->c_fd, w->w_scratch, BACKEND_SCRATCH);
 		if (n > 0) {
@@ -893,7 +923,8 @@ worker_accept(struct worker *w)
 	int fd, i;
 
 	for (i = 0; i < BACKEND_ACCEPTS; i++) {
-		fd = accept4(w->w_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		fd = accept4(
+		    w->w_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd != -1) {
 			conn_accept(w, fd);
 			continue;
@@ -903,8 +934,9 @@ worker_accept(struct worker *w)
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 		    errno == ENOMEM) {
 			/* Out of descriptors: pause instead of spinning. */
-			fprintf(stderr, "akbench-backend: accept: %s; pausing "
-					"for %d ms\n",
+			fprintf(stderr,
+			    "akbench-backend: accept: %s; pausing "
+			    "for %d ms\n",
 			    strerror(errno), BACKEND_PAUSE_MS);
 			epoll_ctl(w->w_ep, EPOLL_CTL_DEL, w->w_lfd, NULL);
 			w->w_resume_at = clock_mono_msec() + BACKEND_PAUSE_MS;
@@ -989,16 +1021,16 @@ worker_main(void *arg)
  * same address) and its epoll set.  Returns 0, or -1 with *cause set.
  */
 static int
-worker_setup(struct worker *w, const struct sockaddr *sa, socklen_t salen,
-    char **cause)
+worker_setup(
+    struct worker *w, const struct sockaddr *sa, socklen_t salen, char **cause)
 {
 	struct epoll_event ev;
 	int one = 1;
 
 	LIST_INIT(&w->w_conns);
 	LIST_INIT(&w->w_linger);
-	w->w_lfd = socket(sa->sa_family,
-	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	w->w_lfd = socket(
+	    sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (w->w_lfd == -1) {
 		xasprintf(cause, "socket: %s", strerror(errno));
 		return (-1);
@@ -1041,8 +1073,8 @@ fail:
 	return (-1);
 }
 
-static void __attribute__((noreturn))
-usage(int status)
+/* Print how to use the tool; exit with status. */
+static void __attribute__((noreturn)) usage(int status)
 {
 	fprintf(status == 0 ? stdout : stderr,
 	    "usage: akbench-backend --listen ADDR:PORT [--threads N] [-v]\n"
@@ -1053,6 +1085,7 @@ usage(int status)
 	exit(status);
 }
 
+/* Listen, start the workers, and run until SIGTERM or SIGINT. */
 int
 main(int argc, char **argv)
 {
@@ -1061,6 +1094,7 @@ main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sockaddr_storage ss;
@@ -1088,6 +1122,9 @@ main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(0);
+		case 'V':
+			printf("akbench-backend %s\n", AK_VERSION);
+			exit(0);
 		default:
 			usage(1);
 		}
@@ -1125,7 +1162,8 @@ main(int argc, char **argv)
 	for (i = 0; i < nthreads; i++) {
 		if ((errno = pthread_create(&workers[i].w_thread, NULL,
 			 worker_main, &workers[i])) != 0) {
-			xasprintf(&cause, "pthread_create: %s", strerror(errno));
+			xasprintf(
+			    &cause, "pthread_create: %s", strerror(errno));
 			goto fail;
 		}
 	}

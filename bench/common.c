@@ -47,7 +47,8 @@ buf_reserve(struct buf *b, size_t n)
 	cap = b->b_cap == 0 ? BUF_MIN : b->b_cap;
 	while (cap - have < n) {
 		if (cap > SIZE_MAX / 2) {
-			fprintf(stderr, "fatal: buffer of %zu bytes\n", have + n);
+			fprintf(
+			    stderr, "fatal: buffer of %zu bytes\n", have + n);
 			abort();
 		}
 		cap *= 2;
@@ -132,24 +133,16 @@ buf_write(struct buf *b, int fd)
 	return (1);
 }
 
-/* RFC 9110 tchar: the bytes of a token. */
-static const uint8_t http_tchar[256] = {
-	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1,
-	['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1,
-	['`'] = 1, ['|'] = 1, ['~'] = 1,
-	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1,
-	['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
-	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1,
-	['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,
-	['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1,
-	['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-	['Y'] = 1, ['Z'] = 1,
-	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,
-	['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1,
-	['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1,
-	['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-	['y'] = 1, ['z'] = 1,
-};
+/* Is c an RFC 9110 tchar, a byte of a token? */
+static int
+http_tchar(uint8_t c)
+{
+	static const char sym[] = "!#$%&'*+-.^_`|~";
+
+	return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') ||
+	    (c != '\0' && memchr(sym, c, sizeof sym - 1) != NULL));
+}
 
 /* Is p[0 .. n) a token (one or more tchar)? */
 int
@@ -158,7 +151,7 @@ http_is_token(const char *p, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (!http_tchar[(uint8_t)p[i]])
+		if (!http_tchar((uint8_t)p[i]))
 			return (0);
 	}
 	return (n > 0);
@@ -218,7 +211,7 @@ http_parse_fields(const char *p, size_t n, struct http_field *fields,
 			*why = "obsolete line folding";
 			return (-1);
 		}
-		for (q = line; q < le && http_tchar[(uint8_t)*q]; q++)
+		for (q = line; q < le && http_tchar((uint8_t)*q); q++)
 			;
 		if (q == line || q == le || *q != ':') {
 			*why = "malformed header name";
@@ -329,8 +322,8 @@ http_parse_response(
 	for (i = 0; i < r->r_nfields; i++) {
 		f = &r->r_fields[i];
 		if (http_field_is(f, "content-length")) {
-			if (http_parse_length(f->f_value, f->f_valuelen, &len) !=
-				0 ||
+			if (http_parse_length(
+				f->f_value, f->f_valuelen, &len) != 0 ||
 			    ((r->r_flags & HTTP_RESP_F_LENGTH) &&
 				len != r->r_length)) {
 				*why = "bad Content-Length";
@@ -348,8 +341,8 @@ http_parse_response(
 		} else if (http_field_is(f, "connection")) {
 			if (http_list_has(f->f_value, f->f_valuelen, "close"))
 				r->r_flags |= HTTP_RESP_F_CLOSE;
-			else if (http_list_has(f->f_value, f->f_valuelen,
-				     "keep-alive"))
+			else if (http_list_has(
+				     f->f_value, f->f_valuelen, "keep-alive"))
 				r->r_flags &= ~HTTP_RESP_F_CLOSE;
 		}
 	}
@@ -490,14 +483,14 @@ chunked_feed(struct chunked *ch, const uint8_t *p, size_t n, uint64_t *data,
 				ch->ch_state = CH_END_LF;
 				break;
 			}
-			if (!http_tchar[c])
+			if (!http_tchar(c))
 				goto badtrailer;
 			ch->ch_state = CH_TRAILER_NAME;
 			break;
 		case CH_TRAILER_NAME:
 			if (c == ':')
 				ch->ch_state = CH_TRAILER_VALUE;
-			else if (!http_tchar[c])
+			else if (!http_tchar(c))
 				goto badtrailer;
 			break;
 		case CH_TRAILER_VALUE:
@@ -607,8 +600,8 @@ url_parse(const char *s, int allow, struct url *u, char **cause)
 			xasprintf(cause, "'%s': write IPv6 hosts as [::1]", s);
 			goto fail;
 		}
-		host = xstrndup(auth, colon != NULL ? (size_t)(colon - auth) :
-						      strlen(auth));
+		host = xstrndup(auth,
+		    colon != NULL ? (size_t)(colon - auth) : strlen(auth));
 	}
 	if (colon != NULL) {
 		port = 0;
@@ -645,8 +638,10 @@ url_parse(const char *s, int allow, struct url *u, char **cause)
 		u->u_path = xstrndup(rest, n);
 	for (q = u->u_path; *q != '\0'; q++) {
 		if ((uint8_t)*q <= 0x20 || *q == 0x7f) {
-			xasprintf(cause, "'%s' has a space or control byte in "
-			    "its path", s);
+			xasprintf(cause,
+			    "'%s' has a space or control byte in "
+			    "its path",
+			    s);
 			goto fail;
 		}
 	}
@@ -708,7 +703,7 @@ headers_add(struct headers *h, const char *arg, char **cause)
 	const char *p, *v;
 	size_t i, nlen;
 
-	for (p = arg; http_tchar[(uint8_t)*p]; p++)
+	for (p = arg; http_tchar((uint8_t)*p); p++)
 		;
 	if (p == arg || *p != ':') {
 		xasprintf(cause, "--header '%s' is not 'Name: value'", arg);
@@ -719,8 +714,8 @@ headers_add(struct headers *h, const char *arg, char **cause)
 		;
 	for (p = v; *p != '\0'; p++) {
 		if (!http_value_byte((uint8_t)*p)) {
-			xasprintf(cause, "--header '%s' has a control byte",
-			    arg);
+			xasprintf(
+			    cause, "--header '%s' has a control byte", arg);
 			return (-1);
 		}
 	}
@@ -833,17 +828,20 @@ ws_parse_header(struct wsparse *wp)
 	wp->wp_len = len;
 	wp->wp_off = 0;
 	if (h[0] & 0x70)
-		return (ws_parse_fail(wp, 1002, "reserved bits set"));
+		return (ws_parse_fail(
+		    wp, WS_CLOSE_PROTOCOL_ERROR, "reserved bits set"));
 	if (wp->wp_masked != wp->wp_server)
-		return (ws_parse_fail(wp, 1002, wp->wp_server ?
-		    "unmasked client frame" : "masked server frame"));
+		return (ws_parse_fail(wp, WS_CLOSE_PROTOCOL_ERROR,
+		    wp->wp_server ? "unmasked client frame"
+				  : "masked server frame"));
 	if (len >> 63)
-		return (ws_parse_fail(wp, 1002, "frame length over 2^63"));
+		return (ws_parse_fail(
+		    wp, WS_CLOSE_PROTOCOL_ERROR, "frame length over 2^63"));
 	switch (wp->wp_op) {
 	case WS_OP_TEXT:
 	case WS_OP_BINARY:
 		if (wp->wp_frag)
-			return (ws_parse_fail(wp, 1002,
+			return (ws_parse_fail(wp, WS_CLOSE_PROTOCOL_ERROR,
 			    "new message inside a fragmented one"));
 		wp->wp_msg_op = wp->wp_op;
 		wp->wp_msglen = 0;
@@ -851,7 +849,7 @@ ws_parse_header(struct wsparse *wp)
 		break;
 	case WS_OP_CONT:
 		if (!wp->wp_frag)
-			return (ws_parse_fail(wp, 1002,
+			return (ws_parse_fail(wp, WS_CLOSE_PROTOCOL_ERROR,
 			    "continuation without a message"));
 		wp->wp_frag = !wp->wp_fin;
 		break;
@@ -860,15 +858,17 @@ ws_parse_header(struct wsparse *wp)
 	case WS_OP_PONG:
 		if (!wp->wp_fin || len > WS_CONTROL_MAX ||
 		    (wp->wp_op == WS_OP_CLOSE && len == 1))
-			return (ws_parse_fail(wp, 1002,
+			return (ws_parse_fail(wp, WS_CLOSE_PROTOCOL_ERROR,
 			    "malformed control frame"));
 		break;
 	default:
-		return (ws_parse_fail(wp, 1002, "unknown opcode"));
+		return (ws_parse_fail(
+		    wp, WS_CLOSE_PROTOCOL_ERROR, "unknown opcode"));
 	}
 	if (!(wp->wp_op & 0x08)) {
 		if (len > wp->wp_max - wp->wp_msglen)
-			return (ws_parse_fail(wp, 1009, "message too big"));
+			return (ws_parse_fail(
+			    wp, WS_CLOSE_TOO_BIG, "message too big"));
 		wp->wp_msglen += len;
 	}
 	wp->wp_state = len == 0 ? WP_S_DONE : WP_S_PAYLOAD;
@@ -880,8 +880,8 @@ ws_parse_header(struct wsparse *wp)
  * WS_EV_DATA sets *data and *len to a piece of payload inside the input.
  */
 enum ws_event
-ws_parse(struct wsparse *wp, const uint8_t **p, size_t *n,
-    const uint8_t **data, size_t *len)
+ws_parse(struct wsparse *wp, const uint8_t **p, size_t *n, const uint8_t **data,
+    size_t *len)
 {
 	size_t k, need;
 
@@ -901,15 +901,16 @@ ws_parse(struct wsparse *wp, const uint8_t **p, size_t *n,
 			wp->wp_hlen += k;
 			*p += k;
 			*n -= k;
-			if (wp->wp_hlen < ws_header_len(wp->wp_hdr, wp->wp_hlen))
+			if (wp->wp_hlen <
+			    ws_header_len(wp->wp_hdr, wp->wp_hlen))
 				break;
 			return (ws_parse_header(wp));
 		case WP_S_PAYLOAD:
 			if (*n == 0)
 				return (WS_EV_NEED);
-			k = wp->wp_len - wp->wp_off < *n ?
-			    (size_t)(wp->wp_len - wp->wp_off) :
-			    *n;
+			k = wp->wp_len - wp->wp_off < *n
+			    ? (size_t)(wp->wp_len - wp->wp_off)
+			    : *n;
 			wp->wp_chunk_off = wp->wp_off;
 			wp->wp_off += k;
 			if (wp->wp_off == wp->wp_len)
@@ -941,8 +942,8 @@ ws_parse(struct wsparse *wp, const uint8_t **p, size_t *n,
  * len bytes, masked with mask if it is not NULL; returns its length.
  */
 size_t
-ws_frame_header(uint8_t *out, int fin, uint8_t op, uint64_t len,
-    const uint8_t *mask)
+ws_frame_header(
+    uint8_t *out, int fin, uint8_t op, uint64_t len, const uint8_t *mask)
 {
 	size_t n = 2;
 	int i;
@@ -1024,8 +1025,8 @@ rng_next(uint64_t *state)
 {
 	uint64_t z;
 
-	if (*state == 0 && getrandom(state, sizeof *state, 0) !=
-	    (ssize_t)sizeof *state)
+	if (*state == 0 &&
+	    getrandom(state, sizeof *state, 0) != (ssize_t)sizeof *state)
 		*state = (uint64_t)(uintptr_t)state ^ 0x9e3779b97f4a7c15ULL;
 	z = (*state += 0x9e3779b97f4a7c15ULL);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -1041,8 +1042,8 @@ rng_next(uint64_t *state)
  * needed, -1 with *why set to a sentence the caller frees.
  */
 int
-ws_client_response(const uint8_t *p, size_t n, const char *key,
-    size_t *head, char **why)
+ws_client_response(
+    const uint8_t *p, size_t n, const char *key, size_t *head, char **why)
 {
 	const struct http_field *f;
 	struct http_resp *r;
@@ -1067,7 +1068,8 @@ ws_client_response(const uint8_t *p, size_t n, const char *key,
 		return (-1);
 	}
 	f = http_resp_find(r, "upgrade");
-	if (f == NULL || !http_list_has(f->f_value, f->f_valuelen, "websocket")) {
+	if (f == NULL ||
+	    !http_list_has(f->f_value, f->f_valuelen, "websocket")) {
 		err = "101 without Upgrade: websocket";
 		goto fail;
 	}
@@ -1181,9 +1183,10 @@ opt_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 		v = v * 10 + (uint64_t)(*p - '0');
 	}
 	if (p == s || *p != '\0' || v < min || v > max) {
-		xasprintf(cause, "%s: '%s' is not a whole number from %llu to "
-		    "%llu", opt, s, (unsigned long long)min,
-		    (unsigned long long)max);
+		xasprintf(cause,
+		    "%s: '%s' is not a whole number from %llu to "
+		    "%llu",
+		    opt, s, (unsigned long long)min, (unsigned long long)max);
 		return (-1);
 	}
 	*out = v;
@@ -1265,8 +1268,8 @@ sock_connect(const struct sockaddr *sa, socklen_t len, char **cause)
 {
 	int fd;
 
-	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
+	fd = socket(
+	    sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1) {
 		xasprintf(cause, "socket: %s", strerror(errno));
 		return (-1);

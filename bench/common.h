@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef AK_VERSION
+#define AK_VERSION "unknown"
+#endif
+
 /* Largest request or response head, start line and CRLFs included. */
 #define BENCH_HEAD_MAX (16 * 1024)
 /* Most header fields in one head. */
@@ -54,8 +58,8 @@ struct http_field {
 
 /* common.c: HTTP/1.1 heads */
 int http_head_end(const char *, size_t, size_t *);
-int http_parse_fields(const char *, size_t, struct http_field *, size_t,
-    size_t *, const char **);
+int http_parse_fields(
+    const char *, size_t, struct http_field *, size_t, size_t *, const char **);
 int http_is_token(const char *, size_t);
 int http_field_is(const struct http_field *, const char *);
 int http_list_has(const char *, size_t, const char *);
@@ -74,10 +78,9 @@ struct http_resp {
 	uint64_t r_length;
 };
 
-int http_parse_response(const char *, size_t, struct http_resp *,
-    const char **);
-const struct http_field *http_resp_find(const struct http_resp *,
-    const char *);
+int
+http_parse_response(const char *, size_t, struct http_resp *, const char **);
+const struct http_field *http_resp_find(const struct http_resp *, const char *);
 
 /* Incremental decoder for the chunked transfer coding (RFC 9112 7.1). */
 struct chunked {
@@ -181,14 +184,14 @@ enum ws_event {
 
 /* common.c: WebSocket frames and client handshakes */
 void ws_parse_init(struct wsparse *, int, uint64_t);
-enum ws_event ws_parse(struct wsparse *, const uint8_t **, size_t *,
-    const uint8_t **, size_t *);
+enum ws_event ws_parse(
+    struct wsparse *, const uint8_t **, size_t *, const uint8_t **, size_t *);
 size_t ws_frame_header(uint8_t *, int, uint8_t, uint64_t, const uint8_t *);
 void ws_unmask(uint8_t *, const uint8_t *, size_t, const uint8_t *, uint64_t);
-void ws_frame_append(struct buf *, int, uint8_t, const uint8_t *, size_t,
-    uint64_t *);
-int ws_client_response(const uint8_t *, size_t, const char *, size_t *,
-    char **);
+void ws_frame_append(
+    struct buf *, int, uint8_t, const uint8_t *, size_t, uint64_t *);
+int
+ws_client_response(const uint8_t *, size_t, const char *, size_t *, char **);
 uint64_t rng_next(uint64_t *);
 
 /*
@@ -210,8 +213,8 @@ void hist_merge(struct hist *, const struct hist *);
 uint64_t hist_quantile(const struct hist *, double);
 
 /* Command line helpers: each returns -1 with *cause set on a bad value. */
-int opt_u64(const char *, const char *, uint64_t, uint64_t, uint64_t *,
-    char **);
+int
+opt_u64(const char *, const char *, uint64_t, uint64_t, uint64_t *, char **);
 int opt_seconds(const char *, const char *, double *, char **);
 int nofile_raise(uint64_t, char **);
 int sock_connect(const struct sockaddr *, socklen_t, char **);

@@ -134,8 +134,8 @@ idle_conn_lost(struct idle_conn *ic, const char *fmt, ...)
 	} else {
 		idle_failed++;
 		if (idle_reason == NULL)
-			xasprintf(&idle_reason, "connection %u: %s",
-			    ic->ic_index, s);
+			xasprintf(
+			    &idle_reason, "connection %u: %s", ic->ic_index, s);
 		free(s);
 	}
 	if (ic->ic_state == IC_S_READY)
@@ -179,12 +179,12 @@ idle_conn_connected(struct idle_conn *ic)
 
 	if (getsockopt(ic->ic_fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
 	    err != 0) {
-		idle_conn_lost(ic, "connect: %s",
-		    strerror(err != 0 ? err : errno));
+		idle_conn_lost(
+		    ic, "connect: %s", strerror(err != 0 ? err : errno));
 		return;
 	}
-	host = opt.headers.h_host != NULL ? opt.headers.h_host :
-					    opt.url.u_authority;
+	host = opt.headers.h_host != NULL ? opt.headers.h_host
+					  : opt.url.u_authority;
 	path = url_path_expand(opt.url.u_path, ic->ic_index);
 	if (opt.mode == MODE_HTTP) {
 		buf_append_str(&ic->ic_out, "GET ");
@@ -255,8 +255,8 @@ idle_conn_text(struct idle_conn *ic)
 	type = json_object_get(m, "type");
 	id = json_object_get(m, "id");
 	ts = json_object_get(m, "timestamp");
-	if (json_is_string(type) && strcmp(json_string_value(type), "ping") ==
-	    0 && id != NULL) {
+	if (json_is_string(type) &&
+	    strcmp(json_string_value(type), "ping") == 0 && id != NULL) {
 		pong = json_object();
 		json_object_set_new(pong, "type", json_string("pong"));
 		json_object_set(pong, "id", id);
@@ -286,11 +286,12 @@ idle_conn_frames(struct idle_conn *ic, const uint8_t *p, size_t n)
 		case WS_EV_NEED:
 			return;
 		case WS_EV_ERROR:
-			idle_conn_lost(ic, "bad frame from the server: %s",
-			    wp->wp_why);
+			idle_conn_lost(
+			    ic, "bad frame from the server: %s", wp->wp_why);
 			return;
 		case WS_EV_HEADER:
-			if (wp->wp_op == WS_OP_TEXT || wp->wp_op == WS_OP_BINARY) {
+			if (wp->wp_op == WS_OP_TEXT ||
+			    wp->wp_op == WS_OP_BINARY) {
 				buf_free(&ic->ic_text);
 				ic->ic_flags &= ~IC_F_TEXT_SKIP;
 			}
@@ -310,14 +311,17 @@ idle_conn_frames(struct idle_conn *ic, const uint8_t *p, size_t n)
 		case WS_EV_END:
 			if (wp->wp_op == WS_OP_PING)
 				ws_frame_append(&ic->ic_out, 1, WS_OP_PONG,
-				    wp->wp_ctl, (size_t)wp->wp_len, &ic->ic_rng);
+				    wp->wp_ctl, (size_t)wp->wp_len,
+				    &ic->ic_rng);
 			else if (wp->wp_op == WS_OP_CLOSE) {
-				code = wp->wp_len >= 2 ?
-				    (unsigned int)(wp->wp_ctl[0] << 8 |
-					wp->wp_ctl[1]) :
-				    1005;
-				idle_conn_lost(ic, "WebSocket closed by the "
-				    "server (%u)", code);
+				code = wp->wp_len >= 2
+				    ? (unsigned int)(wp->wp_ctl[0] << 8 |
+					  wp->wp_ctl[1])
+				    : WS_CLOSE_NO_STATUS;
+				idle_conn_lost(ic,
+				    "WebSocket closed by the "
+				    "server (%u)",
+				    code);
 				return;
 			} else if (!(wp->wp_op & 0x08) && wp->wp_fin &&
 			    wp->wp_msg_op == WS_OP_TEXT &&
@@ -364,8 +368,8 @@ idle_conn_http_head(struct idle_conn *ic, size_t head)
 	const char *why;
 
 	r = xmalloc(sizeof *r);
-	if (http_parse_response((const char *)BUF_PTR(&ic->ic_in), head, r,
-		&why) != 0) {
+	if (http_parse_response(
+		(const char *)BUF_PTR(&ic->ic_in), head, r, &why) != 0) {
 		idle_conn_lost(ic, "response: %s", why);
 		goto out;
 	}
@@ -422,8 +426,8 @@ idle_conn_head(struct idle_conn *ic, const uint8_t *p, size_t n)
 		idle_conn_http_head(ic, head);
 		return;
 	}
-	r = ws_client_response(BUF_PTR(&ic->ic_in), BUF_LEN(&ic->ic_in),
-	    ic->ic_key, &head, &why);
+	r = ws_client_response(
+	    BUF_PTR(&ic->ic_in), BUF_LEN(&ic->ic_in), ic->ic_key, &head, &why);
 	if (r == 0)
 		return;
 	if (r < 0) {
@@ -479,10 +483,12 @@ idle_conn_run(struct idle_conn *ic)
 		idle_conn_connected(ic);
 	}
 	while (ic->ic_state != IC_S_DEAD && ic->ic_state != IC_S_NEW) {
-		if (BUF_LEN(&ic->ic_out) > 0 && (ic->ic_flags & IC_F_WRITABLE)) {
+		if (BUF_LEN(&ic->ic_out) > 0 &&
+		    (ic->ic_flags & IC_F_WRITABLE)) {
 			r = buf_write(&ic->ic_out, ic->ic_fd);
 			if (r == -1) {
-				idle_conn_lost(ic, "write: %s", strerror(errno));
+				idle_conn_lost(
+				    ic, "write: %s", strerror(errno));
 				return;
 			}
 			if (r == 0)
@@ -537,12 +543,17 @@ idle_fill(void)
 	}
 }
 
-/* Fail set-ups past their deadline. */
+/* Fail set-ups past their deadline; looks ten times a second. */
 static void
 idle_timeouts(void)
 {
+	static uint64_t check_at;
 	uint64_t now = clock_mono_msec();
 	unsigned int i;
+
+	if (now < check_at)
+		return;
+	check_at = now + 100;
 
 	for (i = 0; i < idle_next; i++) {
 		if (idle_conns[i].ic_state != IC_S_READY &&
@@ -562,13 +573,14 @@ idle_poll(int timeout)
 
 	n = epoll_wait(idle_ep, evs, 256, timeout);
 	if (n == -1 && errno != EINTR) {
-		fprintf(stderr, "akbench-idle: epoll_wait: %s\n",
-		    strerror(errno));
+		fprintf(
+		    stderr, "akbench-idle: epoll_wait: %s\n", strerror(errno));
 		exit(1);
 	}
 	for (i = 0; i < n; i++) {
 		ic = evs[i].data.ptr;
-		if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		if (evs[i].events &
+		    (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			ic->ic_flags |= IC_F_READABLE;
 		if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			ic->ic_flags |= IC_F_RDHUP;
@@ -582,7 +594,8 @@ idle_poll(int timeout)
 static void
 idle_close_all(void)
 {
-	static const uint8_t going_away[2] = { 1001 >> 8, 1001 & 0xff };
+	static const uint8_t going_away[2] = { WS_CLOSE_GOING_AWAY >> 8,
+		WS_CLOSE_GOING_AWAY & 0xff };
 	struct idle_conn *ic;
 	unsigned int i;
 
@@ -608,8 +621,8 @@ idle_signal(int sig)
 	idle_signalled = 1;
 }
 
-static void __attribute__((noreturn))
-usage(int status)
+/* Print how to use the tool; exit with status. */
+static void __attribute__((noreturn)) usage(int status)
 {
 	fprintf(status == 0 ? stdout : stderr,
 	    "usage: akbench-idle --url URL --connections N "
@@ -633,6 +646,7 @@ idle_options(int argc, char **argv)
 		{ "hold", required_argument, NULL, 'H' },
 		{ "header", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *url = NULL;
@@ -656,8 +670,10 @@ idle_options(int argc, char **argv)
 			else if (strcmp(optarg, "tunnel") == 0)
 				opt.mode = MODE_TUNNEL;
 			else {
-				xasprintf(&cause, "--mode: '%s' is not http, ws "
-				    "or tunnel", optarg);
+				xasprintf(&cause,
+				    "--mode: '%s' is not http, ws "
+				    "or tunnel",
+				    optarg);
 				r = -1;
 			}
 			break;
@@ -669,6 +685,9 @@ idle_options(int argc, char **argv)
 			break;
 		case 'h':
 			usage(0);
+		case 'V':
+			printf("akbench-idle %s\n", AK_VERSION);
+			exit(0);
 		default:
 			usage(1);
 		}
@@ -686,6 +705,7 @@ fail:
 	exit(1);
 }
 
+/* Set up every connection, say ready, hold, close, report. */
 int
 main(int argc, char **argv)
 {
@@ -725,8 +745,9 @@ main(int argc, char **argv)
 	}
 	if (idle_signalled) {
 		idle_close_all();
-		fprintf(stderr, "akbench-idle: interrupted with %u of %llu "
-				"connections up\n",
+		fprintf(stderr,
+		    "akbench-idle: interrupted with %u of %llu "
+		    "connections up\n",
 		    idle_ready, (unsigned long long)opt.connections);
 		return (1);
 	}

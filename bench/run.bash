@@ -81,10 +81,12 @@ CMDS="$T/commands.txt"
 NS="akbench-$$"
 NS_MADE=0
 PIDS=""
+FGPID=""
 MADE_RUN_SSHD=0
 
 cleanup() {
 	local p i
+	[ -n "$FGPID" ] && kill "$FGPID" 2>/dev/null
 	for p in $PIDS; do kill "$p" 2>/dev/null; done
 	for p in $PIDS; do
 		i=0
@@ -106,10 +108,12 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
+# fd 3 is the harness's stderr, also inside redirected functions.
+exec 3>&2
+trap 'echo "bench: interrupted" >&3; exit 130' INT TERM
 
 elapsed() { echo $(($(date +%s) - START_TS)); }
-say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" >&2; }
+say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" >&3; }
 die() {
 	echo "bench: $*" >&2
 	exit 1
@@ -136,12 +140,23 @@ save_conf() { # NAME FILE
 	[ -e "$T/configs/$1" ] || cp "$2" "$T/configs/$1"
 }
 
+# Run a load command in the background and wait for it, so that INT and
+# TERM reach the harness at once (bash runs traps only between commands).
+runfg() {
+	"$@" 3>&- &
+	FGPID=$!
+	wait "$FGPID"
+	local rc=$?
+	FGPID=""
+	return $rc
+}
+
 # spawn NAME CMD...: start in the background, log to $T/logs/NAME.log.
 spawn() {
 	local name=$1
 	shift
 	logcmd "$@"
-	"$@" >"$T/logs/$name.log" 2>&1 &
+	"$@" >"$T/logs/$name.log" 2>&1 3>&- &
 	LAST_PID=$!
 	PIDS="$PIDS $LAST_PID"
 }
@@ -419,7 +434,7 @@ wrk_run() {
 	local cmd=("${LOADNS[@]}" "${PINL[@]}" wrk -t1 -c"$conns" -d"${DURATION}s" --timeout 10s --latency "$@" "$url")
 	logcmd "${cmd[@]}"
 	b=$(cpu_ticks ${ROOTS[$c]})
-	timeout $((DURATION + 30)) "${cmd[@]}" >"$out" 2>&1
+	runfg timeout $((DURATION + 30)) "${cmd[@]}" >"$out" 2>&1
 	a=$(cpu_ticks ${ROOTS[$c]})
 	cpu=$(cpu_secs "$b" "$a")
 	parsed=$(util wrk "$out")
@@ -434,7 +449,7 @@ wrk_run() {
 wrk_warm() { # URL CONNS [wrk args]
 	local url=$1 conns=$2
 	shift 2
-	timeout $((WARMUP + 20)) "${LOADNS[@]}" "${PINL[@]}" wrk -t1 -c"$conns" -d"${WARMUP}s" --timeout 10s "$@" "$url" >/dev/null 2>&1
+	runfg timeout $((WARMUP + 20)) "${LOADNS[@]}" "${PINL[@]}" wrk -t1 -c"$conns" -d"${WARMUP}s" --timeout 10s "$@" "$url" >/dev/null 2>&1
 }
 
 # curl_run MODE W CELL C ROUND DIR URL [curl args]: DIR is down or up
@@ -453,7 +468,7 @@ curl_run() {
 	logcmd "${cmd[@]}"
 	rm -f "$body"
 	b=$(cpu_ticks ${ROOTS[$c]})
-	timeout 660 "${cmd[@]}" >"$out" 2>&1
+	runfg timeout 660 "${cmd[@]}" >"$out" 2>&1
 	a=$(cpu_ticks ${ROOTS[$c]})
 	cpu=$(cpu_secs "$b" "$a")
 	read -r code size speed ttot <<<"$(tail -n 1 "$out")"
@@ -474,7 +489,7 @@ curl_run() {
 curl_warm() { # URL [curl args]
 	local url=$1
 	shift
-	timeout 60 "${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 30 "$@" -o /dev/null "${url%/size/*}/size/16777216" 2>/dev/null
+	runfg timeout 60 "${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 30 "$@" -o /dev/null "${url%/size/*}/size/16777216" 2>/dev/null
 }
 
 # ws_run MODE W CELL METRIC C ROUND URL CONNS SIZE
@@ -484,7 +499,7 @@ ws_run() {
 	local cmd=("${PINL[@]}" "$WSLOAD" --url "$url" --connections "$conns" --size "$size" --duration "$DURATION")
 	logcmd "${cmd[@]}"
 	b=$(cpu_ticks ${ROOTS[$c]})
-	timeout $((DURATION + 30)) "${cmd[@]}" >"$out" 2>&1
+	runfg timeout $((DURATION + 30)) "${cmd[@]}" >"$out" 2>&1
 	a=$(cpu_ticks ${ROOTS[$c]})
 	cpu=$(cpu_secs "$b" "$a")
 	IFS=$'\t' read -r msgs secs mps mbps p50 p99 prob <<<"$(util ws "$out")"
@@ -503,7 +518,7 @@ ws_run() {
 }
 
 ws_warm() { # URL CONNS SIZE
-	timeout $((WARMUP + 20)) "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP" >/dev/null 2>&1
+	runfg timeout $((WARMUP + 20)) "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP" >/dev/null 2>&1
 }
 
 na() { # MODE W CELL METRIC C REASON

@@ -92,6 +92,7 @@ struct loader {
 	unsigned int ld_pending; /* handshakes in flight */
 	unsigned int ld_max_pending;
 	unsigned int ld_settled; /* clients open or failed */
+	uint64_t ld_check_at; /* next look for handshake timeouts (ms) */
 	uint8_t *ld_scratch;
 	uint8_t *ld_payload; /* the message template */
 	uint64_t ld_now; /* clock for this pass over the events (us) */
@@ -202,8 +203,8 @@ stamp_put(uint8_t *msg, size_t len, uint64_t seq)
 static void
 stamp_collect(struct client *cl, const uint8_t *p, size_t n, uint64_t off)
 {
-	uint64_t size = opt.size, first = size < WSLOAD_STAMP ? size :
-							      WSLOAD_STAMP;
+	uint64_t size = opt.size,
+		 first = size < WSLOAD_STAMP ? size : WSLOAD_STAMP;
 	uint64_t s, e;
 
 	/* First stamp: message bytes [0, first). */
@@ -226,8 +227,8 @@ static int
 stamp_check(const struct client *cl, uint64_t seq)
 {
 	uint8_t s[WSLOAD_STAMP];
-	size_t first = opt.size < WSLOAD_STAMP ? (size_t)opt.size :
-						 WSLOAD_STAMP;
+	size_t first = opt.size < WSLOAD_STAMP ? (size_t)opt.size
+					       : WSLOAD_STAMP;
 
 	stamp_format(seq, s);
 	if (memcmp(cl->cl_stamps, s, first) != 0)
@@ -247,9 +248,8 @@ client_send(struct client *cl)
 
 	stamp_put(ld->ld_payload, (size_t)opt.size, seq);
 	cl->cl_sent_at[seq % opt.depth] = ld->ld_now;
-	ws_frame_append(&cl->cl_out, 1,
-	    opt.binary ? WS_OP_BINARY : WS_OP_TEXT, ld->ld_payload,
-	    (size_t)opt.size, &cl->cl_rng);
+	ws_frame_append(&cl->cl_out, 1, opt.binary ? WS_OP_BINARY : WS_OP_TEXT,
+	    ld->ld_payload, (size_t)opt.size, &cl->cl_rng);
 }
 
 /* Has --messages been reached?  Counts one echo towards it. */
@@ -311,11 +311,12 @@ client_frames(struct client *cl, const uint8_t *p, size_t n)
 		case WS_EV_NEED:
 			return;
 		case WS_EV_ERROR:
-			client_fail(cl, "bad frame from the server: %s",
-			    wp->wp_why);
+			client_fail(
+			    cl, "bad frame from the server: %s", wp->wp_why);
 			return;
 		case WS_EV_HEADER:
-			if (wp->wp_op == WS_OP_TEXT || wp->wp_op == WS_OP_BINARY)
+			if (wp->wp_op == WS_OP_TEXT ||
+			    wp->wp_op == WS_OP_BINARY)
 				cl->cl_moff = 0;
 			break;
 		case WS_EV_DATA:
@@ -325,12 +326,16 @@ client_frames(struct client *cl, const uint8_t *p, size_t n)
 		case WS_EV_END:
 			if (wp->wp_op == WS_OP_PING)
 				ws_frame_append(&cl->cl_out, 1, WS_OP_PONG,
-				    wp->wp_ctl, (size_t)wp->wp_len, &cl->cl_rng);
+				    wp->wp_ctl, (size_t)wp->wp_len,
+				    &cl->cl_rng);
 			else if (wp->wp_op == WS_OP_CLOSE)
-				client_fail(cl, "the server closed the "
+				client_fail(cl,
+				    "the server closed the "
 				    "WebSocket (%u)",
-				    wp->wp_len >= 2 ? (unsigned int)(
-				    wp->wp_ctl[0] << 8 | wp->wp_ctl[1]) : 1005);
+				    wp->wp_len >= 2
+					? (unsigned int)(wp->wp_ctl[0] << 8 |
+					      wp->wp_ctl[1])
+					: WS_CLOSE_NO_STATUS);
 			else if (!(wp->wp_op & 0x08) && wp->wp_fin)
 				client_echo(cl);
 			break;
@@ -350,8 +355,8 @@ client_start(struct client *cl)
 	ld->ld_pending++;
 	cl->cl_state = CL_S_CONNECT;
 	cl->cl_deadline = clock_mono_msec() + WSLOAD_HANDSHAKE_MS;
-	fd = sock_connect((struct sockaddr *)&opt.url.u_addr,
-	    opt.url.u_addrlen, &cause);
+	fd = sock_connect(
+	    (struct sockaddr *)&opt.url.u_addr, opt.url.u_addrlen, &cause);
 	if (fd == -1) {
 		client_fail(cl, "%s", cause);
 		free(cause);
@@ -374,15 +379,15 @@ client_connected(struct client *cl)
 	socklen_t len = sizeof(int);
 	int err = 0;
 
-	if (getsockopt(cl->cl_fd, SOL_SOCKET, SO_ERROR, &err, &len) !=
-		0 ||
+	if (getsockopt(cl->cl_fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
 	    err != 0) {
-		client_fail(cl, "connect: %s", strerror(err != 0 ? err : errno));
+		client_fail(
+		    cl, "connect: %s", strerror(err != 0 ? err : errno));
 		return;
 	}
 	ws_random_key(cl->cl_key);
-	host = opt.headers.h_host != NULL ? opt.headers.h_host :
-					    opt.url.u_authority;
+	host = opt.headers.h_host != NULL ? opt.headers.h_host
+					  : opt.url.u_authority;
 	req = ws_client_request(host, opt.url.u_path, cl->cl_key,
 	    (const char *const *)opt.headers.h_list);
 	if (req == NULL) {
@@ -404,8 +409,8 @@ client_handshake(struct client *cl, const uint8_t *p, size_t n)
 	int r;
 
 	buf_append(&cl->cl_in, p, n);
-	r = ws_client_response(BUF_PTR(&cl->cl_in), BUF_LEN(&cl->cl_in),
-	    cl->cl_key, &head, &why);
+	r = ws_client_response(
+	    BUF_PTR(&cl->cl_in), BUF_LEN(&cl->cl_in), cl->cl_key, &head, &why);
 	if (r == 0)
 		return;
 	if (r < 0) {
@@ -493,23 +498,9 @@ client_run(struct client *cl)
 static void
 loader_fill(struct loader *ld)
 {
-	while (ld->ld_next < ld->ld_count && ld->ld_pending < ld->ld_max_pending)
+	while (
+	    ld->ld_next < ld->ld_count && ld->ld_pending < ld->ld_max_pending)
 		client_start(&ld->ld_clients[ld->ld_next++]);
-}
-
-/* Fail handshakes that are past their deadline. */
-static void
-loader_timeouts(struct loader *ld)
-{
-	uint64_t now = clock_mono_msec();
-	unsigned int i;
-
-	for (i = 0; i < ld->ld_next; i++) {
-		if ((ld->ld_clients[i].cl_state == CL_S_CONNECT ||
-			ld->ld_clients[i].cl_state == CL_S_HANDSHAKE) &&
-		    now >= ld->ld_clients[i].cl_deadline)
-			client_fail(&ld->ld_clients[i], "handshake timed out");
-	}
 }
 
 /* Release the clients that died; returns how many are still alive. */
@@ -527,6 +518,31 @@ loader_reap(struct loader *ld)
 	return (alive);
 }
 
+/* Fail handshakes past their deadline; looks ten times a second. */
+static void
+loader_timeouts(struct loader *ld)
+{
+	uint64_t now = clock_mono_msec();
+	struct client *cl;
+	unsigned int i;
+	int dead = 0;
+
+	if (now < ld->ld_check_at)
+		return;
+	ld->ld_check_at = now + 100;
+	for (i = 0; i < ld->ld_next; i++) {
+		cl = &ld->ld_clients[i];
+		if ((cl->cl_state == CL_S_CONNECT ||
+			cl->cl_state == CL_S_HANDSHAKE) &&
+		    now >= cl->cl_deadline) {
+			client_fail(cl, "handshake timed out");
+			dead = 1;
+		}
+	}
+	if (dead)
+		loader_reap(ld);
+}
+
 /* Wait for events and run the clients they concern. */
 static void
 loader_poll(struct loader *ld, int timeout)
@@ -537,13 +553,15 @@ loader_poll(struct loader *ld, int timeout)
 
 	n = epoll_wait(ld->ld_ep, evs, 256, timeout);
 	if (n == -1 && errno != EINTR) {
-		fprintf(stderr, "akbench-ws: epoll_wait: %s\n", strerror(errno));
+		fprintf(
+		    stderr, "akbench-ws: epoll_wait: %s\n", strerror(errno));
 		exit(1);
 	}
 	ld->ld_now = clock_mono_usec();
 	for (i = 0; i < n; i++) {
 		cl = evs[i].data.ptr;
-		if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		if (evs[i].events &
+		    (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			cl->cl_flags |= CL_F_READABLE;
 		if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			cl->cl_flags |= CL_F_RDHUP;
@@ -569,7 +587,6 @@ loader_main(void *arg)
 	while (ld->ld_settled < ld->ld_count && !atomic_load(&wsload_stop)) {
 		loader_poll(ld, 100);
 		loader_timeouts(ld);
-		loader_reap(ld);
 		loader_fill(ld);
 	}
 	atomic_fetch_add(&wsload_settled_threads, 1);
@@ -578,8 +595,7 @@ loader_main(void *arg)
 	ld->ld_now = clock_mono_usec();
 	for (i = 0; i < ld->ld_count && !atomic_load(&wsload_stop); i++) {
 		cl = &ld->ld_clients[i];
-		while (cl->cl_state == CL_S_OPEN &&
-		    cl->cl_seq_sent < opt.depth)
+		while (cl->cl_state == CL_S_OPEN && cl->cl_seq_sent < opt.depth)
 			client_send(cl);
 		client_run(cl);
 	}
@@ -613,8 +629,8 @@ wsload_signal(int sig)
 	wsload_signalled = 1;
 }
 
-static void __attribute__((noreturn))
-usage(int status)
+/* Print how to use the tool; exit with status. */
+static void __attribute__((noreturn)) usage(int status)
 {
 	fprintf(status == 0 ? stdout : stderr,
 	    "usage: akbench-ws --url ws://HOST:PORT/PATH [--connections C] "
@@ -642,14 +658,15 @@ wsload_options(int argc, char **argv)
 		{ "header", required_argument, NULL, 'H' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *url = NULL;
 	char *cause = NULL;
 	int ch, r = 0, has_duration = 0;
 
-	while ((ch = getopt_long(argc, argv, "u:c:s:d:m:D:bH:t:h", opts,
-		    NULL)) != -1) {
+	while ((ch = getopt_long(
+		    argc, argv, "u:c:s:d:m:D:bH:t:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'u':
 			url = optarg;
@@ -663,8 +680,8 @@ wsload_options(int argc, char **argv)
 			    &opt.size, &cause);
 			break;
 		case 'd':
-			r = opt_seconds("--duration", optarg, &opt.duration,
-			    &cause);
+			r = opt_seconds(
+			    "--duration", optarg, &opt.duration, &cause);
 			has_duration = 1;
 			break;
 		case 'm':
@@ -672,8 +689,8 @@ wsload_options(int argc, char **argv)
 			    &opt.messages, &cause);
 			break;
 		case 'D':
-			r = opt_u64("--depth", optarg, 1, 65536, &opt.depth,
-			    &cause);
+			r = opt_u64(
+			    "--depth", optarg, 1, 65536, &opt.depth, &cause);
 			break;
 		case 'b':
 			opt.binary = 1;
@@ -682,11 +699,14 @@ wsload_options(int argc, char **argv)
 			r = headers_add(&opt.headers, optarg, &cause);
 			break;
 		case 't':
-			r = opt_u64("--threads", optarg, 1, 256, &opt.threads,
-			    &cause);
+			r = opt_u64(
+			    "--threads", optarg, 1, 256, &opt.threads, &cause);
 			break;
 		case 'h':
 			usage(0);
+		case 'V':
+			printf("akbench-ws %s\n", AK_VERSION);
+			exit(0);
 		default:
 			usage(1);
 		}
@@ -708,6 +728,7 @@ fail:
 	exit(1);
 }
 
+/* Connect everyone, start the clock, stop it, print the result line. */
 int
 main(int argc, char **argv)
 {
@@ -758,8 +779,8 @@ main(int argc, char **argv)
 		}
 	}
 	for (i = 0; i < opt.threads; i++) {
-		if ((errno = pthread_create(&lds[i].ld_thread, NULL,
-			 loader_main, &lds[i])) != 0) {
+		if ((errno = pthread_create(
+			 &lds[i].ld_thread, NULL, loader_main, &lds[i])) != 0) {
 			fprintf(stderr, "akbench-ws: pthread_create: %s\n",
 			    strerror(errno));
 			return (1);
@@ -793,8 +814,8 @@ main(int argc, char **argv)
 	 * --messages; we stop them at --duration, on a signal, or when no
 	 * connection is left.
 	 */
-	end = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e6) :
-				 UINT64_MAX;
+	end = opt.duration > 0 ? t0 + (uint64_t)(opt.duration * 1e6)
+			       : UINT64_MAX;
 	while (!wsload_signalled && !atomic_load(&wsload_stop) &&
 	    atomic_load(&wsload_open) > 0 && (now = clock_mono_usec()) < end)
 		usleep((useconds_t)(end - now < 10000 ? end - now : 10000));

@@ -297,7 +297,8 @@ struct upstream {
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
 #define UP_F_CLOSE_DRAINED 0x10 /* close once the output is written */
 #define UP_F_NETNS_ERR 0x20 /* the last attempt could not enter the netns */
-	char *u_key; /* pool identity */
+	char *u_key; /* identity, for the log */
+	int u_port;
 	struct gw_sandbox *u_sandbox; /* referenced */
 	struct sockaddr_storage u_addr;
 	socklen_t u_addrlen;

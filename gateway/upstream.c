@@ -199,14 +199,19 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	upstream_attempt_failed(up, why);
 }
 
-/* Take a pooled connection for key, or NULL. */
+/*
+ * Take a pooled connection to port of sandbox sb, or NULL.  The identity
+ * is the sandbox version itself (a pooled connection holds a reference,
+ * so the pointer cannot be reused) and the port: a connection never
+ * serves another sandbox, version, namespace or address.
+ */
 static struct upstream *
-upstream_pool_take(struct gw *g, const char *key)
+upstream_pool_take(struct gw *g, const struct gw_sandbox *sb, int port)
 {
 	struct upstream *up;
 
 	TAILQ_FOREACH (up, &g->g_idle, u_entry) {
-		if (strcmp(up->u_key, key) != 0)
+		if (up->u_sandbox != sb || up->u_port != port)
 			continue;
 		TAILQ_REMOVE(&g->g_idle, up, u_entry);
 		event_del(up->u_timer);
@@ -231,22 +236,22 @@ upstream_get(
 	struct timeval tv;
 	char addr[ADDR_STRLEN], *key;
 
-	memcpy(&ss, &sb->sb_addr, sb->sb_addrlen);
-	addr_set_port(&ss, port);
-	addr_format((struct sockaddr *)&ss, addr, sizeof addr);
-	/* Full identity: a connection never serves another sandbox. */
-	xasprintf(&key, "%s|%llu|%s|%s", sb->sb_id,
-	    (unsigned long long)sb->sb_generation,
-	    sb->sb_netns != NULL ? sb->sb_netns : "-", addr);
-	if (!fresh && (up = upstream_pool_take(g, key)) != NULL) {
-		free(key);
+	if (!fresh && (up = upstream_pool_take(g, sb, port)) != NULL) {
 		up->u_conn = c;
 		bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
 		return (up);
 	}
+	memcpy(&ss, &sb->sb_addr, sb->sb_addrlen);
+	addr_set_port(&ss, port);
+	addr_format((struct sockaddr *)&ss, addr, sizeof addr);
+	/* For the log: the full identity. */
+	xasprintf(&key, "%s|%llu|%s|%s", sb->sb_id,
+	    (unsigned long long)sb->sb_generation,
+	    sb->sb_netns != NULL ? sb->sb_netns : "-", addr);
 	up = xcalloc(1, sizeof *up);
 	up->u_gw = g;
 	up->u_key = key;
+	up->u_port = port;
 	up->u_conn = c;
 	up->u_state = UP_S_CONNECTING;
 	up->u_sandbox = sb;

@@ -271,7 +271,8 @@ def details(data, order):
                         ("n/a" if cpu_na and c == "direct" else
                          "%s %s" % (fmt(eff), "s/GiB" if d["metric"] == "MB/s" else "/CPU-s")
                          if eff is not None else "-"),
-                        "%d/%d" % (len(cell.good()), len(cell.runs)),
+                        ("-" if cell.na() and not cell.good() else
+                         "%d/%d" % (len(cell.good()), len(cell.runs))),
                     ])
             parts.append("#### %s — %s\n\n" % (WORKLOADS[w], MODES[mode]) + md_table(
                 ["workload", "contender", "unit", "median", "min–max", "p50 ms", "p99 ms",
