@@ -146,6 +146,7 @@ relay_upstream_read_cb(struct bufferevent *bev, void *arg)
 	if (up->u_state == UP_S_DEAD || up->u_conn == NULL)
 		return;
 	relay_move(up->u_conn, up->u_bev, up->u_conn->c_bev);
+	wthru_flush(&up->u_conn->c_wt);
 }
 
 /* The upstream's output drained: read the client again, or finish. */
