@@ -953,6 +953,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	} else
 		c->c_bev = bufferevent_socket_new(
 		    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	evio_tune(c->c_bev);
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);

@@ -961,6 +961,7 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	addr_format(sa, d->d_peer, sizeof d->d_peer);
 	d->d_bev = bufferevent_socket_new(
 	    t->t_gw->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	evio_tune(d->d_bev);
 	d->d_timer = evtimer_new(t->t_gw->g_base, tdc_timer_cb, d);
 	bufferevent_setcb(d->d_bev, tdc_read_cb, tdc_write_cb, tdc_event_cb, d);
 	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);

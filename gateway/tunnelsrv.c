@@ -289,6 +289,7 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	addr_format(sa, sc->sc_peer, sizeof sc->sc_peer);
 	sc->sc_bev = bufferevent_socket_new(
 	    srv->ts_gw.g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	evio_tune(sc->sc_bev);
 	sc->sc_timer = evtimer_new(srv->ts_gw.g_base, tsrv_timer_cb, sc);
 	bufferevent_setcb(
 	    sc->sc_bev, tsrv_read_cb, tsrv_write_cb, tsrv_event_cb, sc);

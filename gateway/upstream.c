@@ -162,6 +162,7 @@ upstream_connect(struct upstream *up)
 	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
 	wthru_attach(&up->u_wt, up->u_bev);
+	evio_tune(up->u_bev);
 	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
 	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
 	if (bufferevent_socket_connect(up->u_bev,

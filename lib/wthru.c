@@ -90,6 +90,16 @@ wthru_flush(struct wthru *wt)
 	bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
 }
 
+/* Let bulk transfers move up to EVIO_MAX_IO per system call. */
+void
+evio_tune(struct bufferevent *bev)
+{
+	if (bev == NULL)
+		return;
+	bufferevent_set_max_single_read(bev, EVIO_MAX_IO);
+	bufferevent_set_max_single_write(bev, EVIO_MAX_IO);
+}
+
 /*
  * An event base with the epoll changelist: an event added and removed in
  * the same loop iteration costs no system call.

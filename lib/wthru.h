@@ -24,5 +24,13 @@ void wthru_attach(struct wthru *, struct bufferevent *);
 void wthru_detach(struct wthru *);
 void wthru_flush(struct wthru *);
 struct event_base *evio_base_new(void);
+void evio_tune(struct bufferevent *);
+
+/*
+ * Most bytes one read or write of a bufferevent moves (libevent's default
+ * is 16 KiB, which costs a callback and two system calls per 16 KiB of a
+ * bulk transfer).  A read still takes only what the socket has.
+ */
+#define EVIO_MAX_IO (256 * 1024)
 
 #endif

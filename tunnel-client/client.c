@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "tls.h"
 #include "tun.h"
+#include "wthru.h"
 #include "wsconn.h"
 
 static void client_connect(struct tun *);
@@ -995,6 +996,7 @@ conn_try_next(struct tun_conn *c)
 			c->c_bev = bufferevent_socket_new(t->t_base, -1, opts);
 		if (c->c_bev == NULL)
 			abort();
+		evio_tune(c->c_bev);
 		bufferevent_setcb(
 		    c->c_bev, conn_read_cb, NULL, conn_event_cb, c);
 		if (bufferevent_socket_connect(c->c_bev, (struct sockaddr *)ss,

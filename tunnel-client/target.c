@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "tls.h"
 #include "tun.h"
+#include "wthru.h"
 
 static void target_connect_next(struct tun_target *);
 static void target_dispatch(struct tun *);
@@ -506,6 +507,7 @@ target_connect_next(struct tun_target *tt)
 			    t->t_base, -1, opts);
 		if (tt->tt_bev == NULL)
 			abort();
+		evio_tune(tt->tt_bev);
 		bufferevent_setcb(tt->tt_bev, target_read_cb, target_write_cb,
 		    target_event_cb, tt);
 		bufferevent_setwatermark(

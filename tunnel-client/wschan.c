@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "tls.h"
 #include "tun.h"
+#include "wthru.h"
 #include "wsconn.h"
 
 /* Seconds to open the target WebSocket (§10.6: the sandbox waits 10 s). */
@@ -415,6 +416,7 @@ chan_connect_next(struct tun_chan *ch)
 			    t->t_base, -1, opts);
 		if (ch->ch_bev == NULL)
 			abort();
+		evio_tune(ch->ch_bev);
 		bufferevent_setcb(
 		    ch->ch_bev, chan_read_cb, NULL, chan_event_cb, ch);
 		ch->ch_state = CH_S_CONNECTING;
