@@ -79,6 +79,12 @@ struct wsconn {
 	uint16_t ws_code; /* close code for on_close */
 	struct ws_scan ws_in; /* frame boundaries of the input */
 	struct ws_scan ws_out; /* and of the output */
+	/*
+	 * What one wslay_event_send produces, moved to the bufferevent in
+	 * one piece: a masked frame comes from wslay 4 KiB at a time, and
+	 * each add to a bufferevent's output runs its callbacks.
+	 */
+	struct evbuffer *ws_stage;
 	int ws_in_mapped; /* a received close code was lifted into 40xx */
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
@@ -571,7 +577,7 @@ wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return (-1);
 	}
-	out = bufferevent_get_output(ws->ws_bev);
+	out = ws->ws_stage;
 	i = wsconn_scan(&ws->ws_out, data, len, 0x0f);
 	if (!ws->ws_in_mapped || i == len) {
 		if (evbuffer_add(out, data, len) != 0)
@@ -702,6 +708,10 @@ wsconn_flush(struct wsconn *ws)
 	ws->ws_flags |= WSCONN_F_IN_SEND;
 	rv = wslay_event_send(ws->ws_ctx);
 	ws->ws_flags &= ~WSCONN_F_IN_SEND;
+	if (evbuffer_get_length(ws->ws_stage) != 0 &&
+	    evbuffer_add_buffer(bufferevent_get_output(ws->ws_bev),
+		ws->ws_stage) != 0)
+		rv = -1;
 	if (rv != 0)
 		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
 }
@@ -978,7 +988,9 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 
 	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
 	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
-	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL)
+	ws->ws_stage = evbuffer_new();
+	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL ||
+	    ws->ws_stage == NULL)
 		goto fail;
 
 	ws->ws_bev = bev;
@@ -993,6 +1005,8 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 	return (ws);
 
 fail:
+	if (ws->ws_stage != NULL)
+		evbuffer_free(ws->ws_stage);
 	if (ws->ws_ev_timer != NULL)
 		event_free(ws->ws_ev_timer);
 	if (ws->ws_ev_work != NULL)
@@ -1063,6 +1077,7 @@ wsconn_destroy(struct wsconn *ws)
 		bufferevent_free(ws->ws_bev);
 	event_free(ws->ws_ev_timer);
 	event_free(ws->ws_ev_work);
+	evbuffer_free(ws->ws_stage);
 	wslay_event_context_free(ws->ws_ctx);
 	free(ws);
 }
