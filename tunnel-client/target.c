@@ -729,6 +729,29 @@ target_read_head(
 }
 
 /*
+ * Are fewer than want body bytes buffered, with more to come?  Then a read
+ * now makes a small frame, and every frame costs a credit whatever its
+ * size.
+ */
+int
+target_body_short(struct tun_target *tt, size_t want)
+{
+	size_t avail = evbuffer_get_length(bufferevent_get_input(tt->tt_bev));
+
+	if ((tt->tt_flags & (TT_F_BODY_DONE | TT_F_EOF)) || avail >= want)
+		return (0);
+	switch (tt->tt_framing) {
+	case HTTP1_BODY_LENGTH:
+		return (avail < tt->tt_left);
+	case HTTP1_BODY_CHUNKED:
+	case HTTP1_BODY_EOF:
+		return (1);
+	default:
+		return (0);
+	}
+}
+
+/*
  * Move at most max decoded body bytes to out (*moved says how many).
  * Returns 1 once the body is complete, 0 when more input is needed, -1
  * with *err when the target broke the framing or closed too early.

@@ -517,6 +517,7 @@ struct evbuffer *target_outbuf(struct tun_target *);
 size_t target_output(const struct tun_target *);
 int target_keepalive(const struct tun_target *, const struct http1_msg *);
 int target_read_head(struct tun_target *, struct http1_msg *, int, char **);
+int target_body_short(struct tun_target *, size_t);
 int target_read_body(
     struct tun_target *, struct evbuffer *, size_t, size_t *, char **);
 void target_free_all(struct tun *);

@@ -934,6 +934,15 @@ xchg_stream(struct tun_xchg *x)
 		}
 		if (x->x_tt == NULL || x->x_credits == 0 || !tun_send_room(t))
 			return;
+		/*
+		 * With frames in flight, wait for a whole chunk: the window
+		 * counts frames, so small ones starve a bulk transfer.  When
+		 * every credit is back the pipe is idle and a small piece
+		 * goes at once (an SSE event is not held).
+		 */
+		if (x->x_credits < l->l_stream_window_frames &&
+		    target_body_short(x->x_tt, (size_t)l->l_max_stream_chunk))
+			return;
 		/* Kept bytes the sandbox never acknowledges are let go. */
 		while (
 		    evbuffer_get_length(kq->cq_buf) >= cap && x->x_unsent > 0) {
