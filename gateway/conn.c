@@ -760,6 +760,7 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct upstream *up;
 
+	evio_read_more(bev);
 	conn_read(c, bev);
 	/* Send what this input made at once (wthru.h). */
 	if ((up = c->c_up) != NULL && up->u_state == UP_S_ACTIVE)

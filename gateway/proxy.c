@@ -643,6 +643,7 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 	struct upstream *up = arg;
 	struct conn *c = up->u_conn;
 
+	evio_read_more(bev);
 	proxy_upstream_read(up, bev);
 	/* Send what this input made at once (wthru.h). */
 	if (c != NULL)

@@ -142,9 +142,9 @@ relay_upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
 
-	(void)bev;
 	if (up->u_state == UP_S_DEAD || up->u_conn == NULL)
 		return;
+	evio_read_more(bev);
 	relay_move(up->u_conn, up->u_bev, up->u_conn->c_bev);
 	wthru_flush(&up->u_conn->c_wt);
 }

@@ -818,8 +818,10 @@ static void
 tdc_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct tunnel_dconn *d = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in;
 
+	evio_read_more(bev);
+	in = bufferevent_get_input(bev);
 	switch (d->d_state) {
 	case TDC_S_HEAD:
 		tdc_read_head(d);

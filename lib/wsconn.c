@@ -33,6 +33,7 @@
 #include "http1.h"
 #include "log.h"
 #include "wsconn.h"
+#include "wthru.h"
 
 /* The GUID of RFC 6455 section 1.3. */
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -915,7 +916,7 @@ wsconn_kick(struct wsconn *ws, int work)
 static void
 wsconn_readcb(struct bufferevent *bev, void *arg)
 {
-	(void)bev;
+	evio_read_more(bev);
 	wsconn_kick(arg, WSCONN_W_READ);
 }
 

@@ -13,9 +13,15 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+
 #include <stddef.h>
 
 #include "wthru.h"
+
+/* What libevent 2.1 reads per read event at most (EVBUFFER_MAX_READ). */
+#define EVIO_LIBEVENT_READ 4096
 
 /* Bytes were queued while EV_WRITE was held off: give it back. */
 static void
@@ -98,6 +104,60 @@ evio_tune(struct bufferevent *bev)
 		return;
 	bufferevent_set_max_single_read(bev, EVIO_MAX_IO);
 	bufferevent_set_max_single_write(bev, EVIO_MAX_IO);
+}
+
+/*
+ * libevent 2.1 reads at most 4 KiB per read event, whatever the socket
+ * holds, so a bulk transfer costs a callback and three system calls per
+ * 4 KiB.  Called first thing in a read callback: when libevent's read may
+ * have stopped at that cap, take what else the socket holds now, up to
+ * EVIO_MAX_IO and the read high watermark, in one readv.  An end of stream
+ * or an error is left for libevent's next read to report.
+ */
+void
+evio_read_more(struct bufferevent *bev)
+{
+	struct evbuffer *in;
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	size_t len, hi = 0, room = EVIO_MAX_IO;
+	ssize_t r;
+	int fd, avail = 0, n, i, used;
+
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
+	    !(bufferevent_get_enabled(bev) & EV_READ))
+		return;
+	in = bufferevent_get_input(bev);
+	if ((len = evbuffer_get_length(in)) < EVIO_LIBEVENT_READ ||
+	    (fd = bufferevent_getfd(bev)) == -1)
+		return;
+	if (bufferevent_getwatermark(bev, EV_READ, NULL, &hi) == 0 &&
+	    hi != 0) {
+		if (len >= hi)
+			return;
+		if (hi - len < room)
+			room = hi - len;
+	}
+	if (ioctl(fd, FIONREAD, &avail) == -1 || avail <= 0)
+		return;
+	if ((size_t)avail < room)
+		room = (size_t)avail;
+	/* A socket bufferevent keeps its input's end frozen between reads. */
+	evbuffer_unfreeze(in, 0);
+	if ((n = evbuffer_reserve_space(in, (ev_ssize_t)room, v, 2)) > 0) {
+		for (i = 0; i < n; i++) {
+			iov[i].iov_base = v[i].iov_base;
+			iov[i].iov_len = v[i].iov_len;
+		}
+		r = readv(fd, iov, n);
+		for (i = 0, used = 0; i < n && r > 0; i++, used++) {
+			if ((size_t)r < v[i].iov_len)
+				v[i].iov_len = (size_t)r;
+			r -= (ssize_t)v[i].iov_len;
+		}
+		evbuffer_commit_space(in, v, used);
+	}
+	evbuffer_freeze(in, 0);
 }
 
 /*

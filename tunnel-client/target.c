@@ -307,7 +307,7 @@ target_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct tun_target *tt = arg;
 
-	(void)bev;
+	evio_read_more(bev);
 	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
 		xchg_target_readable(tt->tt_x);
 }
