@@ -167,7 +167,7 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 	    "Cache-Control: no-store\r\n"
 	    "X-Gateway-Error: %s\r\n"
 	    "%s%s%s"
-	    "%s"
+	    "%s%s"
 	    "\r\n",
 	    status, errpage_reason(status),
 	    html ? "text/html; charset=utf-8" : "application/json",
@@ -175,6 +175,8 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 	    request_id != NULL ? "X-Request-Id: " : "",
 	    request_id != NULL ? request_id : "",
 	    request_id != NULL ? "\r\n" : "",
+	    /* 426 refuses a WebSocket version: say which one we speak. */
+	    status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
 	    keepalive ? "" : "Connection: close\r\n");
 	if (!head_only)
 		evbuffer_add_buffer(out, body);

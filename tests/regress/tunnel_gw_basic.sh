@@ -323,7 +323,11 @@ assert_contains "unknown sandbox" "HTTP/1.1 404" "$out"
 out=$($C -i "http://127.0.0.1:$GW/tunnel/sbx")
 assert_contains "not an upgrade" "HTTP/1.1 400" "$out"
 assert_contains "not an upgrade: code" '"code":"bad_websocket_upgrade"' "$out"
-ok "404 tunnel_not_configured, 404 for an unknown sandbox, 400 for a plain GET"
+out=$($C -i -H Connection:Upgrade -H Upgrade:websocket -H Sec-WebSocket-Version:8 \
+	-H Sec-WebSocket-Key:dGhlIHNhbXBsZSBub25jZQ== "http://127.0.0.1:$GW/tunnel/sbx")
+assert_contains "old WebSocket version" "HTTP/1.1 426" "$out"
+assert_contains "old WebSocket version: the one we speak" "Sec-WebSocket-Version: 13" "$out"
+ok "404 tunnel_not_configured, 404 for an unknown sandbox, 400 for a plain GET, 426 for version 8"
 
 # Address placement: Port B at the sandbox's address; client_wait 0 is 503 at once.
 out=$($C -i "http://127.0.0.1:$HOSTLP/x")
