@@ -243,7 +243,8 @@ cat "$CERTS/server.crt" "$CERTS/server.key" >"$T/haproxy.pem"
 
 # Does this akgateway have a workers: key?
 printf 'workers: 2\nlisten:\n  - address: 127.0.0.1:1\n' >"$T/workers-probe.yaml"
-if "$AKGW" -c "$T/workers-probe.yaml" --check >/dev/null 2>&1; then
+if "$AKGW" -c "$T/workers-probe.yaml" --check >/dev/null 2>&1 ||
+    "$AKGW" --help 2>&1 | grep -q 'workers'; then
 	GW_WORKERS=1
 else
 	GW_WORKERS=0
@@ -449,6 +450,7 @@ wrk_run() {
 wrk_warm() { # URL CONNS [wrk args]
 	local url=$1 conns=$2
 	shift 2
+	logcmd "${LOADNS[@]}" "${PINL[@]}" wrk -t1 -c"$conns" -d"${WARMUP}s" --timeout 10s "$@" "$url"
 	runfg timeout $((WARMUP + 20)) "${LOADNS[@]}" "${PINL[@]}" wrk -t1 -c"$conns" -d"${WARMUP}s" --timeout 10s "$@" "$url" >/dev/null 2>&1
 }
 
@@ -489,6 +491,7 @@ curl_run() {
 curl_warm() { # URL [curl args]
 	local url=$1
 	shift
+	logcmd "${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 30 "$@" -o /dev/null "${url%/size/*}/size/16777216"
 	runfg timeout 60 "${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 30 "$@" -o /dev/null "${url%/size/*}/size/16777216" 2>/dev/null
 }
 
@@ -518,6 +521,7 @@ ws_run() {
 }
 
 ws_warm() { # URL CONNS SIZE
+	logcmd "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP"
 	runfg timeout $((WARMUP + 20)) "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP" >/dev/null 2>&1
 }
 
@@ -532,7 +536,7 @@ HTTP_CS="direct akgateway nginx haproxy"
 hsize() {
 	case $1 in
 	0) echo "0 B" ;;
-	*) if [ $(($1 % 1048576)) = 0 ]; then echo "$(($1 / 1048576)) MiB"; elif [ $(($1 % 1024)) = 0 ]; then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi ;;
+	*) if [ $(($1 % 1073741824)) = 0 ]; then echo "$(($1 / 1073741824)) GiB"; elif [ $(($1 % 1048576)) = 0 ]; then echo "$(($1 / 1048576)) MiB"; elif [ $(($1 % 1024)) = 0 ]; then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi ;;
 	esac
 }
 
@@ -644,14 +648,18 @@ w5() {
 
 make_ns() {
 	[ $NS_MADE = 1 ] && return
+	logcmd ip netns add "$NS"
 	ip netns add "$NS" || die "cannot create network namespace $NS"
 	NS_MADE=1
+	logcmd ip -n "$NS" link set lo up
 	ip -n "$NS" link set lo up || die "cannot bring up lo in $NS"
 }
 
 ssh_setup() {
 	[ -f "$T/ssh/id_ed25519" ] && return
+	logcmd ssh-keygen -q -t ed25519 -N '' -C akbench-host -f "$T/ssh/host_ed25519"
 	ssh-keygen -q -t ed25519 -N '' -C akbench-host -f "$T/ssh/host_ed25519" || die "ssh-keygen failed"
+	logcmd ssh-keygen -q -t ed25519 -N '' -C akbench-user -f "$T/ssh/id_ed25519"
 	ssh-keygen -q -t ed25519 -N '' -C akbench-user -f "$T/ssh/id_ed25519" || die "ssh-keygen failed"
 	cp "$T/ssh/id_ed25519.pub" "$T/ssh/authorized_keys"
 	util render "$BENCH/conf/sshd_config.in" "$T/ssh/sshd_config" TMP="$T" SSH_CIPHER="$SSH_CIPHER"
@@ -825,6 +833,7 @@ w7() {
 			start_backend
 			"start_$c"
 			# A few requests first, so the baseline is a warmed process.
+			logcmd wrk -t1 -c8 -d1s "${BASE[$c]}/size/1024"
 			timeout 20 wrk -t1 -c8 -d1s "${BASE[$c]}/size/1024" >/dev/null 2>&1
 			sleep 0.5
 			if [ $kind = http ]; then

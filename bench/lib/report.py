@@ -422,9 +422,9 @@ def main():
     out.append("\n## Every run\n")
     out.append(raw_runs(a.results))
     out.append("\n## Command lines\n")
-    out.append("Every command the harness ran for the contenders and the load "
-               "(duplicates removed; ports and the temporary directory change "
-               "from run to run):\n")
+    out.append("Every command the harness ran for the contenders, the warm-ups "
+               "and the load (duplicates removed, in order; ports, the temporary "
+               "directory and the throwaway tunnel token change from run to run):\n")
     with open(a.commands) as f:
         out.append("```\n" + f.read().rstrip("\n") + "\n```")
     if a.configs and os.path.isdir(a.configs):
