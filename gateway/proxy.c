@@ -33,7 +33,10 @@ struct proxy_name {
 	const char *pn_name;
 	size_t pn_len;
 };
-#define PROXY_NAME(s) { s, sizeof(s) - 1 }
+#define PROXY_NAME(s) \
+	{ \
+		s, sizeof(s) - 1 \
+	}
 
 /*
  * Hop-by-hop fields, never forwarded in either direction, and the fields
@@ -223,13 +226,14 @@ proxy_request_id(struct conn *c)
 		arc4random_buf(&v, sizeof v);
 		v |= 1;
 		n = 0;
-		__atomic_compare_exchange_n(&seed, &n, v, 0, __ATOMIC_RELAXED,
-		    __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(
+		    &seed, &n, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
 	v = __atomic_load_n(&seed, __ATOMIC_RELAXED);
 	n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < 16; i++) {
-		c->c_request_id[i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+		c->c_request_id[i] =
+		    "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
 		c->c_request_id[16 + i] =
 		    "0123456789abcdef"[(n >> (60 - 4 * i)) & 0xf];
 	}
@@ -294,13 +298,13 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 			}
 			continue;
 		}
-		strbuf_add_header(sb, h->name, h->name_len, h->value,
-		    h->value_len);
+		strbuf_add_header(
+		    sb, h->name, h->name_len, h->value, h->value_len);
 	}
 	if (c->c_flags & CONN_F_WS_REQ)
 		proxy_add_upgrade(m, sb);
-	strbuf_add_header(sb, "X-Request-Id", 12, c->c_request_id,
-	    strlen(c->c_request_id));
+	strbuf_add_header(
+	    sb, "X-Request-Id", 12, c->c_request_id, strlen(c->c_request_id));
 	if (c->c_prefix != NULL)
 		strbuf_add_header(sb, "X-Forwarded-Prefix", 18, c->c_prefix,
 		    strlen(c->c_prefix));
@@ -316,8 +320,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		strbuf_add(sb, "\r\n", 2);
 	}
 	if (c->c_host != NULL)
-		strbuf_add_header(sb, "X-Forwarded-Host", 16, c->c_host,
-		    strlen(c->c_host));
+		strbuf_add_header(
+		    sb, "X-Forwarded-Host", 16, c->c_host, strlen(c->c_host));
 	if (c->c_flags & CONN_F_TLS)
 		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
 	else
@@ -500,8 +504,8 @@ proxy_write_response_head(
 		h = &m->m_headers[i];
 		if (proxy_is_hop(m, h, nconn))
 			continue;
-		strbuf_add_header(sb, h->name, h->name_len, h->value,
-		    h->value_len);
+		strbuf_add_header(
+		    sb, h->name, h->name_len, h->value, h->value_len);
 	}
 	switch (b->b_kind) {
 	case HTTP1_BODY_LENGTH:
@@ -513,8 +517,8 @@ proxy_write_response_head(
 		/* HEAD and 304 keep the length of the body they describe. */
 		if (m->m_status != 204 && m->m_status >= 200 &&
 		    (h = http1_msg_find(m, "content-length")) != NULL)
-			strbuf_add_header(sb, "Content-Length", 14, h->value,
-			    h->value_len);
+			strbuf_add_header(
+			    sb, "Content-Length", 14, h->value, h->value_len);
 		break;
 	case HTTP1_BODY_CHUNKED:
 	case HTTP1_BODY_EOF:

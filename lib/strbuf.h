@@ -20,8 +20,8 @@ void strbuf_grow(struct strbuf *, size_t);
 void strbuf_free(struct strbuf *);
 void strbuf_add_u64(struct strbuf *, uint64_t);
 void strbuf_add_hex(struct strbuf *, uint64_t);
-void strbuf_add_header(
-    struct strbuf *, const char *, size_t, const char *, size_t);
+void
+strbuf_add_header(struct strbuf *, const char *, size_t, const char *, size_t);
 size_t fmt_hex(char *, uint64_t);
 size_t fmt_u64(char *, uint64_t);
 

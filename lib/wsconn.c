@@ -513,7 +513,8 @@ wsconn_scan(struct ws_scan *sc, const uint8_t *buf, size_t n, uint8_t from)
 		if (sc->sc_close && sc->sc_off == 0 && found == n) {
 			key = 0;
 			if (sc->sc_hdr[1] & 0x80)
-				key = sc->sc_hdr[wsconn_hdr_len(sc->sc_hdr[1]) - 4];
+				key = sc->sc_hdr[wsconn_hdr_len(sc->sc_hdr[1]) -
+				    4];
 			if ((uint8_t)(buf[i] ^ key) == from)
 				found = i;
 		}
@@ -710,8 +711,8 @@ wsconn_flush(struct wsconn *ws)
 	rv = wslay_event_send(ws->ws_ctx);
 	ws->ws_flags &= ~WSCONN_F_IN_SEND;
 	if (evbuffer_get_length(ws->ws_stage) != 0 &&
-	    evbuffer_add_buffer(bufferevent_get_output(ws->ws_bev),
-		ws->ws_stage) != 0)
+	    evbuffer_add_buffer(
+		bufferevent_get_output(ws->ws_bev), ws->ws_stage) != 0)
 		rv = -1;
 	if (rv != 0)
 		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot queue frames");

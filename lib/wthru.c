@@ -25,7 +25,8 @@
 
 /* Bytes were queued while EV_WRITE was held off: give it back. */
 static void
-wthru_added(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+wthru_added(
+    struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct wthru *wt = arg;
 
@@ -45,7 +46,8 @@ wthru_attach(struct wthru *wt, struct bufferevent *bev)
 	wt->wt_held = 0;
 	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
 		return;
-	wt->wt_cb = evbuffer_add_cb(bufferevent_get_output(bev), wthru_added, wt);
+	wt->wt_cb = evbuffer_add_cb(
+	    bufferevent_get_output(bev), wthru_added, wt);
 	if (wt->wt_cb != NULL)
 		wt->wt_bev = bev;
 }
@@ -131,8 +133,7 @@ evio_read_more(struct bufferevent *bev)
 	if ((len = evbuffer_get_length(in)) < EVIO_LIBEVENT_READ ||
 	    (fd = bufferevent_getfd(bev)) == -1)
 		return;
-	if (bufferevent_getwatermark(bev, EV_READ, NULL, &hi) == 0 &&
-	    hi != 0) {
+	if (bufferevent_getwatermark(bev, EV_READ, NULL, &hi) == 0 && hi != 0) {
 		if (len >= hi)
 			return;
 		if (hi - len < room)

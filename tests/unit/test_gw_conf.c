@@ -155,7 +155,8 @@ test_full(void **state)
 	    "localhost:${port}");
 	assert_int_equal(cf->cf_sandboxes[0]->sb_ntunnel_ports, 2);
 	assert_int_equal(cf->cf_sandboxes[0]->sb_tunnel_ports[1], 9000);
-	assert_int_equal(cf->cf_sandboxes[0]->sb_tunnel_mode, GW_TUNNEL_FORWARD);
+	assert_int_equal(
+	    cf->cf_sandboxes[0]->sb_tunnel_mode, GW_TUNNEL_FORWARD);
 	conf_free(cf);
 }
 
@@ -173,9 +174,10 @@ test_errors(void **state)
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    tls: x\n",
 	    "t.yaml:3:10: listen.tls must be a mapping, not a scalar");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n"
-	    "    tls: {cert: /nonexistent.crt}\n",
+		     "    tls: {cert: /nonexistent.crt}\n",
 	    "t.yaml:3:10: listen.tls needs cert and key");
-	expect_error("listen:\n  - address: 127.0.0.1:80\n"
+	expect_error(
+	    "listen:\n  - address: 127.0.0.1:80\n"
 	    "    tls: {cert: /nonexistent.crt, key: /nonexistent.key}\n",
 	    "t.yaml:3:17: cannot load certificate /nonexistent.crt: No such "
 	    "file or directory");
