@@ -144,6 +144,7 @@ main(int argc, char **argv)
 	g.g_dir = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	TAILQ_INIT(&g.g_conns);
 	TAILQ_INIT(&g.g_idle);
+	evio_malloc_tune();
 	if ((g.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr, "akgateway: cannot create the event loop\n");
 		return (1);

@@ -432,6 +432,7 @@ tunnelsrv_main(int argc, char **argv)
 		free(cause);
 		return (1);
 	}
+	evio_malloc_tune();
 	if ((srv.ts_gw.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr,
 		    "akgateway tunnel-server: cannot create the "

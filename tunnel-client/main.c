@@ -195,6 +195,7 @@ main(int argc, char **argv)
 		return (1);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	evio_malloc_tune();
 	if ((base = evio_base_new()) == NULL) {
 		fprintf(stderr, "aktunnel: cannot start the event loop\n");
 		tun_options_free(&o);
