@@ -24,6 +24,7 @@ check what reached the upstream and that refused requests never did.
 import argparse
 import hashlib
 import json
+import ssl
 import sys
 import threading
 import time
@@ -227,11 +228,17 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--n", type=int, default=3)
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
+                    help="serve HTTPS with this certificate and key")
     a = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.logpath = a.log
     srv.nparts = a.n
+    if a.tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls[0], a.tls[1])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     open(a.log, "w").close()
     print("ready", flush=True)
     srv.serve_forever()

@@ -26,21 +26,8 @@ WSTARGET=$(free_port)
 TLSTARGET=$(free_port)
 spawn target $PY "$TOP/tests/regress/backend.py" --port "$TARGET" --log "$T/target.jsonl"
 spawn wstarget $PY "$TOP/tests/regress/ws_echo.py" server "$WSTARGET"
-printf '%s\n' \
-	'import ssl, sys' \
-	'sys.path.insert(0, sys.argv[4])' \
-	'import backend' \
-	'from http.server import ThreadingHTTPServer' \
-	'srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), backend.Handler)' \
-	'srv.daemon_threads = True' \
-	'srv.logpath = sys.argv[5]' \
-	'srv.nparts = 3' \
-	'ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)' \
-	'ctx.load_cert_chain(sys.argv[2], sys.argv[3])' \
-	'srv.socket = ctx.wrap_socket(srv.socket, server_side=True)' \
-	'srv.serve_forever()' >"$T/tlsbe.py"
-spawn tlstarget $PY "$T/tlsbe.py" "$TLSTARGET" "$CERTS/server.crt" "$CERTS/server.key" \
-	"$TOP/tests/regress" "$T/tls.jsonl"
+spawn tlstarget $PY "$TOP/tests/regress/backend.py" --port "$TLSTARGET" \
+	--log "$T/tls.jsonl" --tls "$CERTS/server.crt" "$CERTS/server.key"
 wait_port "$WSTARGET"
 wait_port "$TLSTARGET"
 spawn files sh -c "cd '$T/www' && exec $PY -m http.server $FILES --bind 127.0.0.1"

@@ -28,21 +28,8 @@ TOKEN=tunnel-token-0123456789abcdef
 spawn target $PY "$TOP/tests/regress/backend.py" --port "$TARGET" --log "$T/target.jsonl"
 spawn target2 $PY "$TOP/tests/regress/backend.py" --port "$TARGET2" --log "$T/target2.jsonl"
 # An HTTPS target whose certificate names other.localhost only.
-printf '%s\n' \
-	'import ssl, sys' \
-	'sys.path.insert(0, sys.argv[4])' \
-	'import backend' \
-	'from http.server import ThreadingHTTPServer' \
-	'srv = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), backend.Handler)' \
-	'srv.daemon_threads = True' \
-	'srv.logpath = sys.argv[5]' \
-	'srv.nparts = 3' \
-	'ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)' \
-	'ctx.load_cert_chain(sys.argv[2], sys.argv[3])' \
-	'srv.socket = ctx.wrap_socket(srv.socket, server_side=True)' \
-	'srv.serve_forever()' >"$T/tlsbe.py"
-spawn tlstarget $PY "$T/tlsbe.py" "$TLSTARGET" "$CERTS/other.crt" \
-	"$CERTS/other.key" "$TOP/tests/regress" "$T/tls.jsonl"
+spawn tlstarget $PY "$TOP/tests/regress/backend.py" --port "$TLSTARGET" \
+	--log "$T/tls.jsonl" --tls "$CERTS/other.crt" "$CERTS/other.key"
 wait_port "$TARGET"
 wait_port "$TARGET2"
 wait_port "$TLSTARGET"
