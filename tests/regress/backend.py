@@ -1,9 +1,9 @@
 """A test backend for the end-to-end tests.
 
-Serves HTTP/1.1 (HTTPS with --tls CERT KEY) with keep-alive on 127.0.0.1 and
-records every request it
-receives (method, path, headers) as one JSON line in --log, so a test can
-check what reached the upstream and that refused requests never did.
+Serves HTTP/1.1 (HTTPS with --tls CERT KEY) with keep-alive on 127.0.0.1
+and records every request it receives (method, path, headers) as one JSON
+line in --log, so a test can check what reached the upstream and that
+refused requests never did.
 
   /echo        JSON: method, path, headers, body length and sha256
   /chunked     a chunked response of --n parts ("part 0\n" ...)
