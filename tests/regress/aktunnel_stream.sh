@@ -100,13 +100,15 @@ ok "upload resumed from the consumed offset after a reconnect, byte-exact"
 # 5. A fast-path request replayed on a new connection while it runs is
 # performed once and answered once (scenario 18); a result ready while
 # disconnected goes out on the next connection and answers the replay.
+# The target takes 2.5 s: aktunnel dials again after 1 s plus up to 25 %
+# jitter, so the replay surely arrives while the request still runs.
 ID=31111111-2222-4333-8444-555555555555
 run_case replay "accept
-req $ID GET /slow?ms=1500&replay=1
+req $ID GET /slow?ms=2500&replay=1
 sleep 0.3
 drop
 accept
-fetch $ID GET /slow?ms=1500&replay=1 expect=fast status=200
+fetch $ID GET /slow?ms=2500&replay=1 expect=fast status=200
 noframe 0.5
 req late-1 GET /slow?ms=800&replay=2
 drop
