@@ -22,6 +22,7 @@
 
 #include "addr.h"
 #include "alloc.h"
+#include "strbuf.h"
 #include "wsconn.h"
 
 #include "common.h"
@@ -391,18 +392,6 @@ chunked_init(struct chunked *ch)
 	ch->ch_state = CH_SIZE;
 }
 
-/* Value of a hex digit, or -1. */
-static int
-chunked_hex(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
 
 /*
  * Decode chunked framing from p[0 .. n): chunk sizes are hex digits only
@@ -435,7 +424,7 @@ chunked_feed(struct chunked *ch, const uint8_t *p, size_t n, uint64_t *data,
 		c = p[i++];
 		switch (ch->ch_state) {
 		case CH_SIZE:
-			if ((d = chunked_hex(c)) >= 0) {
+			if ((d = hex_value(c)) >= 0) {
 				if (++ch->ch_digits > CHUNKED_MAX_DIGITS)
 					goto toolarge;
 				ch->ch_left = ch->ch_left << 4 | (uint64_t)d;

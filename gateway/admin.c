@@ -34,6 +34,7 @@
 #include "clock.h"
 #include "config.h"
 #include "gw.h"
+#include "strbuf.h"
 
 /* Largest request head, start line and number of header fields. */
 #define ADMIN_MAX_HEAD (16 * 1024)
@@ -379,19 +380,6 @@ admin_directory_json(const struct gw *g, const struct gw_directory *d)
 	    (json_int_t)d->d_generation, "sandboxes", list));
 }
 
-/* Value of a hex digit, or -1. */
-static int
-admin_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
-
 /*
  * Decode the %XX escapes of a path segment.  Returns a new string, or NULL
  * when an escape is malformed or decodes to a NUL byte.
@@ -408,8 +396,8 @@ admin_unescape(const char *s)
 			*p++ = *s++;
 			continue;
 		}
-		if ((hi = admin_hex(s[1])) == -1 ||
-		    (lo = admin_hex(s[2])) == -1 || (hi == 0 && lo == 0)) {
+		if ((hi = hex_value(s[1])) == -1 ||
+		    (lo = hex_value(s[2])) == -1 || (hi == 0 && lo == 0)) {
 			free(out);
 			return (NULL);
 		}

@@ -147,19 +147,6 @@ http1_is_digit(u_char c)
 	return (c >= '0' && c <= '9');
 }
 
-/* Value of the hex digit c, or -1. */
-static int
-http1_hex_value(u_char c)
-{
-	if (c >= '0' && c <= '9')
-		return (c - '0');
-	if (c >= 'a' && c <= 'f')
-		return (c - 'a' + 10);
-	if (c >= 'A' && c <= 'F')
-		return (c - 'A' + 10);
-	return (-1);
-}
-
 /* Do the len bytes at s equal the lower-case literal lit, ignoring case? */
 static int
 http1_case_equal(const char *s, size_t len, const char *lit)
@@ -864,7 +851,7 @@ http1_parse_chunk_size(const u_char *line, size_t len, uint64_t *size)
 
 	v = 0;
 	for (i = 0; i < len; i++) {
-		if ((d = http1_hex_value(line[i])) == -1)
+		if ((d = hex_value(line[i])) == -1)
 			break;
 		if (i == HTTP1_MAX_HEXDIG)
 			return (HTTP1_E_BAD_CHUNK_SIZE);

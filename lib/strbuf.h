@@ -40,6 +40,19 @@ strbuf_add(struct strbuf *sb, const void *p, size_t n)
 	sb->sb_len += n;
 }
 
+/* The value of the hex digit c, or -1. */
+static inline int
+hex_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return (c - '0');
+	if (c >= 'a' && c <= 'f')
+		return (c - 'a' + 10);
+	if (c >= 'A' && c <= 'F')
+		return (c - 'A' + 10);
+	return (-1);
+}
+
 /* Append a C string. */
 static inline void
 strbuf_adds(struct strbuf *sb, const char *s)

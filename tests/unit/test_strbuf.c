@@ -32,6 +32,22 @@ test_numbers(void **state)
 	assert_memory_equal(buf, "ffffffffffffffff", 16);
 }
 
+/* Hex digits back to values: both cases; anything else is -1. */
+static void
+test_hex_value(void **state)
+{
+	(void)state;
+	assert_int_equal(hex_value('0'), 0);
+	assert_int_equal(hex_value('9'), 9);
+	assert_int_equal(hex_value('a'), 10);
+	assert_int_equal(hex_value('F'), 15);
+	assert_int_equal(hex_value('g'), -1);
+	assert_int_equal(hex_value('/'), -1);
+	assert_int_equal(hex_value(':'), -1);
+	assert_int_equal(hex_value(-1), -1);
+	assert_int_equal(hex_value((char)0xb0), -1);
+}
+
 /* Headers and numbers appended in order; reset keeps the memory. */
 static void
 test_build(void **state)
@@ -85,6 +101,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_hex_value),
 		cmocka_unit_test(test_build),
 		cmocka_unit_test(test_grow),
 	};
