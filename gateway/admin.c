@@ -361,7 +361,7 @@ admin_sandbox_json(const struct gw *g, const struct gw_sandbox *sb)
 		json_object_set_new(o, "tunnel", t);
 	}
 	json_object_set_new(
-	    o, "connections", json_integer((json_int_t)sb->sb_nconns));
+	    o, "connections", json_integer((json_int_t)GW_LOAD(sb->sb_nconns)));
 	return (o);
 }
 
@@ -504,8 +504,7 @@ admin_metrics(struct admin_conn *ac)
 static void
 admin_swap(struct gw *g, struct gw_directory *nd)
 {
-	directory_unref(g->g_dir);
-	g->g_dir = nd;
+	gw_dir_publish(g, nd); /* worker.c: the workers take it too */
 	tunnel_sync(g); /* tunnel.c: open, move or close Port B listeners */
 }
 

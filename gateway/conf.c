@@ -35,7 +35,7 @@ const char conf_builtin[] =
 #define DAY_MS (86400ULL * 1000)
 
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
-	"timeouts", "limits", "auth", "sandboxes", NULL };
+	"workers", "timeouts", "limits", "auth", "sandboxes", NULL };
 static const char *const auth_keys[] = { "secret", "cookie",
 	"require_tls_for_credentials", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
@@ -716,6 +716,28 @@ conf_sandboxes(const struct cfg_doc *doc, const struct cfg_node *n,
 	return (0);
 }
 
+/* workers: "auto" (one per usable CPU) or a count. */
+static int
+conf_workers(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	long long ll;
+
+	if (n->n_type == CFG_SCALAR && n->n_value != NULL &&
+	    strcmp(n->n_value, "auto") == 0) {
+		cf->cf_workers = 0;
+		return (0);
+	}
+	if (n->n_type == CFG_SCALAR && n->n_value != NULL &&
+	    strspn(n->n_value, "0123456789") != strlen(n->n_value))
+		return (cfg_error(doc, n, cause,
+		    "workers must be auto or a count, not '%s'", n->n_value));
+	if (cfg_get_int(doc, n, "workers", 1, 256, &ll, cause) != 0)
+		return (-1);
+	cf->cf_workers = (uint64_t)ll;
+	return (0);
+}
+
 /* Build a configuration from a parsed document. */
 static struct gw_config *
 conf_build(const struct cfg_doc *doc, char **cause)
@@ -750,6 +772,9 @@ conf_build(const struct cfg_doc *doc, char **cause)
 		cf->cf_domains = xcalloc(2, sizeof *cf->cf_domains);
 		cf->cf_domains[cf->cf_ndomains++] = xstrdup("localhost");
 	}
+	if ((v = cfg_map_get(root, "workers")) != NULL &&
+	    conf_workers(doc, v, cf, cause) != 0)
+		goto fail;
 	if ((v = cfg_map_get(root, "timeouts")) != NULL &&
 	    conf_timeouts(doc, v, cf, cause) != 0)
 		goto fail;

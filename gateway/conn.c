@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -84,7 +85,8 @@ conn_reset_exchange(struct conn *c)
 	c->c_target = c->c_host = c->c_method = c->c_path = NULL;
 	if (c->c_sandbox != NULL) {
 		if (c->c_flags & CONN_F_COUNTED)
-			c->c_sandbox->sb_nconns--;
+			__atomic_sub_fetch(
+			    &c->c_sandbox->sb_nconns, 1, __ATOMIC_RELAXED);
 		sandbox_unref(c->c_sandbox);
 		c->c_sandbox = NULL;
 	}
@@ -129,11 +131,12 @@ conn_close(struct conn *c, const char *reason)
 	log_debug("conn %llu %s: closed in state %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
 	    reason);
-	if (c->c_flags & CONN_F_UPGRADED) {
-		c->c_flags &= ~CONN_F_UPGRADED;
-		g->g_metrics.m_ws_active--;
+	if ((c->c_flags & (CONN_F_UPGRADED | CONN_F_HANDED)) ==
+	    CONN_F_UPGRADED) {
+		GW_ADD(g->g_metrics.m_ws_active, -1);
 		conn_log_access(c, reason);
 	}
+	c->c_flags &= ~CONN_F_UPGRADED;
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -144,6 +147,8 @@ conn_close(struct conn *c, const char *reason)
 	evtimer_del(c->c_timer);
 	TAILQ_REMOVE(&g->g_conns, c, c_entry);
 	g->g_nconns--;
+	if (g->g_shared != NULL && !(c->c_flags & CONN_F_ADOPTED))
+		__atomic_sub_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED);
 	event_base_once(g->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
 }
 
@@ -160,8 +165,8 @@ conn_log_access(struct conn *c, const char *close)
 	json_t *f;
 
 	metrics_request(c->c_gw, c->c_status, c->c_err_code, us);
-	m->m_bytes_in += c->c_req_body.b_total;
-	m->m_bytes_out += c->c_resp_body.b_total;
+	GW_ADD(m->m_bytes_in, c->c_req_body.b_total);
+	GW_ADD(m->m_bytes_out, c->c_resp_body.b_total);
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
 	f = json_object();
@@ -510,6 +515,51 @@ conn_steal_bev(struct conn *c)
 }
 
 /*
+ * A worker found a terminate-mode tunnel request; tunnels live on the main
+ * loop.  Move the request into a new connection for the main loop, joined
+ * to this one by a socketpair, and relay the bytes: the main loop answers
+ * 101 and runs the tunnel, this loop keeps the client (and its TLS).
+ */
+static void
+conn_handoff(struct conn *c, int listen_port)
+{
+	struct conn *nc;
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+		sv) == -1) {
+		c->c_flags &= ~CONN_F_KEEPALIVE;
+		conn_fail(c, gw_err_no_resources,
+		    "The gateway cannot open a channel to its main loop "
+		    "(%s); try again shortly.",
+		    strerror(errno));
+		return;
+	}
+	nc = xcalloc(1, sizeof *nc);
+	nc->c_id = c->c_id;
+	nc->c_flags = c->c_flags & (CONN_F_TLS | CONN_F_TLS_UP | CONN_F_WS_REQ);
+	memcpy(nc->c_peer, c->c_peer, sizeof nc->c_peer);
+	memcpy(nc->c_peer_ip, c->c_peer_ip, sizeof nc->c_peer_ip);
+	nc->c_local_port = c->c_local_port;
+	nc->c_start_us = c->c_start_us;
+	memcpy(nc->c_request_id, c->c_request_id, sizeof nc->c_request_id);
+	nc->c_req = c->c_req; /* the head and its fields move */
+	memset(&c->c_req, 0, sizeof c->c_req);
+	nc->c_sandbox = c->c_sandbox;
+	sandbox_ref(nc->c_sandbox);
+	nc->c_port = c->c_port;
+	nc->c_method = xstrdup(c->c_method);
+	if (c->c_target != NULL)
+		nc->c_target = xstrdup(c->c_target);
+	if (c->c_path != NULL)
+		nc->c_path = xstrdup(c->c_path);
+	c->c_flags |= CONN_F_HANDED;
+	c->c_up = upstream_pipe(c->c_gw, c, sv[0]);
+	gw_handoff(c->c_gw, nc, sv[1], listen_port);
+	relay_start(c);
+}
+
+/*
  * Check the credential on a tunnel route: X-Auth or Authorization: Bearer
  * carrying the sandbox's tunnel token or an access token of scope
  * "tunnel".  With neither configured the route is open.  Returns 0, or -1
@@ -602,7 +652,7 @@ conn_tunnel_route(struct conn *c)
 		    ROUTE_OK)
 			return (0);
 		free(rest);
-		sb = directory_find(g->g_dir, id);
+		sb = directory_find(gw_dir(g), id);
 		for (i = 0; sb != NULL && i < sb->sb_ntunnel_ports; i++) {
 			if (sb->sb_tunnel_ports[i] - 1 == ws_port)
 				lp = sb->sb_tunnel_ports[i];
@@ -613,7 +663,7 @@ conn_tunnel_route(struct conn *c)
 		}
 		break;
 	}
-	if ((sb = directory_find(g->g_dir, id)) == NULL) {
+	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
 		conn_fail(c, gw_err_sandbox_not_found,
 		    "No sandbox '%s' is "
 		    "known to this gateway.",
@@ -644,9 +694,14 @@ conn_tunnel_route(struct conn *c)
 		free(c->c_target);
 		c->c_target = xstrdup("/");
 		c->c_rule = &conn_forward_rule;
-		sb->sb_nconns++;
+		__atomic_add_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED);
 		c->c_flags |= CONN_F_COUNTED;
 		proxy_start(c);
+		return (1);
+	}
+	if (g->g_index != 0) {
+		/* Terminate-mode tunnels live on the main loop. */
+		conn_handoff(c, lp);
 		return (1);
 	}
 	tunnel_attach(c, sb, lp);
@@ -671,7 +726,7 @@ conn_route(struct conn *c)
 		return;
 	if ((id = conn_find_route(c)) == NULL)
 		return;
-	if ((sb = directory_find(g->g_dir, id)) == NULL) {
+	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
 		conn_fail(c, gw_err_sandbox_not_found,
 		    "No sandbox '%s' is "
 		    "known to this gateway.",
@@ -693,13 +748,17 @@ conn_route(struct conn *c)
 	limit = sb->sb_max_connections != 0
 	    ? sb->sb_max_connections
 	    : g->g_conf->cf_max_connections_per_sandbox;
-	if (limit != 0 && sb->sb_nconns >= limit) {
+	/* Counted before the check: workers count concurrently. */
+	if (__atomic_add_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED) > limit &&
+	    limit != 0) {
+		__atomic_sub_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED);
 		conn_fail(c, gw_err_too_many_connections,
 		    "Sandbox '%s' is at "
 		    "its limit of %llu connections; try again shortly.",
 		    sb->sb_id, (unsigned long long)limit);
 		return;
 	}
+	c->c_flags |= CONN_F_COUNTED;
 	if (g->g_conf->cf_max_body_size != 0 &&
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
@@ -711,8 +770,6 @@ conn_route(struct conn *c)
 		    (unsigned long long)g->g_conf->cf_max_body_size);
 		return;
 	}
-	sb->sb_nconns++;
-	c->c_flags |= CONN_F_COUNTED;
 	proxy_start(c);
 }
 
@@ -926,34 +983,14 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 	}
 }
 
-/* A new client connection from a listener. */
-void
-conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
-    struct gw_listener *gl)
+/* Give connection c its bufferevent and timer, and list it on loop g. */
+static void
+conn_setup(struct gw *g, struct conn *c, struct bufferevent *bev)
 {
-	struct conn *c;
-	int one = 1;
 	size_t high;
 
-	(void)salen;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	c = xcalloc(1, sizeof *c);
 	c->c_gw = g;
-	c->c_id = ++g->g_conn_ids;
-	c->c_local_port = gl->gl_port;
-	c->c_start_us = clock_mono_usec();
-	addr_format(sa, c->c_peer, sizeof c->c_peer);
-	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
-	if (gl->gl_ctx != NULL) {
-		c->c_flags |= CONN_F_TLS;
-		c->c_bev = bufferevent_openssl_socket_new(g->g_base, fd,
-		    tls_server_ssl_new(gl->gl_ctx), BUFFEREVENT_SSL_ACCEPTING,
-		    BEV_OPT_CLOSE_ON_FREE);
-		/* A client that closes without close_notify is just EOF. */
-		bufferevent_openssl_set_allow_dirty_shutdown(c->c_bev, 1);
-	} else
-		c->c_bev = bufferevent_socket_new(
-		    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->c_bev = bev;
 	evio_tune(c->c_bev);
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
@@ -967,10 +1004,45 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	bufferevent_setwatermark(c->c_bev, EV_WRITE, CONN_LOW, 0);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
-	g->g_metrics.m_conns_accepted++;
+}
+
+/* A new client connection from a listener. */
+void
+conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
+    struct gw_listener *gl)
+{
+	struct bufferevent *bev;
+	struct conn *c;
+	uint64_t n;
+	int one = 1;
+
+	(void)salen;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	c = xcalloc(1, sizeof *c);
+	c->c_id = g->g_shared != NULL
+	    ? __atomic_add_fetch(&g->g_shared->s_conn_ids, 1, __ATOMIC_RELAXED)
+	    : ++g->g_conn_ids;
+	c->c_local_port = gl->gl_port;
+	c->c_start_us = clock_mono_usec();
+	addr_format(sa, c->c_peer, sizeof c->c_peer);
+	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
+	if (gl->gl_ctx != NULL) {
+		c->c_flags |= CONN_F_TLS;
+		bev = bufferevent_openssl_socket_new(g->g_base, fd,
+		    tls_server_ssl_new(gl->gl_ctx), BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE);
+		/* A client that closes without close_notify is just EOF. */
+		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	} else
+		bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	conn_setup(g, c, bev);
+	GW_ADD(g->g_metrics.m_conns_accepted, 1);
 	log_debug("conn %llu %s: accepted on port %d",
 	    (unsigned long long)c->c_id, c->c_peer, gl->gl_port);
-	if (g->g_nconns > g->g_conf->cf_max_connections) {
+	n = g->g_shared != NULL
+	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
+	    : g->g_nconns;
+	if (n > g->g_conf->cf_max_connections) {
 		conn_fail(c, gw_err_too_many_connections,
 		    "The gateway is at "
 		    "its limit of %llu connections; try again shortly.",
@@ -980,6 +1052,34 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	c->c_state = CONN_S_HEAD;
 	conn_timer_set(c, g->g_conf->cf_keepalive_timeout);
 	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+}
+
+/*
+ * The main loop adopts c, a tunnel request a worker moved out of its
+ * connection (conn_handoff), on fd, the main loop's end of the socketpair
+ * the worker relays through.  With g NULL (stopping) c is only freed.
+ */
+void
+conn_adopt(struct gw *g, struct conn *c, int fd, int listen_port)
+{
+	struct bufferevent *bev;
+
+	if (g == NULL || (bev = bufferevent_socket_new(g->g_base, fd,
+			      BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		if (fd != -1)
+			close(fd);
+		conn_reset_exchange(c);
+		free(c);
+		return;
+	}
+	c->c_flags |= CONN_F_ADOPTED;
+	conn_setup(g, c, bev);
+	c->c_state = CONN_S_HEAD;
+	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+	log_debug("conn %llu %s: handed to the main loop",
+	    (unsigned long long)c->c_id, c->c_peer);
+	tunnel_attach(c, c->c_sandbox, listen_port);
+	wthru_flush(&c->c_wt);
 }
 
 /* Close every connection (shutdown). */

@@ -18,7 +18,7 @@ static uint64_t directory_generations;
 void
 sandbox_ref(struct gw_sandbox *sb)
 {
-	sb->sb_refcnt++;
+	__atomic_add_fetch(&sb->sb_refcnt, 1, __ATOMIC_RELAXED);
 }
 
 /* Drop a reference to a sandbox; the last one frees it. */
@@ -27,7 +27,9 @@ sandbox_unref(struct gw_sandbox *sb)
 {
 	size_t i;
 
-	if (sb == NULL || --sb->sb_refcnt > 0)
+	/* Workers drop references from their own threads. */
+	if (sb == NULL ||
+	    __atomic_sub_fetch(&sb->sb_refcnt, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (i = 0; i < sb->sb_nports; i++)
 		free(sb->sb_ports[i].pr_host_rewrite);
@@ -77,7 +79,7 @@ directory_new(struct gw_sandbox *const *sandboxes, size_t n)
 void
 directory_ref(struct gw_directory *d)
 {
-	d->d_refcnt++;
+	__atomic_add_fetch(&d->d_refcnt, 1, __ATOMIC_RELAXED);
 }
 
 /* Drop a reference to a directory and, with the last, its sandboxes. */
@@ -86,7 +88,8 @@ directory_unref(struct gw_directory *d)
 {
 	size_t i;
 
-	if (d == NULL || --d->d_refcnt > 0)
+	if (d == NULL ||
+	    __atomic_sub_fetch(&d->d_refcnt, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (i = 0; i < d->d_count; i++)
 		sandbox_unref(d->d_sandboxes[i]);

@@ -32,6 +32,7 @@ const struct gw_error gw_err_request_timeout[] = { { 408, "request_timeout" } };
 const struct gw_error gw_err_bad_path[] = { { 400, "bad_path" } };
 const struct gw_error gw_err_tunnel_not_configured[] = { { 404,
     "tunnel_not_configured" } };
+const struct gw_error gw_err_no_resources[] = { { 503, "out_of_resources" } };
 const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };

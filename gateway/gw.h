@@ -5,6 +5,7 @@
 #ifndef AK_GW_H
 #define AK_GW_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -118,6 +119,7 @@ struct gw_config {
 	uint64_t cf_max_body_size; /* 0 = no limit */
 
 	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
+	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 
 	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
@@ -150,13 +152,21 @@ extern const struct gw_error gw_err_bad_target[];
 extern const struct gw_error gw_err_bad_path[];
 extern const struct gw_error gw_err_sandbox_unreachable[];
 extern const struct gw_error gw_err_tunnel_not_configured[];
+extern const struct gw_error gw_err_no_resources[];
 
 /* Upper bounds (seconds) of the request-duration histogram buckets. */
 #define GW_DURATION_BUCKETS 10
 /* Distinct error codes counted in metrics. */
 #define GW_METRIC_CODES 48
 
-/* Counters for /metrics; one set per process. */
+/*
+ * Counters for /metrics; one set per worker, summed when scraped.  Only
+ * its own worker writes a set (with GW_ADD, a plain store another thread
+ * may read at any time), so counting takes no lock.
+ */
+#define GW_ADD(field, n) \
+	__atomic_store_n(&(field), (field) + (uint64_t)(n), __ATOMIC_RELAXED)
+#define GW_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 struct gw_metrics {
 	uint64_t m_conns_accepted;
 	uint64_t m_requests[6]; /* by status class: [1] 1xx .. [5] 5xx */
@@ -180,11 +190,39 @@ struct gw_metrics {
 	uint64_t m_tunnel_errors; /* exchanges failed, protocol errors */
 };
 
-/* The running gateway. */
+struct gw_chan;
+
+/*
+ * What every worker of the process shares (worker.c).  The directory is
+ * published here and each worker takes a reference to it when the
+ * generation moves; counters are atomic.
+ */
+struct gw_shared {
+	pthread_mutex_t s_lock; /* s_dir and s_ctx */
+	struct gw_directory *s_dir; /* published; holds one reference */
+	uint64_t s_dir_gen; /* atomic: bumped by every publish */
+	uint64_t s_nconns; /* atomic: client connections, every worker */
+	uint64_t s_conn_ids; /* atomic */
+	struct ssl_ctx_st **s_ctx; /* per listener: the TLS context now */
+	size_t s_nctx;
+	struct gw **s_workers; /* [0] is the main loop */
+	size_t s_nworkers;
+};
+
+/*
+ * One event loop: the main one (worker 0, which also runs the admin API,
+ * signals and terminate-mode tunnels) or a worker thread.  Each has its
+ * own listeners (SO_REUSEPORT), connections, pool and counters.
+ */
 struct gw {
 	struct event_base *g_base;
 	struct gw_config *g_conf;
-	struct gw_directory *g_dir; /* current directory */
+	struct gw_shared *g_shared; /* NULL in tunnel-server */
+	size_t g_index; /* 0: the main loop */
+	pthread_t g_thread;
+	struct gw_chan *g_chan; /* commands and handed-over connections */
+	struct gw_directory *g_dir; /* current directory; see gw_dir() */
+	uint64_t g_dir_gen; /* s_dir_gen g_dir was taken at */
 	struct http1_limits g_limits;
 	struct event *g_sigint;
 	struct event *g_sigterm;
@@ -252,6 +290,8 @@ struct conn {
 #define CONN_F_TLS 0x400 /* the client connection is TLS */
 #define CONN_F_WS_REQ 0x800 /* the request asks for a WebSocket upgrade */
 #define CONN_F_TLS_UP 0x1000 /* the TLS handshake completed */
+#define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
+#define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -333,6 +373,32 @@ directory_delete(const struct gw_directory *, const char *id);
 void sandbox_ref(struct gw_sandbox *);
 void sandbox_unref(struct gw_sandbox *);
 
+/* worker.c */
+#define GW_CMD_STOP 0x01 /* close everything and leave the loop */
+#define GW_CMD_RELOAD_TLS 0x02 /* take the new TLS contexts */
+#define GW_CMD_DIR 0x04 /* a new directory was published */
+int gw_shared_init(struct gw *, char **cause);
+size_t gw_default_workers(void);
+int workers_start(struct gw *, char **cause);
+void workers_post(struct gw *, int cmd);
+void workers_join(struct gw *);
+void gw_shared_free(struct gw *);
+void gw_dir_refresh(struct gw *);
+void gw_dir_publish(struct gw *, struct gw_directory *);
+void gw_handoff(struct gw *, struct conn *, int fd, int listen_port);
+void gw_metrics_sum(const struct gw *, struct gw_metrics *, uint64_t *nconns);
+
+/* The directory new requests are routed with. */
+static inline struct gw_directory *
+gw_dir(struct gw *g)
+{
+	if (g->g_shared != NULL &&
+	    __atomic_load_n(&g->g_shared->s_dir_gen, __ATOMIC_ACQUIRE) !=
+		g->g_dir_gen)
+		gw_dir_refresh(g);
+	return (g->g_dir);
+}
+
 /* route.c */
 enum route_result {
 	ROUTE_OK = 0,
@@ -353,6 +419,7 @@ route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 int listener_start(struct gw *, char **cause);
 void listener_stop(struct gw *);
 void listener_reload_tls(struct gw *);
+void listener_take_tls(struct gw *);
 
 /* conn.c */
 void
@@ -365,6 +432,7 @@ void conn_response_done(struct conn *);
 void conn_finish(struct conn *);
 struct bufferevent *conn_steal_bev(struct conn *);
 void conn_close_all(struct gw *);
+void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 
 /* proxy.c */
@@ -669,6 +737,8 @@ void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
 void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
+void upstream_pool_flush_stale(struct gw *);
+struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
 
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,

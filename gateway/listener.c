@@ -2,9 +2,12 @@
  * Public listeners.  When the process runs out of file descriptors, accepting
  * pauses for a second instead of spinning on a listener that stays readable.
  */
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/listener.h>
 
@@ -89,15 +92,17 @@ listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 }
 
 /*
- * Reload every TLS listener's certificates (SIGHUP).  New connections get
- * the new ones; connections already open keep theirs.  A listener whose
- * files fail to load keeps serving its old certificates.
+ * Reload every TLS listener's certificates (SIGHUP, the main loop).  New
+ * connections get the new ones, on every worker; connections already
+ * open keep theirs.  A listener whose files fail to load keeps serving
+ * its old certificates.
  */
 void
 listener_reload_tls(struct gw *g)
 {
+	struct gw_shared *s = g->g_shared;
 	struct gw_listener *gl;
-	SSL_CTX *ctx;
+	SSL_CTX *ctx, *old;
 	char *cause;
 	size_t i;
 
@@ -115,33 +120,113 @@ listener_reload_tls(struct gw *g)
 		/* Handshakes in progress keep the old context alive. */
 		tls_ctx_free(gl->gl_ctx);
 		gl->gl_ctx = ctx;
+		if (s != NULL && i < s->s_nctx) {
+			pthread_mutex_lock(&s->s_lock);
+			old = s->s_ctx[i];
+			s->s_ctx[i] = tls_ctx_ref(ctx);
+			pthread_mutex_unlock(&s->s_lock);
+			tls_ctx_free(old);
+		}
 		log_info("listener %s: certificates reloaded",
 		    gl->gl_conf->l_address);
 	}
+	workers_post(g, GW_CMD_RELOAD_TLS);
 }
 
-/* Open every configured listener; -1 with *cause if one cannot bind. */
+/* A worker takes the TLS contexts the main loop published. */
+void
+listener_take_tls(struct gw *g)
+{
+	struct gw_shared *s = g->g_shared;
+	struct gw_listener *gl;
+	SSL_CTX *old;
+	size_t i;
+
+	for (i = 0; i < g->g_nlisteners && i < s->s_nctx; i++) {
+		gl = &g->g_listeners[i];
+		if (gl->gl_ctx == NULL)
+			continue;
+		old = gl->gl_ctx;
+		pthread_mutex_lock(&s->s_lock);
+		gl->gl_ctx = tls_ctx_ref(s->s_ctx[i]);
+		pthread_mutex_unlock(&s->s_lock);
+		tls_ctx_free(old);
+	}
+}
+
+/*
+ * Several loops share a port through SO_REUSEPORT, which would as gladly
+ * share it with another process of the same user.  Bind it once without
+ * the option first, so a port in use is still an error.
+ */
+static int
+listener_probe(const struct gw_listen *l)
+{
+	int fd, one = 1, e;
+
+	fd = socket(l->l_ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return (-1);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (const struct sockaddr *)&l->l_ss, l->l_sslen) == -1) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return (-1);
+	}
+	close(fd);
+	return (0);
+}
+
+/*
+ * Open every configured listener of loop g; -1 with *cause if one cannot
+ * bind.  The main loop loads the TLS contexts; workers share them.
+ */
 int
 listener_start(struct gw *g, char **cause)
 {
 	struct gw_config *cf = g->g_conf;
+	struct gw_shared *s = g->g_shared;
 	struct gw_listener *gl;
+	unsigned flags;
 	size_t i;
+	int many = s != NULL && s->s_nworkers > 1;
 
+	flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+	    LEV_OPT_CLOSE_ON_EXEC;
+	if (many)
+		flags |= LEV_OPT_REUSEABLE_PORT;
 	g->g_listeners = xcalloc(cf->cf_nlisten, sizeof *g->g_listeners);
+	if (s != NULL && g->g_index == 0) {
+		s->s_ctx = xcalloc(cf->cf_nlisten, sizeof *s->s_ctx);
+		s->s_nctx = cf->cf_nlisten;
+	}
 	for (i = 0; i < cf->cf_nlisten; i++) {
 		gl = &g->g_listeners[i];
 		gl->gl_gw = g;
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
-		if (gl->gl_conf->l_cert != NULL &&
-		    listener_tls_load(gl->gl_conf, &gl->gl_ctx, cause) != 0)
+		if (gl->gl_conf->l_cert != NULL && s != NULL &&
+		    g->g_index != 0) {
+			pthread_mutex_lock(&s->s_lock);
+			gl->gl_ctx = tls_ctx_ref(s->s_ctx[i]);
+			pthread_mutex_unlock(&s->s_lock);
+		} else if (gl->gl_conf->l_cert != NULL) {
+			if (listener_tls_load(gl->gl_conf, &gl->gl_ctx,
+				cause) != 0)
+				return (-1);
+			if (s != NULL)
+				s->s_ctx[i] = tls_ctx_ref(gl->gl_ctx);
+		}
+		if (many && g->g_index == 0 &&
+		    listener_probe(gl->gl_conf) != 0) {
+			xasprintf(cause, "cannot listen on %s: %s",
+			    gl->gl_conf->l_address, strerror(errno));
 			return (-1);
+		}
 		gl->gl_lev = evconnlistener_new_bind(g->g_base,
-		    listener_accept_cb, gl,
-		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-			LEV_OPT_CLOSE_ON_EXEC,
-		    1024, (struct sockaddr *)&gl->gl_conf->l_ss,
+		    listener_accept_cb, gl, flags, 1024,
+		    (struct sockaddr *)&gl->gl_conf->l_ss,
 		    (int)gl->gl_conf->l_sslen);
 		if (gl->gl_lev == NULL) {
 			xasprintf(cause, "cannot listen on %s: %s",
@@ -151,9 +236,11 @@ listener_start(struct gw *g, char **cause)
 		g->g_nlisteners++;
 		evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
 		gl->gl_pause = evtimer_new(g->g_base, listener_resume_cb, gl);
-		log_info("listening on %s://%s",
-		    gl->gl_ctx != NULL ? "https" : "http",
-		    gl->gl_conf->l_address);
+		if (g->g_index == 0)
+			log_info("listening on %s://%s%s",
+			    gl->gl_ctx != NULL ? "https" : "http",
+			    gl->gl_conf->l_address,
+			    many ? " (SO_REUSEPORT)" : "");
 	}
 	return (0);
 }

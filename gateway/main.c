@@ -43,7 +43,7 @@ main_sighup_cb(evutil_socket_t sig, short events, void *arg)
 	(void)sig;
 	(void)events;
 	log_info("received SIGHUP, reloading certificates");
-	listener_reload_tls(arg);
+	listener_reload_tls(arg); /* and tells the workers */
 }
 
 /* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
@@ -59,6 +59,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	tunnel_shutdown(g); /* tunnel.c */
 	conn_close_all(g);
 	upstream_pool_flush(g);
+	workers_post(g, GW_CMD_STOP); /* joined once this loop is left */
 	event_del(g->g_sigint);
 	event_del(g->g_sigterm);
 	event_del(g->g_sighup);
@@ -157,7 +158,8 @@ main(int argc, char **argv)
 	g.g_sighup = evsignal_new(g.g_base, SIGHUP, main_sighup_cb, &g);
 	evsignal_add(g.g_sighup, NULL);
 
-	if (listener_start(&g, &cause) != 0) {
+	if (gw_shared_init(&g, &cause) != 0 ||
+	    listener_start(&g, &cause) != 0) {
 		log_error("%s", cause);
 		free(cause);
 		return (1);
@@ -168,12 +170,21 @@ main(int argc, char **argv)
 		return (1);
 	}
 	tunnel_sync(&g); /* tunnel.c: Port B listeners of terminate tunnels */
-	log_info("akgateway %s started with %s (%zu sandboxes)", AK_VERSION,
-	    file != NULL ? file : "the built-in configuration",
-	    cf->cf_nsandboxes);
+	if (workers_start(&g, &cause) != 0) {
+		log_error("%s", cause);
+		free(cause);
+		workers_join(&g);
+		return (1);
+	}
+	log_info("akgateway %s started with %s (%zu sandboxes, %zu worker%s)",
+	    AK_VERSION, file != NULL ? file : "the built-in configuration",
+	    cf->cf_nsandboxes, g.g_shared->s_nworkers,
+	    g.g_shared->s_nworkers == 1 ? "" : "s");
 	event_base_dispatch(g.g_base);
 	/* Run the deferred frees queued while stopping. */
 	event_base_loop(g.g_base, EVLOOP_NONBLOCK);
+	workers_join(&g);
+	gw_shared_free(&g);
 
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);

@@ -25,14 +25,16 @@ metrics_request(
 	size_t i;
 
 	if (status >= 100 && status < 600)
-		m->m_requests[status / 100]++;
+		GW_ADD(m->m_requests[status / 100], 1);
 	if (code != NULL) {
 		for (i = 0; i < GW_METRIC_CODES; i++) {
+			/* The main loop may read the table while we write. */
 			if (m->m_codes[i] == NULL)
-				m->m_codes[i] = code;
+				__atomic_store_n(
+				    &m->m_codes[i], code, __ATOMIC_RELEASE);
 			if (m->m_codes[i] == code ||
 			    strcmp(m->m_codes[i], code) == 0) {
-				m->m_code_counts[i]++;
+				GW_ADD(m->m_code_counts[i], 1);
 				break;
 			}
 		}
@@ -41,9 +43,9 @@ metrics_request(
 		if ((double)duration_us / 1e6 <= metrics_bounds[i])
 			break;
 	}
-	m->m_duration_buckets[i]++;
-	m->m_duration_sum_us += duration_us;
-	m->m_duration_count++;
+	GW_ADD(m->m_duration_buckets[i], 1);
+	GW_ADD(m->m_duration_sum_us, duration_us);
+	GW_ADD(m->m_duration_count, 1);
 }
 
 /* Append one "# HELP" and "# TYPE" pair. */
@@ -57,10 +59,8 @@ metrics_head(
 
 /* Append the reverse-tunnel metrics (tunnel*.c). */
 static void
-metrics_tunnel(const struct gw *g, struct evbuffer *out)
+metrics_tunnel(const struct gw_metrics *m, struct evbuffer *out)
 {
-	const struct gw_metrics *m = &g->g_metrics;
-
 	metrics_head(out, "akgw_tunnel_sessions", "gauge",
 	    "Tunnels with a client that negotiated the protocol now.");
 	evbuffer_add_printf(out, "akgw_tunnel_sessions %llu\n",
@@ -91,18 +91,20 @@ metrics_tunnel(const struct gw *g, struct evbuffer *out)
 	    (unsigned long long)m->m_tunnel_errors);
 }
 
-/* Append every metric in the Prometheus text format. */
+/* Append every metric, summed over the workers, in the Prometheus format. */
 void
 metrics_render(const struct gw *g, struct evbuffer *out)
 {
-	const struct gw_metrics *m = &g->g_metrics;
-	uint64_t cum = 0;
+	struct gw_metrics sum;
+	const struct gw_metrics *m = &sum;
+	uint64_t cum = 0, nconns;
 	size_t i;
 
+	gw_metrics_sum(g, &sum, &nconns); /* worker.c */
 	metrics_head(out, "akgw_connections_active", "gauge",
 	    "Client connections open now.");
 	evbuffer_add_printf(out, "akgw_connections_active %llu\n",
-	    (unsigned long long)g->g_nconns);
+	    (unsigned long long)nconns);
 	metrics_head(out, "akgw_connections_accepted_total", "counter",
 	    "Client connections accepted.");
 	evbuffer_add_printf(out, "akgw_connections_accepted_total %llu\n",
@@ -155,5 +157,5 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "akgw_request_duration_seconds_count %llu\n",
 	    (unsigned long long)cum, (double)m->m_duration_sum_us / 1e6,
 	    (unsigned long long)m->m_duration_count);
-	metrics_tunnel(g, out);
+	metrics_tunnel(m, out);
 }

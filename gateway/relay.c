@@ -90,7 +90,8 @@ relay_start(struct conn *c)
 	bufferevent_setwatermark(c->c_bev, EV_WRITE, RELAY_LOW, 0);
 	bufferevent_setcb(up->u_bev, relay_upstream_read_cb,
 	    relay_upstream_write_cb, relay_upstream_event_cb, up);
-	c->c_gw->g_metrics.m_ws_active++;
+	if (!(c->c_flags & CONN_F_HANDED))
+		GW_ADD(c->c_gw->g_metrics.m_ws_active, 1);
 	relay_arm_idle(c);
 	/* Bytes that arrived with the 101, and any the client sent early. */
 	relay_move(c, up->u_bev, c->c_bev);

@@ -343,7 +343,7 @@ tunnel_protocol_error(struct tunnel *t, const char *why)
 	struct tunnel_link *l = t->t_link;
 
 	t->t_errors++;
-	t->t_gw->g_metrics.m_tunnel_errors++;
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_errors, 1);
 	if (l == NULL)
 		return;
 	log_warn("tunnel %s:%d: client %s broke the protocol: %s", t->t_name,
@@ -421,7 +421,7 @@ tunnel_link_lost(struct tunnel_link *l, const char *reason)
 	if (t->t_link == l)
 		t->t_link = NULL;
 	if (was_v2)
-		t->t_gw->g_metrics.m_tunnel_sessions--;
+		GW_ADD(t->t_gw->g_metrics.m_tunnel_sessions, -1);
 	log_info("tunnel %s:%d: client %s (generation %llu) gone: %s",
 	    t->t_name, t->t_port, l->l_peer, (unsigned long long)l->l_gen,
 	    reason);
@@ -526,7 +526,7 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 	}
 	l->l_state = TLINK_S_V2;
 	l->l_ping_next = clock_mono_msec() + TUNNEL_PING_MS;
-	gm->m_tunnel_sessions++;
+	GW_ADD(gm->m_tunnel_sessions, 1);
 	if (resumable)
 		l->l_flags |= TLINK_F_RESUMABLE;
 	else
@@ -537,7 +537,7 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 	same = resumable && (t->t_flags & TUNNEL_F_RESUMABLE) &&
 	    strcmp(t->t_session, m->m_session_id) == 0;
 	if (t->t_flags & TUNNEL_F_EVER)
-		gm->m_tunnel_reconnects++;
+		GW_ADD(gm->m_tunnel_reconnects, 1);
 	t->t_flags |= TUNNEL_F_EVER;
 
 	v = tunnel_xchg_snapshot(t, &n);
@@ -573,9 +573,9 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 				tunnel_xchg_resume(v[i]);
 			}
 		}
-		gm->m_tunnel_replays += replays;
+		GW_ADD(gm->m_tunnel_replays, replays);
 	} else {
-		gm->m_tunnel_resumes++;
+		GW_ADD(gm->m_tunnel_resumes, 1);
 		for (i = 0; i < n; i++) {
 			if (v[i]->x_state == TX_S_DONE ||
 			    !tunnel_xchg_sent(v[i]))
@@ -584,7 +584,7 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 				replays++;
 			tunnel_xchg_resume(v[i]);
 		}
-		gm->m_tunnel_replays += replays;
+		GW_ADD(gm->m_tunnel_replays, replays);
 	}
 	log_info("tunnel %s:%d: client %s negotiated V2 (generation %llu, "
 		 "chunk %llu, inflight %llu, window %llu)%s",
@@ -798,7 +798,7 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 		return;
 	}
 	l->l_gen = ++t->t_generation;
-	t->t_gw->g_metrics.m_tunnel_links++;
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_links, 1);
 	TAILQ_INSERT_TAIL(&t->t_links, l, l_entry);
 	log_info("tunnel %s:%d: client %s attached (generation %llu)",
 	    t->t_name, t->t_port, peer, (unsigned long long)l->l_gen);
@@ -1246,7 +1246,7 @@ tunnel_destroy(struct tunnel *t)
 	while ((l = TAILQ_FIRST(&t->t_links)) != NULL) {
 		TAILQ_REMOVE(&t->t_links, l, l_entry);
 		if (l->l_state == TLINK_S_V2)
-			t->t_gw->g_metrics.m_tunnel_sessions--;
+			GW_ADD(t->t_gw->g_metrics.m_tunnel_sessions, -1);
 		wsconn_free(l->l_ws);
 		free(l);
 	}

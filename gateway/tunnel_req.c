@@ -247,7 +247,7 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 	}
 	evtimer_del(x->x_timer);
 	t->t_requests++;
-	t->t_gw->g_metrics.m_tunnel_requests++;
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_requests, 1);
 	tx_log(x, how);
 	if (x->x_dconn != NULL) {
 		x->x_dconn->d_x = NULL;
@@ -280,7 +280,7 @@ tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
 		tunnel_send_error(t, x->x_id, tell);
 	if (err->e_status != 503 && err->e_status != 429) {
 		t->t_errors++;
-		t->t_gw->g_metrics.m_tunnel_errors++;
+		GW_ADD(t->t_gw->g_metrics.m_tunnel_errors, 1);
 	}
 	x->x_err = err;
 	log_info("tunnel %s:%d: %s %s: %s: %s", t->t_name, t->t_port,

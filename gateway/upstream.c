@@ -110,7 +110,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 		bufferevent_free(up->u_bev);
 		up->u_bev = NULL;
 	}
-	up->u_gw->g_metrics.m_upstream_connect_failures++;
+	GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
 	if (up->u_attempt >= UP_ATTEMPTS) {
 		proxy_upstream_failed(up,
 		    (up->u_flags & UP_F_NETNS_ERR) ? gw_err_sandbox_unreachable
@@ -123,7 +123,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 		delay = 400;
 	log_debug("upstream %s: attempt %d failed (%s), retry in %llums",
 	    up->u_key, up->u_attempt, why, (unsigned long long)delay);
-	up->u_gw->g_metrics.m_upstream_retries++;
+	GW_ADD(up->u_gw->g_metrics.m_upstream_retries, 1);
 	clock_msec_to_tv(delay, &tv);
 	evtimer_add(up->u_timer, &tv);
 }
@@ -326,6 +326,49 @@ upstream_pool_flush_sandbox(struct gw *g, const char *id)
 			upstream_close(
 			    up, "sandbox removed from the directory");
 	}
+}
+
+/*
+ * Close the pooled connections whose sandbox the directory no longer has
+ * as it was (a worker saw a new directory published).
+ */
+void
+upstream_pool_flush_stale(struct gw *g)
+{
+	struct upstream *up, *next;
+
+	for (up = TAILQ_FIRST(&g->g_idle); up != NULL; up = next) {
+		next = TAILQ_NEXT(up, u_entry);
+		if (directory_find(g->g_dir, up->u_sandbox->sb_id) !=
+		    up->u_sandbox)
+			upstream_close(
+			    up, "sandbox removed from the directory");
+	}
+}
+
+/*
+ * The "upstream" of a connection a worker hands to the main loop: the
+ * worker's end of their socketpair, relayed like an upgraded connection.
+ */
+struct upstream *
+upstream_pipe(struct gw *g, struct conn *c, int fd)
+{
+	struct upstream *up;
+
+	up = xcalloc(1, sizeof *up);
+	up->u_gw = g;
+	up->u_key = xstrdup("main loop");
+	up->u_conn = c;
+	up->u_state = UP_S_ACTIVE;
+	up->u_flags = UP_F_NO_REUSE;
+	up->u_sandbox = c->c_sandbox;
+	sandbox_ref(up->u_sandbox);
+	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
+	up->u_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	evio_tune(up->u_bev);
+	wthru_attach(&up->u_wt, up->u_bev);
+	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
+	return (up);
 }
 
 /* Close every pooled connection (shutdown). */

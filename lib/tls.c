@@ -370,6 +370,15 @@ tls_ctx_free(SSL_CTX *ctx)
 	SSL_CTX_free(ctx);
 }
 
+/* Another reference to ctx (a worker's listener sharing it), or NULL. */
+SSL_CTX *
+tls_ctx_ref(SSL_CTX *ctx)
+{
+	if (ctx != NULL)
+		SSL_CTX_up_ref(ctx);
+	return (ctx);
+}
+
 /* Describe the result of verifying the peer's certificate, "ok" if none. */
 const char *
 tls_verify_error(SSL *ssl)

@@ -166,7 +166,7 @@ test_errors(void **state)
 	(void)state;
 	expect_error("listen:\n  - address: 127.0.0.1:80\nbogus: 1\n",
 	    "t.yaml:3:1: unknown key 'bogus' in the configuration (expected "
-	    "one of: log, listen, admin, domains, timeouts, limits, auth, "
+	    "one of: log, listen, admin, domains, workers, timeouts, limits, auth, "
 	    "sandboxes)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    proto: x\n",
 	    "t.yaml:3:5: unknown key 'proto' in a listener (expected one of: "
@@ -272,6 +272,31 @@ test_missing_file(void **state)
 }
 
 static void
+test_workers(void **state)
+{
+	struct gw_config *cf;
+
+	(void)state;
+	cf = expect_ok("listen:\n  - address: 127.0.0.1:80\n");
+	assert_int_equal(cf->cf_workers, 0); /* auto */
+	conf_free(cf);
+	cf = expect_ok("workers: auto\nlisten:\n  - address: 127.0.0.1:80\n");
+	assert_int_equal(cf->cf_workers, 0);
+	conf_free(cf);
+	cf = expect_ok("workers: 3\nlisten:\n  - address: 127.0.0.1:80\n");
+	assert_int_equal(cf->cf_workers, 3);
+	conf_free(cf);
+	expect_error("listen:\n  - address: 127.0.0.1:80\nworkers: 0\n",
+	    "t.yaml:3:10: workers must be between 1 and 256, not 0");
+	expect_error("workers: 257\nlisten:\n  - address: 127.0.0.1:80\n",
+	    "t.yaml:1:10: workers must be between 1 and 256, not 257");
+	expect_error("workers: many\nlisten:\n  - address: 127.0.0.1:80\n",
+	    "t.yaml:1:10: workers must be auto or a count, not 'many'");
+	expect_error("workers: -2\nlisten:\n  - address: 127.0.0.1:80\n",
+	    "t.yaml:1:10: workers must be auto or a count, not '-2'");
+}
+
+static void
 test_units(void **state)
 {
 	uint64_t v;
@@ -302,6 +327,7 @@ main(void)
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_workers),
 		cmocka_unit_test(test_units),
 	};
 
