@@ -137,6 +137,7 @@ conn_close(struct conn *c, const char *reason)
 		conn_log_access(c, reason);
 	}
 	c->c_flags &= ~CONN_F_UPGRADED;
+	relay_splice_stop(c);
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -823,6 +824,8 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	if ((up = c->c_up) != NULL && up->u_state == UP_S_ACTIVE)
 		wthru_flush(&up->u_wt);
 	wthru_flush(&c->c_wt);
+	if (c->c_state == CONN_S_UPGRADED)
+		relay_splice_try(c);
 }
 
 /* Input from the client, by state. */

@@ -24,6 +24,8 @@ struct evconnlistener;
 struct evbuffer;
 struct cfg_doc;
 struct cfg_node;
+struct splice_pool;
+struct splicer;
 
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
@@ -237,6 +239,7 @@ struct gw {
 	struct admin *g_admin; /* admin listener */
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
 	struct strbuf g_head; /* scratch for message heads (proxy.c) */
+	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 };
 
 /* A listening socket. */
@@ -314,6 +317,8 @@ struct conn {
 	const char *c_err_code; /* gateway error code sent, or NULL */
 	char *c_method;
 	char *c_path; /* without the query */
+	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
+	struct splicer *c_spl[2];
 };
 
 enum upstream_state {
@@ -447,6 +452,9 @@ void proxy_response_timeout(struct upstream *);
 void proxy_client_drained(struct conn *);
 
 /* relay.c */
+struct splice_pool *relay_splice_pool(void);
+void relay_splice_stop(struct conn *);
+void relay_splice_try(struct conn *);
 void relay_start(struct conn *);
 void relay_client_read(struct conn *);
 void relay_client_drained(struct conn *);

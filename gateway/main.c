@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "gw.h"
+#include "splicer.h"
 #include "tls.h"
 
 static void
@@ -145,6 +146,7 @@ main(int argc, char **argv)
 	g.g_dir = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	TAILQ_INIT(&g.g_conns);
 	TAILQ_INIT(&g.g_idle);
+	g.g_splice = relay_splice_pool();
 	evio_malloc_tune();
 	if ((g.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr, "akgateway: cannot create the event loop\n");
@@ -191,6 +193,7 @@ main(int argc, char **argv)
 	event_free(g.g_sighup);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
+	splice_pool_free(g.g_splice);
 	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");

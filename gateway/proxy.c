@@ -3,6 +3,7 @@
  * connection: request head rewriting, bodies streamed in both directions
  * with watermarks, and response framing chosen for the client.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -14,6 +15,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "splicer.h"
 
 /*
  * Output watermarks: a writer stops reading its source when the other
@@ -23,9 +25,12 @@
 #define PROXY_LOW (64 * 1024)
 /* Most data moved in one step, so one connection cannot starve others. */
 #define PROXY_STEP (256 * 1024)
+/* Bodies with less than this left are not worth a splice(2) set-up. */
+#define PROXY_SPLICE_MIN (256 * 1024)
 
 static void proxy_upstream_read_cb(struct bufferevent *, void *);
 static void proxy_upstream_read(struct upstream *, struct bufferevent *);
+static void proxy_splice_try(struct conn *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
 
@@ -481,6 +486,8 @@ proxy_client_drained(struct conn *c)
 	if (!(c->c_flags & CONN_F_RESP_STARTED))
 		return;
 	proxy_response_body(c);
+	if (c->c_up == up)
+		proxy_splice_try(c);
 }
 
 /* Write the response head for the client. */
@@ -589,6 +596,24 @@ proxy_response_head(struct conn *c, struct upstream *up)
 	return (0);
 }
 
+/* The response was relayed in full: keep-alive or close, by state. */
+static void
+proxy_response_complete(struct conn *c)
+{
+	struct upstream *up = c->c_up;
+
+	c->c_flags |= CONN_F_RESP_DONE;
+	if (up != NULL)
+		evtimer_del(up->u_timer);
+	if (c->c_state != CONN_S_WAIT) {
+		/* Answered before the request body ended. */
+		if (up != NULL)
+			up->u_flags |= UP_F_NO_REUSE;
+		c->c_flags &= ~CONN_F_KEEPALIVE;
+	}
+	conn_response_done(c);
+}
+
 /* Relay response body bytes from the upstream to the client. */
 static void
 proxy_response_body(struct conn *c)
@@ -600,6 +625,8 @@ proxy_response_body(struct conn *c)
 	size_t before;
 	int r;
 
+	if (c->c_spl[1] != NULL)
+		return; /* splice(2) has the rest */
 	while (!b->b_done) {
 		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
 			/* Backpressure: resume from the client write cb. */
@@ -628,16 +655,78 @@ proxy_response_body(struct conn *c)
 		bufferevent_enable(up->u_bev, EV_READ);
 		return;
 	}
-	c->c_flags |= CONN_F_RESP_DONE;
-	evtimer_del(up->u_timer);
-	if (c->c_state == CONN_S_WAIT)
-		conn_response_done(c);
-	else {
-		/* Answered before the request body ended. */
-		up->u_flags |= UP_F_NO_REUSE;
-		c->c_flags &= ~CONN_F_KEEPALIVE;
-		conn_response_done(c);
+	proxy_response_complete(c);
+}
+
+/* Bytes of a response body went to the client in the kernel. */
+static void
+proxy_splice_progress(void *arg, size_t n)
+{
+	struct conn *c = arg;
+
+	c->c_resp_body.b_left -= n;
+	c->c_resp_body.b_total += n;
+}
+
+/* The spliced part of a response body ended. */
+static void
+proxy_splice_done(void *arg, int error)
+{
+	struct conn *c = arg;
+	struct upstream *up = c->c_up;
+
+	relay_splice_stop(c);
+	if (error == 0 && c->c_resp_body.b_left == 0) {
+		c->c_resp_body.b_done = 1;
+		proxy_response_complete(c);
+		return;
 	}
+	log_warn("conn %llu: response body from sandbox '%s' port %d ended "
+		 "%llu bytes early: %s",
+	    (unsigned long long)c->c_id, c->c_sandbox->sb_id, c->c_port,
+	    (unsigned long long)c->c_resp_body.b_left,
+	    error == ETIMEDOUT ? "idle timeout"
+			       : error == EPIPE ? "upstream closed"
+						: strerror(error));
+	if (up != NULL)
+		upstream_close(up, "closed mid-response");
+	conn_close(c,
+	    error == ETIMEDOUT ? "idle timeout mid-response"
+			       : "upstream closed mid-response");
+}
+
+/*
+ * The rest of a large Content-Length response body between two plaintext
+ * sockets moves with splice(2), once nothing of it is buffered: the bytes
+ * no longer enter user space.  Chunked and close-delimited bodies, and TLS
+ * clients, keep the buffered relay.
+ */
+static void
+proxy_splice_try(struct conn *c)
+{
+	static const struct splicer_cbs cbs = { proxy_splice_progress,
+		proxy_splice_done };
+	struct upstream *up = c->c_up;
+	struct gw_body *b = &c->c_resp_body;
+	int cfd, ufd;
+
+	if (c->c_gw->g_splice == NULL || c->c_spl[1] != NULL || up == NULL ||
+	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
+	    !(c->c_flags & CONN_F_RESP_STARTED) || b->b_done ||
+	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN ||
+	    c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
+	    proxy_out_len(c->c_bev) != 0)
+		return;
+	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
+	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
+		return;
+	/* The upstream's bufferevent may still write the request body. */
+	bufferevent_disable(up->u_bev, EV_READ);
+	c->c_spl[1] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, ufd, cfd,
+	    b->b_left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
+	splicer_start(c->c_spl[1]);
 }
 
 /* The upstream sent bytes: a response head, interim responses or body. */
@@ -650,8 +739,10 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 	evio_read_more(bev);
 	proxy_upstream_read(up, bev);
 	/* Send what this input made at once (wthru.h). */
-	if (c != NULL)
+	if (c != NULL && c->c_up == up) {
 		wthru_flush(&c->c_wt);
+		proxy_splice_try(c);
+	}
 }
 
 /* Response bytes from an active upstream. */

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "splicer.h"
 
 /* Stop reading a side when the other side's output holds this much. */
 #define RELAY_HIGH (256 * 1024)
@@ -73,6 +74,117 @@ relay_idle(struct conn *c)
 	relay_arm_idle(c);
 }
 
+/*
+ * A loop's pipe pool for splice(2), or NULL when AKGW_SPLICE=0 turns it off
+ * (to measure what it buys).
+ */
+struct splice_pool *
+relay_splice_pool(void)
+{
+	const char *v = getenv("AKGW_SPLICE");
+
+	if (v != NULL && strcmp(v, "0") == 0)
+		return (NULL);
+	return (splice_pool_new());
+}
+
+/* Stop the splice(2) moves of c, if any. */
+void
+relay_splice_stop(struct conn *c)
+{
+	splicer_free(c->c_spl[0]);
+	splicer_free(c->c_spl[1]);
+	c->c_spl[0] = c->c_spl[1] = NULL;
+}
+
+/* Bytes went from the client to the upstream in the kernel. */
+static void
+relay_splice_up(void *arg, size_t n)
+{
+	struct conn *c = arg;
+
+	c->c_active_ms = clock_mono_msec();
+	c->c_req_body.b_total += n;
+}
+
+/* Bytes went from the upstream to the client in the kernel. */
+static void
+relay_splice_down(void *arg, size_t n)
+{
+	struct conn *c = arg;
+
+	c->c_active_ms = clock_mono_msec();
+	c->c_resp_body.b_total += n;
+}
+
+/* The client's side ended: everything it sent was passed on. */
+static void
+relay_splice_up_done(void *arg, int error)
+{
+	struct conn *c = arg;
+
+	relay_splice_stop(c);
+	conn_close(c, error == 0 ? "websocket client closed"
+				 : "websocket client error");
+}
+
+/* The upstream's side ended: everything it sent was passed on. */
+static void
+relay_splice_down_done(void *arg, int error)
+{
+	struct conn *c = arg;
+
+	relay_splice_stop(c);
+	if (c->c_up != NULL)
+		upstream_close(c->c_up,
+		    error == 0 ? "websocket upstream closed"
+			       : "websocket upstream error");
+	c->c_up = NULL;
+	conn_finish(c);
+}
+
+/*
+ * Once nothing is buffered on either side of a plaintext upgraded
+ * connection, move its bytes with splice(2): they no longer enter user
+ * space.  The bufferevents rest until the connection closes.
+ */
+void
+relay_splice_try(struct conn *c)
+{
+	static const struct splicer_cbs up_cbs = { relay_splice_up,
+		relay_splice_up_done };
+	static const struct splicer_cbs down_cbs = { relay_splice_down,
+		relay_splice_down_done };
+	struct upstream *up = c->c_up;
+	struct event_base *base = c->c_gw->g_base;
+	int cfd, ufd;
+
+	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
+	    (c->c_flags & CONN_F_TLS) || c->c_state != CONN_S_UPGRADED ||
+	    up->u_state != UP_S_ACTIVE)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(up->u_bev)) != 0)
+		return;
+	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
+	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
+		return;
+	bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
+	bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
+	c->c_spl[0] = splicer_new(base, c->c_gw->g_splice, cfd, ufd,
+	    SPLICER_TO_EOF, 0, &up_cbs, c);
+	c->c_spl[1] = splicer_new(base, c->c_gw->g_splice, ufd, cfd,
+	    SPLICER_TO_EOF, 0, &down_cbs, c);
+	log_debug("conn %llu: relaying with splice(2)",
+	    (unsigned long long)c->c_id);
+	splicer_start(c->c_spl[0]);
+	/* The first may have ended the connection already. */
+	if (c->c_spl[1] != NULL)
+		splicer_start(c->c_spl[1]);
+}
+
 /* Switch conn c and its upstream to the raw relay after a 101 response. */
 void
 relay_start(struct conn *c)
@@ -110,8 +222,10 @@ relay_client_read(struct conn *c)
 void
 relay_client_drained(struct conn *c)
 {
-	if (c->c_up != NULL)
+	if (c->c_up != NULL) {
 		relay_move(c, c->c_up->u_bev, c->c_bev);
+		relay_splice_try(c);
+	}
 }
 
 /*
@@ -148,6 +262,7 @@ relay_upstream_read_cb(struct bufferevent *bev, void *arg)
 	evio_read_more(bev);
 	relay_move(up->u_conn, up->u_bev, up->u_conn->c_bev);
 	wthru_flush(&up->u_conn->c_wt);
+	relay_splice_try(up->u_conn);
 }
 
 /* The upstream's output drained: read the client again, or finish. */
@@ -163,8 +278,10 @@ relay_upstream_write_cb(struct bufferevent *bev, void *arg)
 			upstream_close(up, "websocket client closed");
 		return;
 	}
-	if (up->u_conn != NULL)
+	if (up->u_conn != NULL) {
 		relay_move(up->u_conn, up->u_conn->c_bev, up->u_bev);
+		relay_splice_try(up->u_conn);
+	}
 }
 
 /* The upstream closed or failed: pass on what it sent, then finish. */

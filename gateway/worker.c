@@ -28,6 +28,7 @@
 
 #include "alloc.h"
 #include "gw.h"
+#include "splicer.h"
 #include "tls.h"
 
 /* More loops than this gain nothing on any machine we run on. */
@@ -221,6 +222,7 @@ worker_free(struct gw *w)
 	event_base_free(w->g_base);
 	strbuf_free(&w->g_head);
 	directory_unref(w->g_dir);
+	splice_pool_free(w->g_splice);
 	free(w);
 }
 
@@ -248,6 +250,7 @@ workers_start(struct gw *g, char **cause)
 		w->g_limits = g->g_limits;
 		TAILQ_INIT(&w->g_conns);
 		TAILQ_INIT(&w->g_idle);
+		w->g_splice = relay_splice_pool();
 		if ((w->g_base = evio_base_new()) == NULL) {
 			xasprintf(cause, "worker %zu: cannot create the event "
 					 "loop", i);

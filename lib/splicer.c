@@ -1,0 +1,313 @@
+/*
+ * splice(2) between two sockets, through a pipe, on a libevent loop.  The
+ * bytes never reach user space: a proxied download or WebSocket stream
+ * costs the kernel's work and two system calls per pipe-full.
+ *
+ * Each pump moves what the source has into the pipe (at most what the
+ * pipe holds and what is left of the limit), then from the pipe to the
+ * destination, until one side would block; it then waits for that side.
+ * The pipe is the only buffer, so memory is bounded by its size.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "splicer.h"
+
+/* Pipe capacity asked for; the kernel may give less. */
+#define SPLICER_PIPE_SIZE (256 * 1024)
+/* Idle pipes a pool keeps for the next splicer. */
+#define SPLICE_POOL_KEEP 64
+/* Retry after this when no pipe can be made (out of descriptors). */
+#define SPLICER_RETRY_MS 100
+/* Pipe-fuls one pump moves before letting the loop run others. */
+#define SPLICER_BUDGET 4
+
+struct splice_pipe {
+	int p_fd[2]; /* read end, write end */
+	size_t p_size;
+};
+
+struct splice_pool {
+	struct splice_pipe *sp_free[SPLICE_POOL_KEEP];
+	size_t sp_nfree;
+};
+
+struct splicer {
+	struct event_base *s_base;
+	struct splice_pool *s_pool;
+	int s_in;
+	int s_out;
+	struct splice_pipe *s_pipe; /* only while bytes are in it */
+	size_t s_inpipe; /* bytes in the pipe */
+	uint64_t s_left; /* still to read, or SPLICER_TO_EOF */
+	int s_eof; /* the source ended */
+	uint64_t s_idle_ms;
+	uint64_t s_active; /* monotonic ms of the last byte moved */
+	struct event *s_rev; /* source readable */
+	struct event *s_wev; /* destination writable */
+	struct event *s_retry; /* no pipe could be made */
+	struct splicer_cbs s_cbs;
+	void *s_arg;
+};
+
+static void splicer_pump(struct splicer *);
+
+/* A pool of pipes for one loop. */
+struct splice_pool *
+splice_pool_new(void)
+{
+	return (xcalloc(1, sizeof(struct splice_pool)));
+}
+
+/* Close a pipe. */
+static void
+splice_pipe_close(struct splice_pipe *p)
+{
+	close(p->p_fd[0]);
+	close(p->p_fd[1]);
+	free(p);
+}
+
+/* Free a pool and its idle pipes. */
+void
+splice_pool_free(struct splice_pool *pool)
+{
+	if (pool == NULL)
+		return;
+	while (pool->sp_nfree > 0)
+		splice_pipe_close(pool->sp_free[--pool->sp_nfree]);
+	free(pool);
+}
+
+/* An empty pipe from the pool, or a new one; NULL when none can be made. */
+static struct splice_pipe *
+splice_pipe_get(struct splice_pool *pool)
+{
+	struct splice_pipe *p;
+	int size;
+
+	if (pool->sp_nfree > 0)
+		return (pool->sp_free[--pool->sp_nfree]);
+	p = xcalloc(1, sizeof *p);
+	if (pipe2(p->p_fd, O_NONBLOCK | O_CLOEXEC) == -1) {
+		free(p);
+		return (NULL);
+	}
+	/* Best effort: past pipe-user-pages-soft the kernel says no. */
+	size = fcntl(p->p_fd[1], F_SETPIPE_SZ, SPLICER_PIPE_SIZE);
+	if (size <= 0)
+		size = fcntl(p->p_fd[1], F_GETPIPE_SZ);
+	p->p_size = size > 0 ? (size_t)size : 65536;
+	return (p);
+}
+
+/* Give an empty pipe back. */
+static void
+splice_pipe_put(struct splice_pool *pool, struct splice_pipe *p)
+{
+	if (pool->sp_nfree < SPLICE_POOL_KEEP)
+		pool->sp_free[pool->sp_nfree++] = p;
+	else
+		splice_pipe_close(p);
+}
+
+/* An event on the source or destination, or the retry timer. */
+static void
+splicer_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct splicer *s = arg;
+	struct timeval tv;
+	uint64_t now, idle;
+
+	(void)fd;
+	if ((what & EV_TIMEOUT) && s->s_idle_ms != 0 &&
+	    fd != -1) {
+		now = clock_mono_msec();
+		idle = now - s->s_active;
+		if (idle >= s->s_idle_ms) {
+			s->s_cbs.done(s->s_arg, ETIMEDOUT);
+			return;
+		}
+		/* Something moved since this wait began: wait the rest. */
+		clock_msec_to_tv(s->s_idle_ms - idle, &tv);
+		event_add(fd == s->s_in ? s->s_rev : s->s_wev, &tv);
+		return;
+	}
+	splicer_pump(s);
+}
+
+/*
+ * A splicer moving limit bytes (or SPLICER_TO_EOF) from socket in to
+ * socket out, with pipes from pool.  Nothing moves until splicer_start.
+ * idle_ms (0: none) ends a move that moves nothing for that long.
+ */
+struct splicer *
+splicer_new(struct event_base *base, struct splice_pool *pool, int in,
+    int out, uint64_t limit, uint64_t idle_ms, const struct splicer_cbs *cbs,
+    void *arg)
+{
+	struct splicer *s;
+
+	s = xcalloc(1, sizeof *s);
+	s->s_base = base;
+	s->s_pool = pool;
+	s->s_in = in;
+	s->s_out = out;
+	s->s_left = limit;
+	s->s_idle_ms = idle_ms;
+	s->s_cbs = *cbs;
+	s->s_arg = arg;
+	s->s_rev = event_new(base, in, EV_READ, splicer_event_cb, s);
+	s->s_wev = event_new(base, out, EV_WRITE, splicer_event_cb, s);
+	s->s_retry = evtimer_new(base, splicer_event_cb, s);
+	return (s);
+}
+
+/* Start moving. */
+void
+splicer_start(struct splicer *s)
+{
+	s->s_active = clock_mono_msec();
+	splicer_pump(s);
+}
+
+/* Bytes of the limit not read yet. */
+uint64_t
+splicer_left(const struct splicer *s)
+{
+	return (s->s_left);
+}
+
+/* Stop and free; bytes still in the pipe are dropped with it. */
+void
+splicer_free(struct splicer *s)
+{
+	if (s == NULL)
+		return;
+	event_free(s->s_rev);
+	event_free(s->s_wev);
+	event_free(s->s_retry);
+	if (s->s_pipe != NULL) {
+		if (s->s_inpipe == 0)
+			splice_pipe_put(s->s_pool, s->s_pipe);
+		else
+			splice_pipe_close(s->s_pipe);
+	}
+	free(s);
+}
+
+/* Wait for ev, with the idle deadline when there is one. */
+static void
+splicer_wait(struct splicer *s, struct event *ev)
+{
+	struct timeval tv;
+
+	if (s->s_idle_ms == 0) {
+		event_add(ev, NULL);
+		return;
+	}
+	clock_msec_to_tv(s->s_idle_ms, &tv);
+	event_add(ev, &tv);
+}
+
+/* Write what the pipe holds.  0: empty now; 1: would block; -1: error. */
+static int
+splicer_drain(struct splicer *s)
+{
+	ssize_t n;
+
+	while (s->s_inpipe > 0) {
+		n = splice(s->s_pipe->p_fd[0], NULL, s->s_out, NULL,
+		    s->s_inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			s->s_inpipe -= (size_t)n;
+			s->s_active = clock_mono_msec();
+			s->s_cbs.progress(s->s_arg, (size_t)n);
+			continue;
+		}
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && errno == EAGAIN)
+			return (1);
+		if (n == 0)
+			errno = EPIPE;
+		return (-1);
+	}
+	/* Empty: other splicers may use the pipe while this one waits. */
+	splice_pipe_put(s->s_pool, s->s_pipe);
+	s->s_pipe = NULL;
+	return (0);
+}
+
+/* Move until a side would block, the move ends or fails. */
+static void
+splicer_pump(struct splicer *s)
+{
+	struct timeval tv;
+	size_t want;
+	ssize_t n;
+	int r, budget = SPLICER_BUDGET;
+
+	for (;;) {
+		if (s->s_pipe != NULL) {
+			if ((r = splicer_drain(s)) < 0) {
+				s->s_cbs.done(s->s_arg, errno);
+				return;
+			}
+			if (r == 1) {
+				splicer_wait(s, s->s_wev);
+				return;
+			}
+		}
+		if (s->s_eof || s->s_left == 0) {
+			s->s_cbs.done(s->s_arg,
+			    s->s_eof && s->s_left != SPLICER_TO_EOF &&
+				    s->s_left != 0
+				? EPIPE
+				: 0);
+			return;
+		}
+		if (budget-- == 0) {
+			/* Fairness: come back after the loop's other events. */
+			event_active(s->s_retry, EV_TIMEOUT, 0);
+			return;
+		}
+		if ((s->s_pipe = splice_pipe_get(s->s_pool)) == NULL) {
+			/* The bytes wait in the socket; nothing is lost. */
+			clock_msec_to_tv(SPLICER_RETRY_MS, &tv);
+			evtimer_add(s->s_retry, &tv);
+			return;
+		}
+		want = s->s_pipe->p_size;
+		if (s->s_left != SPLICER_TO_EOF && s->s_left < want)
+			want = (size_t)s->s_left;
+		n = splice(s->s_in, NULL, s->s_pipe->p_fd[1], NULL, want,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			s->s_inpipe = (size_t)n;
+			if (s->s_left != SPLICER_TO_EOF)
+				s->s_left -= (uint64_t)n;
+			continue;
+		}
+		if (n == 0) {
+			s->s_eof = 1;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN) {
+			splice_pipe_put(s->s_pool, s->s_pipe);
+			s->s_pipe = NULL;
+			splicer_wait(s, s->s_rev);
+			return;
+		}
+		s->s_cbs.done(s->s_arg, errno);
+		return;
+	}
+}
