@@ -279,6 +279,12 @@ splicer_pump(struct splicer *s)
 			return;
 		}
 		if ((s->s_pipe = splice_pipe_get(s->s_pool)) == NULL) {
+			/* Out of descriptors still ends an idle move. */
+			if (s->s_idle_ms != 0 &&
+			    clock_mono_msec() - s->s_active >= s->s_idle_ms) {
+				s->s_cbs.done(s->s_arg, ETIMEDOUT);
+				return;
+			}
 			/* The bytes wait in the socket; nothing is lost. */
 			clock_msec_to_tv(SPLICER_RETRY_MS, &tv);
 			evtimer_add(s->s_retry, &tv);

@@ -939,6 +939,31 @@ test_no_pipe(void **state)
 	move_close(&m);
 }
 
+/* Out of descriptors, an idle move still ends at its idle deadline. */
+static void
+test_idle_without_pipe(void **state)
+{
+	struct fixture *f = *state;
+	struct move m;
+	struct rlimit old, rl;
+	int lowest;
+
+	move_open(&m, f->f_base, f->f_pool, KIND_UNIX);
+	lowest = dup(m.m_in); /* every descriptor below it is taken */
+	assert_true(lowest != -1);
+	close(lowest);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = (rlim_t)lowest; /* pipe2 now fails with EMFILE */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	move_start(&m, SPLICER_TO_EOF, 200);
+	move_run_for(&m, 1000);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_int_equal(m.m_done, 1);
+	assert_int_equal(m.m_error, ETIMEDOUT);
+	move_close(&m);
+}
+
 /*
  * Two moves in turn share the pool's one pipe; freeing the pool closes it.
  * The loop and pool are this test's own, so the count covers them.
@@ -1047,6 +1072,7 @@ main(void)
 		T(test_dest_gone_unix),
 		T(test_dest_gone_tcp),
 		T(test_no_pipe),
+		T(test_idle_without_pipe),
 		cmocka_unit_test(test_pool_reuse),
 		T(test_free_mid_move),
 	};
