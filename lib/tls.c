@@ -3,6 +3,7 @@
  * and readable OpenSSL errors. Every OpenSSL call in the tree lives here.
  */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -368,6 +369,33 @@ void
 tls_ctx_free(SSL_CTX *ctx)
 {
 	SSL_CTX_free(ctx);
+}
+
+/*
+ * Read what the connection has for us now into buf, at most len bytes: >0
+ * bytes, or 0 when it would block, ended or failed (the owner's next read
+ * sees why).  The error queue is left clean.
+ */
+int
+tls_read_more(SSL *ssl, void *buf, size_t len)
+{
+	int r;
+
+	if (len > INT_MAX)
+		len = INT_MAX;
+	if ((r = SSL_read(ssl, buf, (int)len)) > 0)
+		return (r);
+	ERR_clear_error();
+	return (0);
+}
+
+/* Decrypted bytes of the current record not read yet. */
+size_t
+tls_pending(SSL *ssl)
+{
+	int n = SSL_pending(ssl);
+
+	return (n > 0 ? (size_t)n : 0);
 }
 
 /* Another reference to ctx (a worker's listener sharing it), or NULL. */

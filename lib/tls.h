@@ -14,6 +14,8 @@ SSL *tls_client_ssl_new(SSL_CTX *, const char *, char **);
 int tls_client_ctx_set_cert(SSL_CTX *, const char *, const char *, char **);
 void tls_ctx_free(SSL_CTX *);
 SSL_CTX *tls_ctx_ref(SSL_CTX *);
+int tls_read_more(SSL *, void *, size_t);
+size_t tls_pending(SSL *);
 const char *tls_last_error(void);
 const char *tls_verify_error(SSL *);
 SSL *tls_server_ssl_new(SSL_CTX *);

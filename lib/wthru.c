@@ -19,10 +19,13 @@
 #include <malloc.h>
 #include <stddef.h>
 
+#include "tls.h"
 #include "wthru.h"
 
 /* What libevent 2.1 reads per read event at most (EVBUFFER_MAX_READ). */
 #define EVIO_LIBEVENT_READ 4096
+/* The largest TLS record's payload. */
+#define EVIO_TLS_RECORD 16384
 
 /* Bytes were queued while EV_WRITE was held off: give it back. */
 static void
@@ -110,6 +113,50 @@ evio_tune(struct bufferevent *bev)
 }
 
 /*
+ * libevent 2.1 hands a TLS connection's read callback one record (16 KiB)
+ * per read event, so an upload cost an epoll_wait, a callback and a write
+ * upstream per record.  Decrypt what else the socket holds now, up to
+ * EVIO_MAX_IO and the read high watermark, and always the rest of a
+ * record begun (libevent would wait for the socket, which has no more of
+ * it: the connection would stall).
+ */
+static void
+evio_read_more_tls(struct bufferevent *bev, SSL *ssl)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec v;
+	size_t len, hi = 0, room = EVIO_MAX_IO, want;
+	int r;
+
+	len = evbuffer_get_length(in);
+	/*
+	 * Less than a full record came: the peer paused, and reading would
+	 * only cost a read(2) that says EAGAIN.
+	 */
+	if (len < EVIO_TLS_RECORD && tls_pending(ssl) == 0)
+		return;
+	if (bufferevent_getwatermark(bev, EV_READ, NULL, &hi) == 0 && hi != 0)
+		room = len >= hi ? 0 : hi - len < room ? hi - len : room;
+	for (;;) {
+		want = tls_pending(ssl);
+		if (want == 0) {
+			if (room == 0)
+				break;
+			want = room < EVIO_TLS_RECORD ? room : EVIO_TLS_RECORD;
+		}
+		if (evbuffer_reserve_space(in, (ev_ssize_t)want, &v, 1) != 1)
+			break;
+		if (v.iov_len > want)
+			v.iov_len = want;
+		if ((r = tls_read_more(ssl, v.iov_base, v.iov_len)) <= 0)
+			break;
+		v.iov_len = (size_t)r;
+		evbuffer_commit_space(in, &v, 1);
+		room = (size_t)r >= room ? 0 : room - (size_t)r;
+	}
+}
+
+/*
  * libevent 2.1 reads at most 4 KiB per read event, whatever the socket
  * holds, so a bulk transfer costs a callback and three system calls per
  * 4 KiB.  Called first thing in a read callback: when libevent's read may
@@ -126,10 +173,14 @@ evio_read_more(struct bufferevent *bev)
 	size_t len, hi = 0, room = EVIO_MAX_IO;
 	ssize_t r;
 	int fd, avail = 0, n, i, used;
+	SSL *ssl;
 
-	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
-	    !(bufferevent_get_enabled(bev) & EV_READ))
+	if (bev == NULL || !(bufferevent_get_enabled(bev) & EV_READ))
 		return;
+	if ((ssl = bufferevent_openssl_get_ssl(bev)) != NULL) {
+		evio_read_more_tls(bev, ssl);
+		return;
+	}
 	in = bufferevent_get_input(bev);
 	if ((len = evbuffer_get_length(in)) < EVIO_LIBEVENT_READ ||
 	    (fd = bufferevent_getfd(bev)) == -1)
