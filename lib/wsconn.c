@@ -2,13 +2,21 @@
  * WebSocket connections: the HTTP/1.1 handshake checks and a connection
  * object that glues wslay's event API to a bufferevent.
  *
- * wslay reads frames from the bufferevent's input and writes them straight
- * into its output, so what we queue lives in one place and wsconn_queued is
- * exact enough for credits.  The bufferevent's callbacks only note what
- * happened and activate one work event; every callback into the owner runs
- * from that event (or the free from event_base_once), never from inside
- * wsconn_send, wsconn_close or a bufferevent callback, so an owner may send,
- * close or free from any of its callbacks.
+ * Data frames (text, binary, continuation) we parse, unmask, reassemble and
+ * write ourselves, a machine word at a time: wslay unmasks and masks byte
+ * by byte and copies every message twice, which was nearly half the
+ * gateway's CPU in a tunnel download.  Control frames (close, ping, pong),
+ * and any frame we would refuse, go to wslay whole and on their own, so
+ * wslay answers pings, runs the closing handshake and picks the close code
+ * of an error as before.  Both write whole frames into the bufferevent's
+ * output, so what we queue lives in one place and wsconn_queued is exact
+ * enough for credits.
+ *
+ * The bufferevent's callbacks only note what happened and activate one work
+ * event; every callback into the owner runs from that event (or the free
+ * from event_base_once), never from inside wsconn_send, wsconn_close or a
+ * bufferevent callback, so an owner may send, close or free from any of its
+ * callbacks.
  */
 #include <sys/types.h>
 
@@ -68,7 +76,7 @@ struct wsconn {
 #define WSCONN_F_ABOVE_LOW 0x04 /* queue was above WSCONN_LOWAT */
 #define WSCONN_F_FAILED 0x08 /* we failed the connection: no reply awaited */
 #define WSCONN_F_HAVE_CODE 0x10 /* ws_code and ws_reason are final */
-#define WSCONN_F_IN_RECV 0x20 /* inside wslay_event_recv */
+#define WSCONN_F_IN_RECV 0x20 /* inside wsconn_parse */
 #define WSCONN_F_IN_SEND 0x40 /* inside wslay_event_send */
 	int ws_work; /* what ws_ev_work has to do */
 #define WSCONN_W_READ 0x01 /* parse the input */
@@ -78,15 +86,33 @@ struct wsconn {
 	short ws_bev_what; /* BEV_EVENT_* of the end of the transport */
 	int ws_depth; /* our callbacks on the stack */
 	uint16_t ws_code; /* close code for on_close */
-	struct ws_scan ws_in; /* frame boundaries of the input */
-	struct ws_scan ws_out; /* and of the output */
+	struct ws_scan ws_in; /* frame boundaries of what wslay reads */
+	struct ws_scan ws_out; /* and of what it writes */
 	/*
 	 * What one wslay_event_send produces, moved to the bufferevent in
-	 * one piece: a masked frame comes from wslay 4 KiB at a time, and
-	 * each add to a bufferevent's output runs its callbacks.
+	 * one piece: a frame comes from wslay in pieces (header, payload),
+	 * and each add to a bufferevent's output runs its callbacks.
 	 */
 	struct evbuffer *ws_stage;
 	int ws_in_mapped; /* a received close code was lifted into 40xx */
+	/*
+	 * The data frames we parse ourselves (wsconn_parse).  Input bytes
+	 * that are wslay's (a control frame, or everything from a frame we
+	 * refuse on) are counted in ws_feed; wsconn_recv_cb hands out no
+	 * more, so wslay never holds a data frame's bytes.
+	 */
+	size_t ws_feed; /* input bytes wslay may take (SIZE_MAX: all) */
+	size_t ws_max; /* longest message we take */
+	uint64_t ws_rleft; /* payload of the current data frame to come */
+	uint8_t *ws_rbuf; /* the message so far, unmasked */
+	size_t ws_rlen; /* bytes in ws_rbuf */
+	size_t ws_rcap; /* bytes allocated for ws_rbuf */
+	uint32_t ws_rutf8; /* ws_utf8_check state of a text message */
+	uint8_t ws_rop; /* WSLAY_TEXT_FRAME or _BINARY_FRAME; 0: none */
+	uint8_t ws_rfin; /* the current frame ends the message */
+	uint8_t ws_rmasked; /* the current frame is masked ... */
+	uint8_t ws_rkoff; /* ... and its next byte uses key byte ws_rkoff */
+	uint8_t ws_rkey[4];
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
 	struct event *ws_ev_timer; /* closing handshake deadline */
@@ -528,12 +554,115 @@ wsconn_scan(struct ws_scan *sc, const uint8_t *buf, size_t n, uint8_t from)
 	return (found);
 }
 
+/*
+ * Put src XOR the masking key into dst (which may be src), len bytes, the
+ * first with key byte koff (RFC 6455 section 5.3).  Returns the key byte
+ * offset of the byte after.  Eight bytes at a time: the key repeats every
+ * four, so one 64-bit word of it, rotated by koff, fits every word.
+ */
+static unsigned int
+ws_mask(uint8_t *dst, const uint8_t *src, size_t len, const uint8_t key[4],
+    unsigned int koff)
+{
+	uint8_t kb[8];
+	uint64_t k, w0, w1, w2, w3;
+	size_t i;
+
+	for (i = 0; i < sizeof kb; i++)
+		kb[i] = key[(koff + i) & 3];
+	memcpy(&k, kb, sizeof k);
+	for (i = 0; i + 32 <= len; i += 32) {
+		memcpy(&w0, src + i, 8);
+		memcpy(&w1, src + i + 8, 8);
+		memcpy(&w2, src + i + 16, 8);
+		memcpy(&w3, src + i + 24, 8);
+		w0 ^= k;
+		w1 ^= k;
+		w2 ^= k;
+		w3 ^= k;
+		memcpy(dst + i, &w0, 8);
+		memcpy(dst + i + 8, &w1, 8);
+		memcpy(dst + i + 16, &w2, 8);
+		memcpy(dst + i + 24, &w3, 8);
+	}
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&w0, src + i, 8);
+		w0 ^= k;
+		memcpy(dst + i, &w0, 8);
+	}
+	for (; i < len; i++)
+		dst[i] = src[i] ^ kb[i & 7];
+	return ((unsigned int)((koff + len) & 3));
+}
+
+/*
+ * Go on checking a text message for UTF-8 (RFC 3629: no overlong forms,
+ * no surrogates, nothing past U+10FFFF; what wslay accepted) with len more
+ * bytes.  *state is 0 between characters, else the continuation bytes
+ * still to come and the range of the next one.  Returns -1 at the first
+ * byte that cannot be UTF-8, else 0.
+ */
+static int
+ws_utf8_check(uint32_t *state, const uint8_t *p, size_t len)
+{
+	unsigned int need, lo, hi, c;
+	uint64_t w;
+	size_t i = 0;
+
+	need = *state & 0xff;
+	lo = (*state >> 8) & 0xff;
+	hi = (*state >> 16) & 0xff;
+	while (i < len) {
+		if (need != 0) {
+			c = p[i++];
+			if (c < lo || c > hi)
+				return (-1);
+			need--;
+			lo = 0x80;
+			hi = 0xbf;
+			continue;
+		}
+		/* Text is mostly ASCII: skip it a word at a time. */
+		while (i + 8 <= len) {
+			memcpy(&w, p + i, sizeof w);
+			if (w & 0x8080808080808080ULL)
+				break;
+			i += 8;
+		}
+		if (i == len)
+			break;
+		if ((c = p[i++]) < 0x80)
+			continue;
+		lo = 0x80;
+		hi = 0xbf;
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1;
+		else if (c >= 0xe0 && c <= 0xef) {
+			need = 2;
+			if (c == 0xe0)
+				lo = 0xa0; /* overlong below */
+			else if (c == 0xed)
+				hi = 0x9f; /* surrogates above */
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			need = 3;
+			if (c == 0xf0)
+				lo = 0x90; /* overlong below */
+			else if (c == 0xf4)
+				hi = 0x8f; /* past U+10FFFF above */
+		} else
+			return (-1);
+	}
+	*state = need == 0 ? 0 : need | lo << 8 | hi << 16;
+	return (0);
+}
+
 /* Feed wslay from the bufferevent's input; would-block when none or paused. */
 static ssize_t
 wsconn_recv_cb(
     wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
 {
 	struct wsconn *ws = arg;
+	struct evbuffer *in;
 	size_t i;
 	int n;
 
@@ -549,13 +678,18 @@ wsconn_recv_cb(
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return (-1);
 	}
+	/* Only what wsconn_parse gave wslay: it must not read ahead. */
+	if (len > ws->ws_feed)
+		len = ws->ws_feed;
 	if (len > INT32_MAX)
 		len = INT32_MAX;
-	n = evbuffer_remove(bufferevent_get_input(ws->ws_bev), buf, len);
-	if (n <= 0) {
+	in = bufferevent_get_input(ws->ws_bev);
+	if (len == 0 || (n = evbuffer_remove(in, buf, len)) <= 0) {
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
 		return (-1);
 	}
+	if (ws->ws_feed != SIZE_MAX)
+		ws->ws_feed -= (size_t)n;
 	i = wsconn_scan(&ws->ws_in, buf, (size_t)n, 0x03);
 	if (i < (size_t)n) {
 		buf[i] ^= 0x03 ^ 0x0f;
@@ -564,7 +698,12 @@ wsconn_recv_cb(
 	return (n);
 }
 
-/* Move frame bytes from wslay into the bufferevent's output. */
+/*
+ * Move frame bytes from wslay into the bufferevent's output.  wslay sends
+ * only control frames, always whole (we take all it gives), and our data
+ * frames go between its sends, so ws_out sees a stream of whole frames
+ * although it does not see ours.
+ */
 static ssize_t
 wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
     int flags, void *arg)
@@ -622,13 +761,26 @@ wsconn_enter_closing(struct wsconn *ws)
 	evtimer_add(ws->ws_ev_timer, &tv);
 }
 
+/* Give the owner one whole message (opcode op), then send its answers. */
+static void
+wsconn_deliver(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
+{
+	/* After our close frame, messages have nowhere to go. */
+	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_cbs.on_message == NULL)
+		return;
+	if (data == NULL)
+		data = (const uint8_t *)"";
+	ws->ws_cbs.on_message(ws->ws_arg, op == WSLAY_BINARY_FRAME, data, len);
+	if (!(ws->ws_flags & WSCONN_F_DEAD))
+		wsconn_flush(ws);
+}
+
 /* One whole message or control frame from wslay. */
 static void
 wsconn_msg_cb(wslay_event_context_ptr ctx,
     const struct wslay_event_on_msg_recv_arg *m, void *arg)
 {
 	struct wsconn *ws = arg;
-	const uint8_t *data;
 	uint16_t code;
 
 	(void)ctx;
@@ -637,15 +789,8 @@ wsconn_msg_cb(wslay_event_context_ptr ctx,
 	switch (m->opcode) {
 	case WSLAY_TEXT_FRAME:
 	case WSLAY_BINARY_FRAME:
-		/* After our close frame, messages have nowhere to go. */
-		if (ws->ws_state != WSCONN_S_OPEN ||
-		    ws->ws_cbs.on_message == NULL)
-			break;
-		data = m->msg != NULL ? m->msg : (const uint8_t *)"";
-		ws->ws_cbs.on_message(ws->ws_arg,
-		    m->opcode == WSLAY_BINARY_FRAME, data, m->msg_length);
-		if (!(ws->ws_flags & WSCONN_F_DEAD))
-			wsconn_flush(ws);
+		/* Not reached: wslay gets no data frame it would take. */
+		wsconn_deliver(ws, m->opcode, m->msg, m->msg_length);
 		break;
 	case WSLAY_CONNECTION_CLOSE:
 		code = m->status_code;
@@ -761,7 +906,237 @@ wsconn_check_done(struct wsconn *ws)
 	wsconn_kick(ws, WSCONN_W_FINISH);
 }
 
-/* Parse the frames in the input and act on what wslay found. */
+/*
+ * Refuse the peer's frames as wslay does: read no more and queue a close
+ * frame with code (unless one is queued already).  wsconn_read then fails
+ * the connection as for an error wslay found.
+ */
+static void
+wsconn_refuse(struct wsconn *ws, uint16_t code)
+{
+	wslay_event_shutdown_read(ws->ws_ctx);
+	(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
+}
+
+/* The current data frame is complete: deliver the message it ended. */
+static void
+wsconn_frame_end(struct wsconn *ws)
+{
+	size_t len;
+	uint8_t op;
+
+	if (!ws->ws_rfin)
+		return;
+	if (ws->ws_rop == WSLAY_TEXT_FRAME && ws->ws_rutf8 != 0) {
+		/* A character cut off by the end of the message. */
+		wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
+		return;
+	}
+	op = ws->ws_rop;
+	len = ws->ws_rlen;
+	ws->ws_rop = 0;
+	ws->ws_rlen = 0;
+	wsconn_deliver(ws, op, ws->ws_rbuf, len);
+}
+
+/*
+ * Take the header of the frame at the front of the input: a data frame we
+ * parse ourselves, or another frame for wslay.  Returns 1 on progress, 0
+ * if more input is needed, -1 if memory ran out.
+ */
+static int
+wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
+{
+	uint8_t h[14], op, *p;
+	size_t avail, hl, need, cap;
+	uint64_t len;
+	unsigned int i;
+	int masked, unordered;
+
+	if ((avail = evbuffer_get_length(in)) < 2)
+		return (0);
+	evbuffer_copyout(in, h, avail < sizeof h ? avail : sizeof h);
+	op = h[0] & 0x0f;
+	masked = (h[1] & 0x80) != 0;
+	hl = wsconn_hdr_len(h[1]);
+	len = h[1] & 0x7f;
+	if (op & 0x08) {
+		/* Control frames are wslay's, one at a time. */
+		ws->ws_feed = len <= 125 ? hl + (size_t)len : SIZE_MAX;
+		return (1);
+	}
+	/*
+	 * RSV bits, a reserved opcode or the wrong mask bit for our role:
+	 * wslay refuses the frame with the close code it always gave, and
+	 * reads nothing after it.
+	 */
+	if ((h[0] & 0x70) != 0 || op > WSLAY_BINARY_FRAME ||
+	    masked == ws->ws_client) {
+		ws->ws_feed = SIZE_MAX;
+		return (1);
+	}
+	if (len >= 126) {
+		need = len == 126 ? 2 : 8;
+		if (avail < 2 + need)
+			return (0);
+		for (len = 0, i = 0; i < need; i++)
+			len = (len << 8) | h[2 + i];
+		/*
+		 * A length in more bytes than needed, or past 2^63: wslay
+		 * fails the connection as soon as it has read it.
+		 */
+		if (len < (need == 2 ? 126 : 65536) || (len >> 63) != 0) {
+			ws->ws_feed = SIZE_MAX;
+			return (1);
+		}
+	}
+	if (avail < hl)
+		return (0);
+	/*
+	 * A continuation needs a message to go on, a start none, and the
+	 * message must fit.  wslay judged a frame once it had a payload
+	 * byte: so do we, for the same close codes at the same time.
+	 */
+	unordered = (op == 0) != (ws->ws_rop != 0);
+	if (unordered || len > ws->ws_max - ws->ws_rlen) {
+		if (avail < hl + (len != 0))
+			return (0);
+		wsconn_refuse(
+		    ws, unordered ? WS_CLOSE_PROTOCOL_ERROR : WS_CLOSE_TOO_BIG);
+		return (1);
+	}
+	evbuffer_drain(in, hl);
+	avail -= hl;
+	if (op != 0) {
+		ws->ws_rop = op;
+		ws->ws_rlen = 0;
+		ws->ws_rutf8 = 0;
+	}
+	ws->ws_rfin = (h[0] & 0x80) != 0;
+	ws->ws_rmasked = masked;
+	ws->ws_rkoff = 0;
+	if (masked)
+		memcpy(ws->ws_rkey, h + hl - 4, 4);
+	ws->ws_rleft = len;
+
+	/*
+	 * A whole unmasked message already in the input (a client's
+	 * usual case) goes to the owner from where it lies.
+	 */
+	if (!masked && ws->ws_rfin && op != 0 && len != 0 && avail >= len) {
+		if ((p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL)
+			return (-1);
+		ws->ws_rleft = 0;
+		ws->ws_rop = 0;
+		if (op == WSLAY_TEXT_FRAME &&
+		    (ws_utf8_check(&ws->ws_rutf8, p, (size_t)len) != 0 ||
+			ws->ws_rutf8 != 0)) {
+			wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
+			return (1);
+		}
+		wsconn_deliver(ws, op, p, (size_t)len);
+		if (!(ws->ws_flags & WSCONN_F_DEAD))
+			evbuffer_drain(in, (size_t)len);
+		return (1);
+	}
+
+	/*
+	 * Room for the frame now, as wslay made it: ws_max bounds it.  It
+	 * at least doubles, so many small fragments cost no more than one
+	 * copy.
+	 */
+	if ((need = ws->ws_rlen + (size_t)len) > ws->ws_rcap) {
+		cap = ws->ws_rcap > ws->ws_max / 2 ? ws->ws_max
+						   : ws->ws_rcap * 2;
+		if (cap < need)
+			cap = need;
+		ws->ws_rbuf = xrealloc(ws->ws_rbuf, cap);
+		ws->ws_rcap = cap;
+	}
+	if (len == 0)
+		wsconn_frame_end(ws);
+	return (1);
+}
+
+/*
+ * Take what the input has of the current data frame's payload, unmasked
+ * into ws_rbuf in one pass.  Returns 1 on progress, 0 if there was none.
+ */
+static int
+wsconn_take_payload(struct wsconn *ws, struct evbuffer *in)
+{
+	struct evbuffer_iovec v[8];
+	uint8_t *dst;
+	size_t want, done, m;
+	int i, n;
+
+	if ((want = evbuffer_get_length(in)) == 0)
+		return (0);
+	if (want > ws->ws_rleft)
+		want = (size_t)ws->ws_rleft;
+	dst = ws->ws_rbuf + ws->ws_rlen;
+	n = evbuffer_peek(in, (ev_ssize_t)want, NULL, v, 8);
+	for (i = 0, done = 0; i < n && i < 8 && done < want; i++) {
+		m = v[i].iov_len < want - done ? v[i].iov_len : want - done;
+		if (ws->ws_rmasked)
+			ws->ws_rkoff = (uint8_t)ws_mask(dst + done,
+			    v[i].iov_base, m, ws->ws_rkey, ws->ws_rkoff);
+		else
+			memcpy(dst + done, v[i].iov_base, m);
+		done += m;
+	}
+	if (done == 0)
+		return (0);
+	evbuffer_drain(in, done);
+	if (ws->ws_rop == WSLAY_TEXT_FRAME &&
+	    ws_utf8_check(&ws->ws_rutf8, dst, done) != 0) {
+		wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
+		return (1);
+	}
+	ws->ws_rlen += done;
+	ws->ws_rleft -= done;
+	if (ws->ws_rleft == 0)
+		wsconn_frame_end(ws);
+	return (1);
+}
+
+/*
+ * Parse the input: data frames here, control frames by wslay.  Stops when
+ * the input runs out, the owner's answers pile up past WSCONN_HIWAT (a
+ * peer that sends but does not read must not make us buffer without
+ * bound), or reading ends.  Returns 0, or -1 if wslay failed or memory ran
+ * out.
+ */
+static int
+wsconn_parse(struct wsconn *ws, struct evbuffer *in)
+{
+	size_t before;
+	int rv;
+
+	for (;;) {
+		if ((ws->ws_flags & WSCONN_F_DEAD) ||
+		    !wslay_event_want_read(ws->ws_ctx) ||
+		    (ws->ws_state == WSCONN_S_OPEN &&
+			wsconn_queued(ws) > WSCONN_HIWAT))
+			return (0);
+		if (ws->ws_feed != 0) {
+			before = evbuffer_get_length(in);
+			if (wslay_event_recv(ws->ws_ctx) != 0)
+				return (-1);
+			if (evbuffer_get_length(in) == before)
+				return (0);
+			continue;
+		}
+		if (ws->ws_rleft != 0)
+			rv = wsconn_take_payload(ws, in);
+		else
+			rv = wsconn_take_header(ws, in);
+		if (rv <= 0)
+			return (rv);
+	}
+}
+
+/* Parse the frames in the input and act on what wslay and we found. */
 static void
 wsconn_read(struct wsconn *ws)
 {
@@ -780,15 +1155,24 @@ wsconn_read(struct wsconn *ws)
 	}
 
 	ws->ws_flags |= WSCONN_F_IN_RECV;
-	rv = wslay_event_recv(ws->ws_ctx);
+	rv = wsconn_parse(ws, in);
 	ws->ws_flags &= ~WSCONN_F_IN_RECV;
 	if (ws->ws_flags & WSCONN_F_DEAD)
 		return;
+	/* Between messages, an idle connection holds no buffer. */
+	if (ws->ws_rop == 0 && ws->ws_rbuf != NULL) {
+		free(ws->ws_rbuf);
+		ws->ws_rbuf = NULL;
+		ws->ws_rcap = 0;
+	}
 	if (rv != 0) {
 		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot parse frames");
 		return;
 	}
-	/* wslay stops reading and queues a close frame on a bad frame. */
+	/*
+	 * wslay stops reading and queues a close frame on a bad frame, and
+	 * so does wsconn_refuse.
+	 */
 	failed = !wslay_event_get_read_enabled(ws->ws_ctx) &&
 	    !wslay_event_get_close_received(ws->ws_ctx) &&
 	    !(ws->ws_flags & WSCONN_F_FAILED);
@@ -985,8 +1369,9 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 		goto fail;
 	wslay_event_config_set_no_buffering(ws->ws_ctx, 0);
 	wslay_event_config_set_allowed_rsv_bits(ws->ws_ctx, WSLAY_RSV_NONE);
-	wslay_event_config_set_max_recv_msg_length(ws->ws_ctx,
-	    max_message != 0 ? max_message : WSCONN_MAX_MESSAGE_DEFAULT);
+	if ((ws->ws_max = max_message) == 0)
+		ws->ws_max = WSCONN_MAX_MESSAGE_DEFAULT;
+	wslay_event_config_set_max_recv_msg_length(ws->ws_ctx, ws->ws_max);
 
 	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
 	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
@@ -1019,12 +1404,96 @@ fail:
 	return (NULL);
 }
 
-/* Queue one message for the peer, copying it. */
+/* Where wsconn_put writes next: extent c_i of the space reserved, c_off in. */
+struct ws_cursor {
+	struct evbuffer_iovec *c_v;
+	int c_i;
+	size_t c_off;
+};
+
+/*
+ * Copy len bytes of src to the cursor, which has room for them; masked
+ * with key from key byte *koff on, unless key is NULL.
+ */
+static void
+ws_cursor_put(struct ws_cursor *c, const uint8_t *src, size_t len,
+    const uint8_t *key, unsigned int *koff)
+{
+	uint8_t *dst;
+	size_t m;
+
+	while (len > 0) {
+		if ((m = c->c_v[c->c_i].iov_len - c->c_off) == 0) {
+			c->c_i++;
+			c->c_off = 0;
+			continue;
+		}
+		if (m > len)
+			m = len;
+		dst = (uint8_t *)c->c_v[c->c_i].iov_base + c->c_off;
+		if (key != NULL)
+			*koff = ws_mask(dst, src, m, key, *koff);
+		else
+			memcpy(dst, src, m);
+		c->c_off += m;
+		src += m;
+		len -= m;
+	}
+}
+
+/*
+ * Append one whole data frame (FIN, opcode op) to the bufferevent's
+ * output: a client's masked with a fresh key as it is copied, so the
+ * payload is touched once.  Returns 0, or -1 if there is no random key or
+ * no memory.
+ */
+static int
+wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(ws->ws_bev);
+	struct evbuffer_iovec v[2];
+	struct ws_cursor c = { v, 0, 0 };
+	uint8_t h[14], *key = NULL;
+	unsigned int koff = 0, i;
+	size_t hl;
+	int n;
+
+	h[0] = 0x80 | op;
+	if (len < 126) {
+		h[1] = (uint8_t)len;
+		hl = 2;
+	} else if (len <= 0xffff) {
+		h[1] = 126;
+		h[2] = (uint8_t)(len >> 8);
+		h[3] = (uint8_t)len;
+		hl = 4;
+	} else {
+		h[1] = 127;
+		for (i = 0; i < 8; i++)
+			h[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+		hl = 10;
+	}
+	if (ws->ws_client) {
+		key = h + hl;
+		if (ws_random(key, 4) != 0)
+			return (-1);
+		h[1] |= 0x80;
+		hl += 4;
+	}
+	/* Two extents: the room left in the last chain is used, not copied. */
+	n = evbuffer_reserve_space(out, (ev_ssize_t)(hl + len), v, 2);
+	if (n <= 0)
+		return (-1);
+	ws_cursor_put(&c, h, hl, NULL, NULL);
+	ws_cursor_put(&c, data, len, key, &koff);
+	v[c.c_i].iov_len = c.c_off;
+	return (evbuffer_commit_space(out, v, c.c_i + 1));
+}
+
+/* Send one message to the peer, copying it into the output. */
 int
 wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
 {
-	struct wslay_event_msg msg;
-
 	if (ws->ws_state != WSCONN_S_OPEN || (ws->ws_flags & WSCONN_F_DEAD))
 		return (-1);
 	if (len != 0 && data == NULL)
@@ -1032,12 +1501,17 @@ wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
 	if (len > WSCONN_QUEUE_LIMIT ||
 	    wsconn_queued(ws) > WSCONN_QUEUE_LIMIT - len)
 		return (-1);
-	msg.opcode = is_binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME;
-	msg.msg = data;
-	msg.msg_length = len;
-	if (wslay_event_queue_msg(ws->ws_ctx, &msg) != 0)
-		return (-1);
+	/*
+	 * A pong wslay holds goes first.  wslay writes whole frames only,
+	 * so after this our frame starts at a frame boundary.
+	 */
 	wsconn_flush(ws);
+	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_bev == NULL ||
+	    !wslay_event_get_write_enabled(ws->ws_ctx))
+		return (-1);
+	if (wsconn_put(ws, is_binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME,
+		data, len) != 0)
+		return (-1);
 	wsconn_flow(ws);
 	return (0);
 }
@@ -1081,6 +1555,7 @@ wsconn_destroy(struct wsconn *ws)
 	event_free(ws->ws_ev_work);
 	evbuffer_free(ws->ws_stage);
 	wslay_event_context_free(ws->ws_ctx);
+	free(ws->ws_rbuf);
 	free(ws);
 }
 

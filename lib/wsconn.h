@@ -2,8 +2,9 @@
  * WebSocket connections (RFC 6455) for the reverse tunnel and anything else
  * that speaks WebSocket after an HTTP/1.1 upgrade.
  *
- * We do the handshake (helpers below, over lib/http1.c messages); wslay does
- * the framing, masking and close codes.  A struct wsconn sits on a
+ * We do the handshake (helpers below, over lib/http1.c messages) and the
+ * data frames; wslay does the control frames and close codes.  A struct
+ * wsconn sits on a
  * bufferevent, plain or TLS, once the handshake is over, delivers whole
  * messages and queues outgoing ones.  No extensions (no compression), and
  * we never send pings: the tunnel's heartbeat is JSON (tunnel-protocol.md
@@ -108,7 +109,7 @@ void ws_random_key(char out[WS_KEY_LEN + 1]);
  * What a wsconn tells its owner.  Any member may be NULL.
  *
  * on_message gets one whole message; data is valid only during the call
- * (and is not NUL-terminated).  Text messages are valid UTF-8 (wslay checks).
+ * (and is not NUL-terminated).  Text messages are valid UTF-8 (we check).
  *
  * on_close is called exactly once, from the event loop, when the
  * connection is over and the transport has been closed: after a close
@@ -144,7 +145,8 @@ struct wsconn *wsconn_new(struct event_base *, struct bufferevent *bev,
     int is_client, const struct wsconn_cbs *cbs, void *arg, size_t max_message);
 
 /*
- * Queue one message, copying data.  Returns 0, or -1 if the connection is
+ * Queue one message, copying (and, as a client, masking) data into the
+ * bufferevent's output.  Returns 0, or -1 if the connection is
  * closing or closed, or the message would take the queue over
  * WSCONN_QUEUE_LIMIT.  Callers keep wsconn_queued below their own budget
  * and wait for on_writable; failures of the transport come as on_close.
