@@ -26,7 +26,9 @@
 
 #include "clock.h"
 #include "http1.h"
-#include "wsconn.h"
+
+/* The file under test, for ws_mask and ws_utf8_check. */
+#include "wsconn.c"
 
 /* The example key of RFC 6455 section 1.3. */
 #define TEST_KEY "dGhlIHNhbXBsZSBub25jZQ=="
@@ -931,6 +933,22 @@ test_raw_close_codes(void **state)
 	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
 	assert_memory_equal(buf, "\x88\x02\x0f\xa0", 4);
 	pair_close(&p);
+
+	/*
+	 * Nor when bytes after the close frame look like a close with 1012:
+	 * wslay used to read ahead, and the lifting of those turned 4000
+	 * into "invalid close code" and our echo into 928.
+	 */
+	pair_open(&p, 0, 0, 0, 1);
+	raw_write(p.fds[1],
+	    "\x88\x82\0\0\0\0\x0f\xa0"
+	    "\x88\x82\0\0\0\0\x03\xf4",
+	    16);
+	RUN_UNTIL(&p, p.srv.p_closed);
+	assert_int_equal(p.srv.p_code, 4000);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x88\x02\x0f\xa0", 4);
+	pair_close(&p);
 }
 
 /* We close, the peer never answers: the transport goes after the timeout. */
@@ -1065,6 +1083,565 @@ test_early_input(void **state)
 	pair_close(&p);
 }
 
+/* The masking key of the raw frames below: not zero, no byte the same. */
+static const uint8_t test_mask[4] = { 0x5a, 0xc3, 0x17, 0xe8 };
+
+/*
+ * Put a frame into out (room for len + 14) with the shortest length
+ * field, masked with key unless key is NULL; b0 is FIN, RSV and opcode.
+ * Returns the frame's length.
+ */
+static size_t
+mkframe(uint8_t *out, uint8_t b0, const void *payload, size_t len,
+    const uint8_t *key)
+{
+	const uint8_t *p = payload;
+	size_t hl, i;
+
+	out[0] = b0;
+	if (len < 126) {
+		out[1] = (uint8_t)len;
+		hl = 2;
+	} else if (len < 65536) {
+		out[1] = 126;
+		out[2] = (uint8_t)(len >> 8);
+		out[3] = (uint8_t)len;
+		hl = 4;
+	} else {
+		out[1] = 127;
+		for (i = 0; i < 8; i++)
+			out[2 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+		hl = 10;
+	}
+	if (key != NULL) {
+		out[1] |= 0x80;
+		memcpy(out + hl, key, 4);
+		hl += 4;
+	}
+	for (i = 0; i < len; i++)
+		out[hl + i] = p[i] ^ (key != NULL ? key[i & 3] : 0);
+	return (hl + len);
+}
+
+/* Let the loop read and handle what was written, without blocking. */
+static void
+spin(struct pair *p)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		event_base_loop(p->base, EVLOOP_NONBLOCK);
+}
+
+/* Read one frame from a raw fd: its first byte, payload unmasked. */
+static uint8_t *
+raw_frame(struct pair *p, int fd, uint8_t *b0, int *masked, size_t *len,
+    uint8_t key[4])
+{
+	uint8_t h[8], *buf;
+	size_t i, n;
+	int eof;
+
+	assert_int_equal(raw_read(p, fd, h, 2, &eof), 2);
+	*b0 = h[0];
+	*masked = (h[1] & 0x80) != 0;
+	n = h[1] & 0x7f;
+	if (n == 126) {
+		assert_int_equal(raw_read(p, fd, h, 2, &eof), 2);
+		n = (size_t)h[0] << 8 | h[1];
+		assert_true(n >= 126);
+	} else if (n == 127) {
+		assert_int_equal(raw_read(p, fd, h, 8, &eof), 8);
+		for (n = 0, i = 0; i < 8; i++)
+			n = n << 8 | h[i];
+		assert_true(n >= 65536);
+	}
+	memset(key, 0, 4);
+	if (*masked)
+		assert_int_equal(raw_read(p, fd, key, 4, &eof), 4);
+	buf = malloc(n + 1);
+	assert_non_null(buf);
+	assert_int_equal(raw_read(p, fd, buf, n, &eof), n);
+	for (i = 0; i < n; i++)
+		buf[i] ^= key[i & 3];
+	*len = n;
+	return (buf);
+}
+
+/* ws_mask matches byte-wise masking at every offset, length, alignment. */
+static void
+test_mask_words(void **state)
+{
+	uint8_t src[160], dst[160], want[160];
+	unsigned int koff, k;
+	size_t len, a, i;
+
+	(void)state;
+	for (i = 0; i < sizeof src; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	for (koff = 0; koff < 4; koff++) {
+		for (a = 0; a < 8; a++) {
+			for (len = 0; len + a < 100; len++) {
+				for (i = 0; i < len; i++)
+					want[i] = src[a + i] ^
+					    test_mask[(koff + i) & 3];
+				memset(dst, 0, sizeof dst);
+				k = ws_mask(
+				    dst + 1, src + a, len, test_mask, koff);
+				assert_int_equal(k, (koff + len) & 3);
+				assert_memory_equal(dst + 1, want, len);
+				/* In place, too. */
+				memcpy(dst, src + a, len);
+				ws_mask(dst, dst, len, test_mask, koff);
+				assert_memory_equal(dst, want, len);
+			}
+		}
+	}
+}
+
+/* Is p[0..len) well-formed UTF-8?  Slowly, by code points. */
+static int
+utf8_reference(const uint8_t *p, size_t len)
+{
+	size_t i = 0, n, k;
+	uint32_t cp, min;
+
+	while (i < len) {
+		if (p[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if ((p[i] & 0xe0) == 0xc0) {
+			n = 1;
+			cp = p[i] & 0x1f;
+			min = 0x80;
+		} else if ((p[i] & 0xf0) == 0xe0) {
+			n = 2;
+			cp = p[i] & 0x0f;
+			min = 0x800;
+		} else if ((p[i] & 0xf8) == 0xf0) {
+			n = 3;
+			cp = p[i] & 0x07;
+			min = 0x10000;
+		} else
+			return (0);
+		if (i + n >= len)
+			return (0);
+		for (k = 1; k <= n; k++) {
+			if ((p[i + k] & 0xc0) != 0x80)
+				return (0);
+			cp = cp << 6 | (p[i + k] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return (0);
+		i += n + 1;
+	}
+	return (1);
+}
+
+/* Check p in two pieces split at cut, as two frames would bring it. */
+static int
+utf8_split(const uint8_t *p, size_t len, size_t cut)
+{
+	uint32_t st = 0;
+
+	if (ws_utf8_check(&st, p, cut) != 0 ||
+	    ws_utf8_check(&st, p + cut, len - cut) != 0)
+		return (0);
+	return (st == 0);
+}
+
+/*
+ * ws_utf8_check accepts what a plain decoder accepts: every sequence of
+ * up to three bytes, random text, and each split of it.
+ */
+static void
+test_utf8_check(void **state)
+{
+	static const char *const bad[] = { "\xc0\x80", "\xc1\xbf",
+		"\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
+		"\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",
+		"\xff", "\x80", "plain ascii then \xc3", "\xe2\x82" };
+	static const char *const good[] = { "", "hello", "\xc2\x80", "\xdf\xbf",
+		"\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80", "\xef\xbf\xbf",
+		"\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf",
+		"h\xc3\xa9llo w\xc3\xb6rld \xe2\x98\x83 \xf0\x9d\x84\x9e!" };
+	uint8_t b[64];
+	uint32_t x, st;
+	size_t i, len, cut;
+
+	(void)state;
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		len = strlen(bad[i]);
+		for (cut = 0; cut <= len; cut++)
+			assert_false(
+			    utf8_split((const uint8_t *)bad[i], len, cut));
+	}
+	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+		len = strlen(good[i]);
+		for (cut = 0; cut <= len; cut++)
+			assert_true(
+			    utf8_split((const uint8_t *)good[i], len, cut));
+	}
+	/* Every sequence of one, two and three bytes. */
+	for (len = 1; len <= 3; len++) {
+		for (x = 0; x < (1u << (8 * len)); x++) {
+			b[0] = (uint8_t)(x >> 16);
+			b[1] = (uint8_t)(x >> 8);
+			b[2] = (uint8_t)x;
+			st = 0;
+			if (ws_utf8_check(&st, b + 3 - len, len) != 0)
+				st = 1;
+			if ((st == 0) != utf8_reference(b + 3 - len, len))
+				fail_msg("%zu bytes %06x", len, x);
+		}
+	}
+	/* Random text of likely bytes, whole and split. */
+	srandom(1);
+	for (i = 0; i < 200000; i++) {
+		static const uint8_t pick[] = { 'a', 0x7f, 0x80, 0x8f, 0x90,
+			0x9f, 0xa0, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xed, 0xef,
+			0xf0, 0xf4, 0xf5, 0xff };
+		size_t k;
+
+		len = 1 + (size_t)random() % 24;
+		for (k = 0; k < len; k++)
+			b[k] = pick[random() % sizeof pick];
+		cut = (size_t)random() % (len + 1);
+		if (utf8_split(b, len, cut) != utf8_reference(b, len))
+			fail_msg("case %zu", i);
+	}
+}
+
+/*
+ * A frame split between two reads at every byte, header and payload: a
+ * masked one to the server (64-bit length, too), an unmasked one to the
+ * client.
+ */
+static void
+test_split_everywhere(void **state)
+{
+	static const size_t sizes[] = { 5, 130, 65536 + 3 };
+	struct pair p;
+	uint8_t *msg, *frame;
+	size_t i, k, n, flen, nmsg;
+	int to_client;
+
+	(void)state;
+	for (to_client = 0; to_client <= 1; to_client++) {
+		pair_open(&p, 0, 0, to_client, !to_client);
+		struct peer *us = to_client ? &p.cli : &p.srv;
+		int fd = p.fds[to_client ? 0 : 1];
+
+		nmsg = 0;
+		for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+			n = sizes[i];
+			msg = pattern(n, (unsigned)i);
+			frame = malloc(n + 14);
+			assert_non_null(frame);
+			flen = mkframe(
+			    frame, 0x82, msg, n, to_client ? NULL : test_mask);
+			for (k = 1; k < flen; k++) {
+				/* Long payloads: the header and a few. */
+				if (n > 200 && k > 20 && k != flen - 1 &&
+				    k % 4093 != 0)
+					continue;
+				raw_write(fd, frame, k);
+				spin(&p);
+				raw_write(fd, frame + k, flen - k);
+				nmsg++;
+				RUN_UNTIL(&p, us->p_nmsg == (int)nmsg);
+				assert_true(us->p_binary);
+				assert_int_equal(us->p_last_len, n);
+				assert_memory_equal(us->p_last, msg, n);
+			}
+			free(frame);
+			free(msg);
+		}
+		assert_int_equal(us->p_closed, 0);
+		pair_close(&p);
+	}
+}
+
+/*
+ * A masked 64 KiB text message in reads of odd sizes: the key offset and
+ * characters of several bytes cross reads.
+ */
+static void
+test_masked_reads(void **state)
+{
+	static const size_t steps[] = { 1, 2, 3, 5, 7, 4093, 11, 8191 };
+	static const char word[] =
+	    "h\xc3\xa9llo \xe2\x98\x83 \xf0\x9d\x84\x9e ";
+	const size_t n = 65536;
+	struct pair p;
+	uint8_t *msg, *frame;
+	size_t i, off, flen, step;
+
+	(void)state;
+	msg = malloc(n);
+	assert_non_null(msg);
+	for (i = 0; i < n; i++)
+		msg[i] = (uint8_t)word[i % (sizeof word - 1)];
+	/* Cut at a character boundary. */
+	i = n;
+	while ((msg[i - 1] & 0xc0) == 0x80 || msg[i - 1] >= 0xc0)
+		i--;
+	memset(msg + i, '.', n - i);
+	frame = malloc(n + 14);
+	assert_non_null(frame);
+	flen = mkframe(frame, 0x81, msg, n, test_mask);
+
+	pair_open(&p, 0, 0, 0, 1);
+	for (off = 0, i = 0; off < flen; off += step, i++) {
+		step = steps[i % (sizeof steps / sizeof steps[0])];
+		if (step > flen - off)
+			step = flen - off;
+		raw_write(p.fds[1], frame + off, step);
+		spin(&p);
+	}
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	assert_false(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, n);
+	assert_memory_equal(p.srv.p_last, msg, n);
+	assert_int_equal(p.srv.p_closed, 0);
+	pair_close(&p);
+	free(frame);
+	free(msg);
+}
+
+/*
+ * Fragments with control frames between them make one message; the ping
+ * is answered at once, and before what the owner sends next.
+ */
+static void
+test_fragments_and_ping(void **state)
+{
+	uint8_t buf[256], b0, key[4], *got;
+	struct pair p;
+	size_t n, len;
+	int eof, masked;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 1);
+	/* "Hello w\xc3\xb6rld" in three fragments, the o-umlaut cut. */
+	n = mkframe(buf, 0x01, "Hel", 3, test_mask);
+	raw_write(p.fds[1], buf, n);
+	n = mkframe(buf, 0x89, "p1", 2, test_mask);
+	raw_write(p.fds[1], buf, n);
+	assert_int_equal(raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+	assert_memory_equal(buf, "\x8a\x02p1", 4);
+	n = mkframe(buf, 0x00, "lo w\xc3", 5, test_mask);
+	raw_write(p.fds[1], buf, n);
+	spin(&p);
+	/* An unasked-for pong is ignored, even mid-message. */
+	n = mkframe(buf, 0x8a, "", 0, test_mask);
+	raw_write(p.fds[1], buf, n);
+	n = mkframe(buf, 0x80, "\xb6rld", 4, test_mask);
+	raw_write(p.fds[1], buf, n);
+	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
+	assert_false(p.srv.p_binary);
+	assert_int_equal(p.srv.p_last_len, 12);
+	assert_memory_equal(p.srv.p_last, "Hello w\xc3\xb6rld", 12);
+
+	/* A ping and a message in one read: the pong goes before "ack". */
+	p.srv.p_send_on_message = 1;
+	n = mkframe(buf, 0x89, "p2", 2, test_mask);
+	n += mkframe(buf + n, 0x82, "q", 1, test_mask);
+	raw_write(p.fds[1], buf, n);
+	got = raw_frame(&p, p.fds[1], &b0, &masked, &len, key);
+	assert_int_equal(b0, 0x8a);
+	assert_false(masked);
+	assert_int_equal(len, 2);
+	assert_memory_equal(got, "p2", 2);
+	free(got);
+	got = raw_frame(&p, p.fds[1], &b0, &masked, &len, key);
+	assert_int_equal(b0, 0x81);
+	assert_int_equal(len, 3);
+	assert_memory_equal(got, "ack", 3);
+	free(got);
+	assert_int_equal(p.srv.p_nmsg, 2);
+	assert_int_equal(p.srv.p_closed, 0);
+	pair_close(&p);
+}
+
+/* Raw bytes a server must refuse, and the close code it answers with. */
+struct refuse_case {
+	const char *rc_what;
+	const char *rc_bytes; /* frames, masked with key 0 */
+	size_t rc_len;
+	size_t rc_max; /* the server's max_message (0: default) */
+	uint16_t rc_code;
+	int rc_nmsg; /* messages that arrive first */
+};
+
+#define RC(s) s, sizeof s - 1
+
+static const struct refuse_case refuse_cases[] = {
+	{ "continuation without a start", RC("\x80\x82\0\0\0\0ab"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "a new start mid-message", RC("\x01\x81\0\0\0\0a\x81\x81\0\0\0\0b"),
+	    0, WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "a binary start mid-message",
+	    RC("\x81\x81\0\0\0\0x\x02\x81\0\0\0\0a\x82\x81\0\0\0\0b"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 1 },
+	{ "RSV1 set", RC("\xc1\x81\0\0\0\0a"), 0, WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "RSV3 set on a continuation",
+	    RC("\x01\x81\0\0\0\0a\x90\x81\0\0\0\0b"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "RSV2 set on a ping", RC("\xa9\x80\0\0\0\0"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "reserved opcode 3", RC("\x83\x81\0\0\0\0a"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "reserved opcode 0xb", RC("\x8b\x80\0\0\0\0"), 0,
+	    WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "unmasked, mid-message",
+	    RC("\x02\x81\0\0\0\0a\x80\x01"
+	       "b"),
+	    0, WS_CLOSE_PROTOCOL_ERROR, 0 },
+	{ "too big in one frame", RC("\x82\x85\0\0\0\0abcde"), 4,
+	    WS_CLOSE_TOO_BIG, 0 },
+	{ "too big in fragments", RC("\x02\x83\0\0\0\0abc\x00\x83\0\0\0\0def"),
+	    5, WS_CLOSE_TOO_BIG, 0 },
+	{ "as big as allowed, in fragments",
+	    RC("\x02\x83\0\0\0\0abc\x80\x82\0\0\0\0de\x80\x80\0\0\0\0"), 5,
+	    WS_CLOSE_PROTOCOL_ERROR, 1 },
+	{ "invalid UTF-8 in a later fragment",
+	    RC("\x01\x81\0\0\0\0a\x80\x81\0\0\0\0\xff"), 0,
+	    WS_CLOSE_INVALID_DATA, 0 },
+	{ "UTF-8 cut off by the end",
+	    RC("\x01\x81\0\0\0\0a\x80\x81\0\0\0\0\xe2"), 0,
+	    WS_CLOSE_INVALID_DATA, 0 },
+	{ "a surrogate", RC("\x81\x83\0\0\0\0\xed\xa0\x80"), 0,
+	    WS_CLOSE_INVALID_DATA, 0 },
+	{ "a ping in fragments", RC("\x09\x80\0\0\0\0"), 0, WS_CLOSE_ABNORMAL,
+	    0 },
+	{ "a length in more bytes than needed",
+	    RC("\x82\xfe\x00\x05\0\0\0\0abcde"), 0, WS_CLOSE_ABNORMAL, 0 },
+	{ "a 64-bit length past 2^63", RC("\x82\xff\x80\0\0\0\0\0\0\0"), 0,
+	    WS_CLOSE_ABNORMAL, 0 },
+};
+
+/*
+ * Frames the server refuses, with the code wslay gave before we parsed
+ * data frames ourselves: 1002, 1007 and 1009 are sent; a frame wslay
+ * cannot parse at all ends the connection at once (1006).
+ */
+static void
+test_refused_frames(void **state)
+{
+	struct pair p;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof refuse_cases / sizeof refuse_cases[0]; i++) {
+		const struct refuse_case *rc = &refuse_cases[i];
+
+		pair_open(&p, rc->rc_max, 0, 0, 1);
+		raw_write(p.fds[1], rc->rc_bytes, rc->rc_len);
+		RUN_UNTIL(&p, p.srv.p_closed);
+		if (p.srv.p_code != rc->rc_code || p.srv.p_nmsg != rc->rc_nmsg)
+			fail_msg("%s: code %u after %d messages, want %u "
+				 "after %d",
+			    rc->rc_what, p.srv.p_code, p.srv.p_nmsg,
+			    rc->rc_code, rc->rc_nmsg);
+		if (rc->rc_code != WS_CLOSE_ABNORMAL) {
+			uint8_t buf[4],
+			    want[4] = { 0x88, 0x02, (uint8_t)(rc->rc_code >> 8),
+				    (uint8_t)rc->rc_code };
+			int eof;
+
+			assert_int_equal(
+			    raw_read(&p, p.fds[1], buf, 4, &eof), 4);
+			assert_memory_equal(buf, want, 4);
+		}
+		raw_wait_eof(&p, p.fds[1]);
+		pair_close(&p);
+	}
+}
+
+/*
+ * What a client sends is masked, each frame with its own key, lengths in
+ * the fewest bytes; what a server sends is not masked.
+ */
+static void
+test_frames_sent(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 125, 126, 65535, 65536 };
+	uint8_t b0, key[4], keys[6][4], *msg, *got;
+	struct pair p;
+	size_t i, len;
+	int from_client, masked;
+
+	(void)state;
+	for (from_client = 0; from_client <= 1; from_client++) {
+		pair_open(&p, 0, 0, from_client, !from_client);
+		struct peer *us = from_client ? &p.cli : &p.srv;
+		int fd = p.fds[from_client ? 0 : 1];
+
+		for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+			msg = pattern(sizes[i], 40 + (unsigned)i);
+			assert_int_equal(
+			    wsconn_send(us->p_ws, (int)(i & 1), msg, sizes[i]),
+			    0);
+			got = raw_frame(&p, fd, &b0, &masked, &len, key);
+			assert_int_equal(b0, i & 1 ? 0x82 : 0x81);
+			assert_int_equal(masked, from_client);
+			assert_int_equal(len, sizes[i]);
+			assert_memory_equal(got, msg, len);
+			memcpy(keys[i], key, 4);
+			free(got);
+			free(msg);
+		}
+		if (from_client)
+			assert_memory_not_equal(keys[4], keys[5], 4);
+		RUN_UNTIL(&p, wsconn_queued(us->p_ws) == 0);
+		pair_close(&p);
+	}
+}
+
+/* Messages of the sizes around each length field, byte-exact both ways. */
+static void
+test_roundtrip_sizes(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 125, 126, 127, 65535, 65536,
+		65537, (size_t)1 << 20 };
+	struct pair p;
+	uint8_t *msg;
+	size_t i;
+	int n = 0;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		n++;
+		msg = pattern(sizes[i], 100 + (unsigned)i);
+		assert_int_equal(wsconn_send(p.cli.p_ws, 1, msg, sizes[i]), 0);
+		assert_int_equal(wsconn_send(p.srv.p_ws, 1, msg, sizes[i]), 0);
+		RUN_UNTIL(&p, p.srv.p_nmsg == n && p.cli.p_nmsg == n);
+		assert_int_equal(p.srv.p_last_len, sizes[i]);
+		assert_memory_equal(p.srv.p_last, msg, sizes[i]);
+		assert_int_equal(p.cli.p_last_len, sizes[i]);
+		assert_memory_equal(p.cli.p_last, msg, sizes[i]);
+		free(msg);
+	}
+	/* Many at once, so frames share reads and cross them. */
+	msg = pattern(70000, 5);
+	for (i = 0; i < 64; i++) {
+		size_t len = (i * 997) % 70000;
+
+		assert_int_equal(wsconn_send(p.cli.p_ws, 1, msg + i, len), 0);
+		assert_int_equal(wsconn_send(p.srv.p_ws, 1, msg + i, len), 0);
+	}
+	RUN_UNTIL(&p, p.srv.p_nmsg == n + 64 && p.cli.p_nmsg == n + 64);
+	assert_int_equal(p.srv.p_last_len, (63 * 997) % 70000);
+	assert_memory_equal(p.srv.p_last, msg + 63, p.srv.p_last_len);
+	assert_memory_equal(p.cli.p_last, msg + 63, p.cli.p_last_len);
+	free(msg);
+	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	pair_close(&p);
+}
+
 int
 main(void)
 {
@@ -1090,6 +1667,14 @@ main(void)
 		cmocka_unit_test(test_free_in_callbacks),
 		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_early_input),
+		cmocka_unit_test(test_mask_words),
+		cmocka_unit_test(test_utf8_check),
+		cmocka_unit_test(test_split_everywhere),
+		cmocka_unit_test(test_masked_reads),
+		cmocka_unit_test(test_fragments_and_ping),
+		cmocka_unit_test(test_refused_frames),
+		cmocka_unit_test(test_frames_sent),
+		cmocka_unit_test(test_roundtrip_sizes),
 	};
 
 	/* Writes to a peer that has gone must fail, not kill us. */
