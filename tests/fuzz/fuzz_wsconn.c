@@ -3,8 +3,11 @@
  * peer sends after the handshake: it goes, in pieces, through a
  * bufferevent pair into a wsconn (server or client, chosen by the first
  * byte), whose owner echoes messages, may close or free itself from a
- * callback, and the loop runs until nothing is left to do.  Then
- * everything is freed; LeakSanitizer checks that nothing stays.
+ * callback, and the loop runs until nothing is left to do.  What the
+ * wsconn sends back is parsed as strictly as a peer would: whole frames,
+ * masked only by a client, lengths in the fewest bytes, nothing after the
+ * close frame, and each echo the message it answers.  Then everything is
+ * freed; LeakSanitizer checks that nothing stays.
  */
 #include <sys/types.h>
 
@@ -22,7 +25,7 @@
 /* Abort with the failed condition, so libFuzzer saves the input. */
 #define FUZZ_ASSERT(c) fuzz_assert((c) != 0, #c, __LINE__)
 
-/* Small, so the 1009 path is reached; wslay allocates at most this. */
+/* Small, so the 1009 path is reached; we allocate at most this. */
 #define FUZZ_MAX_MESSAGE 4096
 
 /* Mode bits from the first input byte. */
@@ -40,6 +43,9 @@ struct fuzz_owner {
 	int fo_nmsg;
 	int fo_closed;
 	uint16_t fo_code;
+	struct evbuffer *fo_echoed; /* payloads echoed, not yet seen back */
+	struct evbuffer *fo_back; /* bytes sent back, not yet parsed */
+	int fo_back_closed; /* a close frame came back */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -66,8 +72,12 @@ fuzz_on_message(void *arg, int is_binary, const uint8_t *data, size_t len)
 	FUZZ_ASSERT(data != NULL && len <= FUZZ_MAX_MESSAGE);
 	FUZZ_ASSERT(is_binary == 0 || is_binary == 1);
 	fo->fo_nmsg++;
-	if (fo->fo_mode & FUZZ_M_ECHO)
+	if (fo->fo_mode & FUZZ_M_ECHO) {
 		FUZZ_ASSERT(wsconn_send(fo->fo_ws, is_binary, data, len) == 0);
+		/* Opcode, then payload, for fuzz_check_back. */
+		evbuffer_add(fo->fo_echoed, is_binary ? "\x82" : "\x81", 1);
+		evbuffer_add(fo->fo_echoed, data, len);
+	}
 	if ((fo->fo_mode & FUZZ_M_CLOSE_MSG) && fo->fo_nmsg == 2) {
 		FUZZ_ASSERT(wsconn_close(fo->fo_ws, 4000, "fuzz") == 0);
 		FUZZ_ASSERT(wsconn_send(fo->fo_ws, 0, data, len) == -1);
@@ -110,6 +120,61 @@ static const struct wsconn_cbs fuzz_cbs = {
 	.on_writable = fuzz_on_writable,
 };
 
+/*
+ * Parse the whole frames the wsconn sent back so far as its peer would,
+ * and match data frames against the messages echoed.
+ */
+static void
+fuzz_check_back(struct fuzz_owner *fo, int client)
+{
+	uint8_t h[14], want[FUZZ_MAX_MESSAGE + 1], *p;
+	size_t avail, hl, i;
+	uint64_t len;
+
+	while ((avail = evbuffer_get_length(fo->fo_back)) >= 2) {
+		evbuffer_copyout(fo->fo_back, h, avail < 14 ? avail : 14);
+		hl = 2 + ((h[1] & 0x7f) == 126 ? 2 : 0) +
+		    ((h[1] & 0x7f) == 127 ? 8 : 0) + (client ? 4 : 0);
+		if (avail < hl)
+			return;
+		FUZZ_ASSERT(!fo->fo_back_closed);
+		FUZZ_ASSERT((h[0] & 0xf0) == 0x80);
+		FUZZ_ASSERT(((h[1] & 0x80) != 0) == client);
+		len = h[1] & 0x7f;
+		if (len >= 126) {
+			for (len = 0, i = 2; i < hl - (client ? 4 : 0); i++)
+				len = len << 8 | h[i];
+			FUZZ_ASSERT(
+			    len >= ((h[1] & 0x7f) == 126 ? 126 : 65536));
+		}
+		FUZZ_ASSERT(len <= FUZZ_MAX_MESSAGE);
+		if (avail < hl + len)
+			return;
+		p = evbuffer_pullup(fo->fo_back, (ev_ssize_t)(hl + len)) + hl;
+		for (i = 0; client && i < len; i++)
+			p[i] ^= h[hl - 4 + (i & 3)];
+		switch (h[0] & 0x0f) {
+		case 0x1:
+		case 0x2:
+			FUZZ_ASSERT(evbuffer_remove(fo->fo_echoed, want,
+					1 + len) == (int)(1 + len));
+			FUZZ_ASSERT(want[0] == h[0]);
+			FUZZ_ASSERT(memcmp(want + 1, p, len) == 0);
+			break;
+		case 0x8:
+			fo->fo_back_closed = 1;
+			/* FALLTHROUGH */
+		case 0x9:
+		case 0xa:
+			FUZZ_ASSERT(len <= 125);
+			break;
+		default:
+			FUZZ_ASSERT(!"an opcode we never send");
+		}
+		evbuffer_drain(fo->fo_back, hl + len);
+	}
+}
+
 /* Run the loop without blocking until it has nothing active. */
 static void
 fuzz_run(void)
@@ -128,7 +193,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct bufferevent *pair[2];
 	struct fuzz_owner fo;
-	struct evbuffer *back;
 	size_t off, n, step;
 
 	if (fuzz_base == NULL) {
@@ -136,6 +200,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(fuzz_base != NULL);
 	}
 	memset(&fo, 0, sizeof fo);
+	fo.fo_echoed = evbuffer_new();
+	fo.fo_back = evbuffer_new();
+	FUZZ_ASSERT(fo.fo_echoed != NULL && fo.fo_back != NULL);
 	if (size > 0) {
 		fo.fo_mode = data[0];
 		data++;
@@ -153,9 +220,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n = size - off < step ? size - off : step;
 		bufferevent_write(pair[1], data + off, n);
 		fuzz_run();
-		/* What the wsconn sends back is read and dropped. */
-		back = bufferevent_get_input(pair[1]);
-		evbuffer_drain(back, evbuffer_get_length(back));
+		/* What the wsconn sends back is checked and dropped. */
+		evbuffer_add_buffer(fo.fo_back, bufferevent_get_input(pair[1]));
+		fuzz_check_back(&fo, fo.fo_mode & FUZZ_M_CLIENT);
 	}
 	/*
 	 * A pair does not pass EOF on when one end is freed, so the peer's
@@ -174,8 +241,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(wsconn_queued(fo.fo_ws) < (size_t)64 << 20);
 		wsconn_free(fo.fo_ws);
 	}
-	if (pair[1] != NULL)
-		bufferevent_free(pair[1]);
+	evbuffer_add_buffer(fo.fo_back, bufferevent_get_input(pair[1]));
+	fuzz_check_back(&fo, fo.fo_mode & FUZZ_M_CLIENT);
+	/*
+	 * Only whole frames cross the pair.  Echoes may be missing at the
+	 * end: after EOF the pair carries nothing more.
+	 */
+	FUZZ_ASSERT(evbuffer_get_length(fo.fo_back) == 0);
+	evbuffer_free(fo.fo_echoed);
+	evbuffer_free(fo.fo_back);
+	bufferevent_free(pair[1]);
 	/* Deferred frees and bufferevent finalizers; then nothing is left. */
 	fuzz_run();
 	FUZZ_ASSERT(event_base_get_num_events(fuzz_base,
