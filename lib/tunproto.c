@@ -287,6 +287,26 @@ int
 tunproto_env_decode(const uint8_t *buf, size_t len, size_t max_chunk,
     struct tunproto_env *env, char **err)
 {
+	size_t hlen;
+
+	if (tunproto_env_decode_prefix(buf, len, max_chunk, env, &hlen, err) !=
+	    0)
+		return (-1);
+	env->e_payload = buf + hlen;
+	return (0);
+}
+
+/*
+ * Decode a binary envelope of len bytes as tunproto_env_decode, from its
+ * first bytes only: buf holds at least the first TUNPROTO_ENV_PREFIX_MAX
+ * of them (all of them, if there are fewer).  env->e_payload is NULL; the
+ * payload is the last env->e_len of the len bytes, after *hlen bytes of
+ * header.  Returns 0, or -1 with *err.
+ */
+int
+tunproto_env_decode_prefix(const uint8_t *buf, size_t len, size_t max_chunk,
+    struct tunproto_env *env, size_t *hlen, char **err)
+{
 	uint64_t wire;
 	size_t limit, have;
 
@@ -330,16 +350,17 @@ tunproto_env_decode(const uint8_t *buf, size_t len, size_t max_chunk,
 	env->e_kind = buf[3];
 	env->e_flags = buf[21];
 	tunproto_uuid_format(buf + 5, env->e_id);
-	env->e_payload = buf + TUNPROTO_ENV_HEADER_SIZE;
 	env->e_len = have;
+	*hlen = TUNPROTO_ENV_HEADER_SIZE;
 	if (env->e_flags & TUNPROTO_ENV_F_OFFSET) {
 		if (have < TUNPROTO_ENV_OFFSET_SIZE) {
 			memset(env, 0, sizeof *env);
 			return (tunproto_fail(err,
 			    "offset binary envelope payload is too short"));
 		}
-		env->e_offset = tunproto_get_be(env->e_payload, 8);
-		env->e_payload += TUNPROTO_ENV_OFFSET_SIZE;
+		env->e_offset =
+		    tunproto_get_be(buf + TUNPROTO_ENV_HEADER_SIZE, 8);
+		*hlen += TUNPROTO_ENV_OFFSET_SIZE;
 		env->e_len -= TUNPROTO_ENV_OFFSET_SIZE;
 	}
 	/* Unreachable after check 7, kept as the reference has it. */

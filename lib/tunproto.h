@@ -184,6 +184,8 @@ uint8_t *tunproto_env_encode_alloc(
     const struct tunproto_env *, size_t, size_t *, char **);
 int tunproto_env_decode(
     const uint8_t *, size_t, size_t, struct tunproto_env *, char **);
+int tunproto_env_decode_prefix(const uint8_t *, size_t, size_t,
+    struct tunproto_env *, size_t *, char **);
 
 /* tunproto.c: control messages */
 const char *tunproto_type_name(enum tunproto_type);

@@ -33,18 +33,33 @@ fuzz_assert(int ok, const char *what, int line)
 static void
 fuzz_env(const uint8_t *data, size_t size, size_t max_chunk)
 {
-	struct tunproto_env e;
+	struct tunproto_env e, pe;
 	uint8_t *buf, hdr[TUNPROTO_ENV_PREFIX_MAX];
 	size_t n, hlen;
 	char *err = NULL;
+	int prefix_rv;
 
+	/* The header alone decides, from a copy of no more than it. */
+	n = size < sizeof hdr ? size : sizeof hdr;
+	buf = malloc(n + 1);
+	FUZZ_ASSERT(buf != NULL);
+	memcpy(buf, data, n);
+	prefix_rv = tunproto_env_decode_prefix(
+	    buf, size, max_chunk, &pe, &hlen, NULL);
+	free(buf);
 	if (tunproto_env_decode(data, size, max_chunk, &e, &err) != 0) {
 		FUZZ_ASSERT(err != NULL && *err != '\0');
 		free(err);
 		FUZZ_ASSERT(
 		    tunproto_env_decode(data, size, max_chunk, &e, NULL) == -1);
+		FUZZ_ASSERT(prefix_rv == -1);
 		return;
 	}
+	FUZZ_ASSERT(prefix_rv == 0 && pe.e_payload == NULL);
+	FUZZ_ASSERT(hlen + pe.e_len == size && pe.e_len == e.e_len);
+	FUZZ_ASSERT(e.e_payload == data + hlen && pe.e_kind == e.e_kind &&
+	    pe.e_flags == e.e_flags && pe.e_offset == e.e_offset &&
+	    strcmp(pe.e_id, e.e_id) == 0);
 	FUZZ_ASSERT(err == NULL);
 	FUZZ_ASSERT(size >= TUNPROTO_ENV_HEADER_SIZE);
 	FUZZ_ASSERT(e.e_kind >= TUNPROTO_ENV_HTTP_REQUEST_DATA &&

@@ -94,6 +94,48 @@ test_env_encodes_to(const struct tunproto_env *e, size_t max_chunk,
 	free(p);
 }
 
+/*
+ * Decode from a copy of only the first bytes tunproto_env_decode_prefix
+ * may read (so a read past them is caught by ASan), with the same result
+ * as tunproto_env_decode: want is NULL for success.
+ */
+static void
+test_prefix_fails(
+    const uint8_t *buf, size_t len, size_t max_chunk, const char *want)
+{
+	struct tunproto_env e, full;
+	size_t n = len < TUNPROTO_ENV_PREFIX_MAX ? len : TUNPROTO_ENV_PREFIX_MAX;
+	size_t hlen = 0;
+	uint8_t *head = malloc(n + 1);
+	char *err = NULL;
+
+	assert_non_null(head);
+	memcpy(head, buf, n);
+	if (want != NULL) {
+		assert_int_equal(tunproto_env_decode_prefix(
+				     head, len, max_chunk, &e, &hlen, &err),
+		    -1);
+		assert_non_null(err);
+		assert_string_equal(err, want);
+		free(err);
+	} else {
+		assert_int_equal(tunproto_env_decode_prefix(
+				     head, len, max_chunk, &e, &hlen, NULL),
+		    0);
+		assert_int_equal(
+		    tunproto_env_decode(buf, len, max_chunk, &full, NULL), 0);
+		assert_null(e.e_payload);
+		assert_ptr_equal(full.e_payload, buf + hlen);
+		assert_int_equal(e.e_len, full.e_len);
+		assert_int_equal(hlen + e.e_len, len);
+		assert_int_equal(e.e_kind, full.e_kind);
+		assert_int_equal(e.e_flags, full.e_flags);
+		assert_int_equal(e.e_offset, full.e_offset);
+		assert_string_equal(e.e_id, full.e_id);
+	}
+	free(head);
+}
+
 /* Decode len bytes with max_chunk and require the error message want. */
 static void
 test_env_fails(
@@ -110,6 +152,7 @@ test_env_fails(
 	/* No error text wanted: still refused, nothing allocated. */
 	assert_int_equal(
 	    tunproto_env_decode(buf, len, max_chunk, &e, NULL), -1);
+	test_prefix_fails(buf, len, max_chunk, want);
 }
 
 /* Scenario 1: vector 1 encodes exactly and decodes back. */
@@ -134,6 +177,7 @@ test_env_vector1(void **state)
 	assert_int_equal(d.e_len, 7);
 	assert_memory_equal(d.e_payload, "payload", 7);
 	assert_ptr_equal(d.e_payload, test_vec1 + 26);
+	test_prefix_fails(test_vec1, sizeof test_vec1, 65536, NULL);
 }
 
 /* Scenario 5: vector 2, and the offset does not use the payload allowance. */
@@ -158,6 +202,7 @@ test_env_vector2(void **state)
 	assert_string_equal(d.e_id, TEST_ID);
 	assert_int_equal(d.e_len, 5);
 	assert_memory_equal(d.e_payload, "chunk", 5);
+	test_prefix_fails(test_vec2, sizeof test_vec2, 5, NULL);
 }
 
 /* Vector 3, and scenario 2: the END flag survives a round trip. */
@@ -178,6 +223,7 @@ test_env_vector3(void **state)
 	assert_int_equal(d.e_kind, TUNPROTO_ENV_WS_BINARY_DATA);
 	assert_int_equal(d.e_flags, TUNPROTO_ENV_F_END);
 	assert_int_equal(d.e_len, 0);
+	test_prefix_fails(test_vec3, sizeof test_vec3, 65536, NULL);
 
 	/* Scenario 2: kind 2, END_OF_BODY, payload "last". */
 	test_env_set(
