@@ -250,8 +250,10 @@ tws_close_cb(void *arg, uint16_t code, const char *reason)
 static void
 tws_open(struct tunnel_xchg *x)
 {
-	static const struct wsconn_cbs cbs = { tws_message_cb, tws_close_cb,
-		NULL };
+	static const struct wsconn_cbs cbs = {
+		.on_message = tws_message_cb,
+		.on_close = tws_close_cb,
+	};
 	struct tunnel *t = x->x_tunnel;
 	const struct tunnel_link *l = tunnel_active(t);
 	struct tunnel_dconn *d = x->x_dconn;

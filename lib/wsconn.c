@@ -43,6 +43,13 @@
 #include "wsconn.h"
 #include "wthru.h"
 
+/*
+ * A masked message at least this long goes to on_message_buf in the buffer
+ * it was unmasked into; a shorter one is copied, which costs less than
+ * allocating its buffer again.
+ */
+#define WSCONN_HANDOVER_MIN 4096
+
 /* The GUID of RFC 6455 section 1.3. */
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -105,7 +112,7 @@ struct wsconn {
 	size_t ws_max; /* longest message we take */
 	uint64_t ws_rleft; /* payload of the current data frame to come */
 	uint8_t *ws_rbuf; /* the message so far, unmasked */
-	size_t ws_rlen; /* bytes in ws_rbuf */
+	size_t ws_rlen; /* bytes of the message so far */
 	size_t ws_rcap; /* bytes allocated for ws_rbuf */
 	uint32_t ws_rutf8; /* ws_utf8_check state of a text message */
 	uint8_t ws_rop; /* WSLAY_TEXT_FRAME or _BINARY_FRAME; 0: none */
@@ -113,6 +120,12 @@ struct wsconn {
 	uint8_t ws_rmasked; /* the current frame is masked ... */
 	uint8_t ws_rkoff; /* ... and its next byte uses key byte ws_rkoff */
 	uint8_t ws_rkey[4];
+	/*
+	 * The message for on_message_buf: unmasked frames move here from
+	 * the input chain by chain; a masked message is unmasked into
+	 * ws_rbuf, which is then handed over whole as a reference chain.
+	 */
+	struct evbuffer *ws_rmsg;
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
 	struct event *ws_ev_timer; /* closing handshake deadline */
@@ -761,18 +774,60 @@ wsconn_enter_closing(struct wsconn *ws)
 	evtimer_add(ws->ws_ev_timer, &tv);
 }
 
+/*
+ * Give the owner the whole message (opcode op) in ws_rmsg, then send its
+ * answers.  ws_rmsg is empty afterwards.
+ */
+static void
+wsconn_deliver_rmsg(struct wsconn *ws, uint8_t op)
+{
+	/* After our close frame, messages have nowhere to go. */
+	if (ws->ws_state == WSCONN_S_OPEN && !(ws->ws_flags & WSCONN_F_DEAD))
+		ws->ws_cbs.on_message_buf(
+		    ws->ws_arg, op == WSLAY_BINARY_FRAME, ws->ws_rmsg);
+	evbuffer_drain(ws->ws_rmsg, evbuffer_get_length(ws->ws_rmsg));
+	if (!(ws->ws_flags & WSCONN_F_DEAD))
+		wsconn_flush(ws);
+}
+
 /* Give the owner one whole message (opcode op), then send its answers. */
 static void
 wsconn_deliver(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
 {
 	/* After our close frame, messages have nowhere to go. */
-	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_cbs.on_message == NULL)
+	if (ws->ws_state != WSCONN_S_OPEN)
+		return;
+	if (ws->ws_cbs.on_message_buf != NULL) {
+		if (len != 0 && evbuffer_add(ws->ws_rmsg, data, len) != 0) {
+			log_error("wsconn: cannot queue a message");
+			abort();
+		}
+		wsconn_deliver_rmsg(ws, op);
+		return;
+	}
+	if (ws->ws_cbs.on_message == NULL)
 		return;
 	if (data == NULL)
 		data = (const uint8_t *)"";
 	ws->ws_cbs.on_message(ws->ws_arg, op == WSLAY_BINARY_FRAME, data, len);
 	if (!(ws->ws_flags & WSCONN_F_DEAD))
 		wsconn_flush(ws);
+}
+
+/* Free a message buffer handed to the owner, once libevent is done. */
+static void
+wsconn_rbuf_free_cb(const void *data, size_t len, void *arg)
+{
+	(void)len;
+	(void)arg;
+	free((void *)(uintptr_t)data);
+}
+
+/* Does the payload of the current frame move to ws_rmsg as it is? */
+static int
+wsconn_moves(const struct wsconn *ws)
+{
+	return (!ws->ws_rmasked && ws->ws_cbs.on_message_buf != NULL);
 }
 
 /* One whole message or control frame from wslay. */
@@ -916,6 +971,8 @@ wsconn_refuse(struct wsconn *ws, uint16_t code)
 {
 	wslay_event_shutdown_read(ws->ws_ctx);
 	(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
+	if (ws->ws_rmsg != NULL)
+		evbuffer_drain(ws->ws_rmsg, evbuffer_get_length(ws->ws_rmsg));
 }
 
 /* The current data frame is complete: deliver the message it ended. */
@@ -936,7 +993,30 @@ wsconn_frame_end(struct wsconn *ws)
 	len = ws->ws_rlen;
 	ws->ws_rop = 0;
 	ws->ws_rlen = 0;
-	wsconn_deliver(ws, op, ws->ws_rbuf, len);
+	if (ws->ws_cbs.on_message_buf == NULL) {
+		wsconn_deliver(ws, op, ws->ws_rbuf, len);
+		return;
+	}
+	/*
+	 * Unmasked frames are in ws_rmsg already.  A masked message is
+	 * ws_rbuf's: a big one is handed over without a copy (ws_rbuf is
+	 * allocated again for the next), a small one copied.
+	 */
+	if (!wsconn_moves(ws) && len != 0) {
+		if (len >= WSCONN_HANDOVER_MIN) {
+			if (evbuffer_add_reference(ws->ws_rmsg, ws->ws_rbuf,
+				len, wsconn_rbuf_free_cb, NULL) != 0) {
+				log_error("wsconn: cannot queue a message");
+				abort();
+			}
+			ws->ws_rbuf = NULL;
+			ws->ws_rcap = 0;
+		} else if (evbuffer_add(ws->ws_rmsg, ws->ws_rbuf, len) != 0) {
+			log_error("wsconn: cannot queue a message");
+			abort();
+		}
+	}
+	wsconn_deliver_rmsg(ws, op);
 }
 
 /*
@@ -951,7 +1031,7 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 	size_t avail, hl, need, cap;
 	uint64_t len;
 	unsigned int i;
-	int masked, unordered;
+	int masked, unordered, moves;
 
 	if ((avail = evbuffer_get_length(in)) < 2)
 		return (0);
@@ -1024,7 +1104,11 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 	 * usual case) goes to the owner from where it lies.
 	 */
 	if (!masked && ws->ws_rfin && op != 0 && len != 0 && avail >= len) {
-		if ((p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL)
+		moves = ws->ws_cbs.on_message_buf != NULL &&
+		    ws->ws_state == WSCONN_S_OPEN;
+		p = NULL;
+		if ((op == WSLAY_TEXT_FRAME || !moves) &&
+		    (p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL)
 			return (-1);
 		ws->ws_rleft = 0;
 		ws->ws_rop = 0;
@@ -1032,6 +1116,14 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 		    (ws_utf8_check(&ws->ws_rutf8, p, (size_t)len) != 0 ||
 			ws->ws_rutf8 != 0)) {
 			wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
+			return (1);
+		}
+		if (moves) {
+			/* Whole chains move; only partial ones are copied. */
+			if (evbuffer_remove_buffer(in, ws->ws_rmsg,
+				(size_t)len) != (int)len)
+				return (-1);
+			wsconn_deliver_rmsg(ws, op);
 			return (1);
 		}
 		wsconn_deliver(ws, op, p, (size_t)len);
@@ -1045,7 +1137,8 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 	 * at least doubles, so many small fragments cost no more than one
 	 * copy.
 	 */
-	if ((need = ws->ws_rlen + (size_t)len) > ws->ws_rcap) {
+	if (!wsconn_moves(ws) &&
+	    (need = ws->ws_rlen + (size_t)len) > ws->ws_rcap) {
 		cap = ws->ws_rcap > ws->ws_max / 2 ? ws->ws_max
 						   : ws->ws_rcap * 2;
 		if (cap < need)
@@ -1074,6 +1167,23 @@ wsconn_take_payload(struct wsconn *ws, struct evbuffer *in)
 		return (0);
 	if (want > ws->ws_rleft)
 		want = (size_t)ws->ws_rleft;
+	if (wsconn_moves(ws)) {
+		/* Chains move; a text frame is checked where it lies. */
+		if (ws->ws_rop == WSLAY_TEXT_FRAME) {
+			if ((dst = evbuffer_pullup(in, (ev_ssize_t)want)) ==
+			    NULL)
+				return (-1);
+			if (ws_utf8_check(&ws->ws_rutf8, dst, want) != 0) {
+				wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
+				return (1);
+			}
+		}
+		if (evbuffer_remove_buffer(in, ws->ws_rmsg, want) !=
+		    (int)want)
+			return (-1);
+		done = want;
+		goto taken;
+	}
 	dst = ws->ws_rbuf + ws->ws_rlen;
 	n = evbuffer_peek(in, (ev_ssize_t)want, NULL, v, 8);
 	for (i = 0, done = 0; i < n && i < 8 && done < want; i++) {
@@ -1093,6 +1203,7 @@ wsconn_take_payload(struct wsconn *ws, struct evbuffer *in)
 		wsconn_refuse(ws, WS_CLOSE_INVALID_DATA);
 		return (1);
 	}
+taken:
 	ws->ws_rlen += done;
 	ws->ws_rleft -= done;
 	if (ws->ws_rleft == 0)
@@ -1376,6 +1487,9 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
 	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
 	ws->ws_stage = evbuffer_new();
+	if (ws->ws_cbs.on_message_buf != NULL &&
+	    (ws->ws_rmsg = evbuffer_new()) == NULL)
+		goto fail;
 	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL ||
 	    ws->ws_stage == NULL)
 		goto fail;
@@ -1392,6 +1506,8 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 	return (ws);
 
 fail:
+	if (ws->ws_rmsg != NULL)
+		evbuffer_free(ws->ws_rmsg);
 	if (ws->ws_stage != NULL)
 		evbuffer_free(ws->ws_stage);
 	if (ws->ws_ev_timer != NULL)
@@ -1443,21 +1559,31 @@ ws_cursor_put(struct ws_cursor *c, const uint8_t *src, size_t len,
 
 /*
  * Append one whole data frame (FIN, opcode op) to the bufferevent's
- * output: a client's masked with a fresh key as it is copied, so the
- * payload is touched once.  Returns 0, or -1 if there is no random key or
- * no memory.
+ * output, its payload the plen bytes at pre and then the len bytes at
+ * data, or (with src) at position pos of src: a client's masked with a
+ * fresh key as it is copied, so the payload is touched once.  Returns 0,
+ * or -1 if there is no random key, no memory, or src is too short.
  */
 static int
-wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
+wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
+    const uint8_t *data, struct evbuffer *src, size_t pos, size_t len)
 {
 	struct evbuffer *out = bufferevent_get_output(ws->ws_bev);
 	struct evbuffer_iovec v[2];
+	struct evbuffer_iovec sv[16];
+	struct evbuffer_ptr sp;
 	struct ws_cursor c = { v, 0, 0 };
 	uint8_t h[14], *key = NULL;
 	unsigned int koff = 0, i;
-	size_t hl;
-	int n;
+	size_t hl, left, m;
+	int n, j, sn;
 
+	if (src != NULL && (pos > evbuffer_get_length(src) ||
+			       len > evbuffer_get_length(src) - pos))
+		return (-1);
+	if (len > SIZE_MAX - plen)
+		return (-1);
+	len += plen;
 	h[0] = 0x80 | op;
 	if (len < 126) {
 		h[1] = (uint8_t)len;
@@ -1485,19 +1611,53 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
 	if (n <= 0)
 		return (-1);
 	ws_cursor_put(&c, h, hl, NULL, NULL);
-	ws_cursor_put(&c, data, len, key, &koff);
+	ws_cursor_put(&c, pre, plen, key, &koff);
+	len -= plen;
+	if (src == NULL)
+		ws_cursor_put(&c, data, len, key, &koff);
+	else if (len != 0) {
+		/* Straight from src's chains, sixteen at a time. */
+		if (evbuffer_ptr_set(src, &sp, pos, EVBUFFER_PTR_SET) != 0)
+			goto fail;
+		for (left = len; left > 0;) {
+			sn = evbuffer_peek(src, (ev_ssize_t)left, &sp, sv, 16);
+			if (sn <= 0)
+				goto fail;
+			for (j = 0; j < sn && j < 16 && left > 0; j++) {
+				m = sv[j].iov_len < left ? sv[j].iov_len : left;
+				ws_cursor_put(&c, sv[j].iov_base, m, key, &koff);
+				left -= m;
+				if (evbuffer_ptr_set(src, &sp, m,
+					EVBUFFER_PTR_ADD) != 0 && left > 0)
+					goto fail;
+			}
+		}
+	}
 	v[c.c_i].iov_len = c.c_off;
 	return (evbuffer_commit_space(out, v, c.c_i + 1));
+
+fail:
+	/* Nothing is committed: the reserved space is simply reused. */
+	return (-1);
 }
 
-/* Send one message to the peer, copying it into the output. */
-int
-wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
+/*
+ * Send one message to the peer, copying it into the output: plen bytes
+ * at pre, then len bytes at data or at position pos of src.
+ */
+static int
+wsconn_send_parts(struct wsconn *ws, int is_binary, const uint8_t *pre,
+    size_t plen, const uint8_t *data, struct evbuffer *src, size_t pos,
+    size_t len)
 {
 	if (ws->ws_state != WSCONN_S_OPEN || (ws->ws_flags & WSCONN_F_DEAD))
 		return (-1);
-	if (len != 0 && data == NULL)
+	if ((len != 0 && data == NULL && src == NULL) ||
+	    (plen != 0 && pre == NULL))
 		return (-1);
+	if (plen > WSCONN_QUEUE_LIMIT || len > WSCONN_QUEUE_LIMIT - plen)
+		return (-1);
+	len += plen;
 	if (len > WSCONN_QUEUE_LIMIT ||
 	    wsconn_queued(ws) > WSCONN_QUEUE_LIMIT - len)
 		return (-1);
@@ -1510,10 +1670,27 @@ wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
 	    !wslay_event_get_write_enabled(ws->ws_ctx))
 		return (-1);
 	if (wsconn_put(ws, is_binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME,
-		data, len) != 0)
+		pre, plen, data, src, pos, len - plen) != 0)
 		return (-1);
 	wsconn_flow(ws);
 	return (0);
+}
+
+/* Send one message to the peer, copying it into the output. */
+int
+wsconn_send(struct wsconn *ws, int is_binary, const uint8_t *data, size_t len)
+{
+	return (wsconn_send_parts(ws, is_binary, NULL, 0, data, NULL, 0, len));
+}
+
+/* Send hdr and a range of src as one message, copied from src's chains. */
+int
+wsconn_send_ev(struct wsconn *ws, int is_binary, const uint8_t *hdr,
+    size_t hlen, struct evbuffer *src, size_t pos, size_t len)
+{
+	if (src == NULL)
+		return (-1);
+	return (wsconn_send_parts(ws, is_binary, hdr, hlen, NULL, src, pos, len));
 }
 
 /* Start the closing handshake with code and reason. */
@@ -1556,6 +1733,8 @@ wsconn_destroy(struct wsconn *ws)
 	evbuffer_free(ws->ws_stage);
 	wslay_event_context_free(ws->ws_ctx);
 	free(ws->ws_rbuf);
+	if (ws->ws_rmsg != NULL)
+		evbuffer_free(ws->ws_rmsg);
 	free(ws);
 }
 

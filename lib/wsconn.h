@@ -111,6 +111,12 @@ void ws_random_key(char out[WS_KEY_LEN + 1]);
  * on_message gets one whole message; data is valid only during the call
  * (and is not NUL-terminated).  Text messages are valid UTF-8 (we check).
  *
+ * on_message_buf, if set, is called instead of on_message: msg holds the
+ * whole message and nothing else.  The owner may remove or move any of it
+ * (evbuffer_remove_buffer moves whole chains without copying); whatever
+ * is left is dropped when the call returns.  msg is ours: do not free it
+ * or keep it.
+ *
  * on_close is called exactly once, from the event loop, when the
  * connection is over and the transport has been closed: after a close
  * handshake (code and reason from the peer's close frame, 1005 if it had no
@@ -127,6 +133,7 @@ struct wsconn_cbs {
 	    void *arg, int is_binary, const uint8_t *data, size_t len);
 	void (*on_close)(void *arg, uint16_t code, const char *reason);
 	void (*on_writable)(void *arg);
+	void (*on_message_buf)(void *arg, int is_binary, struct evbuffer *msg);
 };
 
 struct wsconn;
@@ -152,6 +159,16 @@ struct wsconn *wsconn_new(struct event_base *, struct bufferevent *bev,
  * and wait for on_writable; failures of the transport come as on_close.
  */
 int wsconn_send(struct wsconn *, int is_binary, const uint8_t *, size_t);
+
+/*
+ * Queue one message made of the hlen bytes at hdr (hdr may be NULL when
+ * hlen is 0) followed by the len bytes at position pos of src, copied
+ * (and, as a client, masked) straight from src's chains into the output;
+ * src is not drained.  Returns 0, or -1 as wsconn_send, or if src holds
+ * fewer than pos + len bytes.
+ */
+int wsconn_send_ev(struct wsconn *, int is_binary, const uint8_t *hdr,
+    size_t hlen, struct evbuffer *src, size_t pos, size_t len);
 
 /*
  * Start the closing handshake: send a close frame with code (0 for none)

@@ -35,6 +35,7 @@
 #define FUZZ_M_CLOSE_MSG 0x08 /* wsconn_close from the 2nd on_message */
 #define FUZZ_M_EOF 0x10 /* the peer hangs up after sending */
 #define FUZZ_M_FREE_CLOSE 0x20 /* free from inside on_close */
+#define FUZZ_M_BUF 0x40 /* messages as evbuffers (also sets the step) */
 
 /* What the owner of the wsconn saw. */
 struct fuzz_owner {
@@ -118,6 +119,28 @@ static const struct wsconn_cbs fuzz_cbs = {
 	.on_message = fuzz_on_message,
 	.on_close = fuzz_on_close,
 	.on_writable = fuzz_on_writable,
+};
+
+/* A message as an evbuffer: as above, then move half of it away. */
+static void
+fuzz_on_message_buf(void *arg, int is_binary, struct evbuffer *msg)
+{
+	size_t len = evbuffer_get_length(msg);
+	const uint8_t *data = evbuffer_pullup(msg, -1);
+	struct evbuffer *keep = evbuffer_new();
+
+	FUZZ_ASSERT(keep != NULL);
+	fuzz_on_message(
+	    arg, is_binary, data != NULL ? data : (const uint8_t *)"", len);
+	FUZZ_ASSERT(evbuffer_get_length(msg) == len);
+	FUZZ_ASSERT(evbuffer_remove_buffer(msg, keep, len / 2) == (int)(len / 2));
+	evbuffer_free(keep);
+}
+
+static const struct wsconn_cbs fuzz_buf_cbs = {
+	.on_close = fuzz_on_close,
+	.on_writable = fuzz_on_writable,
+	.on_message_buf = fuzz_on_message_buf,
 };
 
 /*
@@ -210,7 +233,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_ASSERT(bufferevent_pair_new(fuzz_base, 0, pair) == 0);
 	fo.fo_ws = wsconn_new(fuzz_base, pair[0], fo.fo_mode & FUZZ_M_CLIENT,
-	    &fuzz_cbs, &fo, FUZZ_MAX_MESSAGE);
+	    (fo.fo_mode & FUZZ_M_BUF) ? &fuzz_buf_cbs : &fuzz_cbs, &fo,
+	    FUZZ_MAX_MESSAGE);
 	FUZZ_ASSERT(fo.fo_ws != NULL);
 	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
 

@@ -125,6 +125,62 @@ static const struct wsconn_cbs test_cbs = {
 	.on_writable = test_on_writable,
 };
 
+/* Set by test_setup_buf: the tests below run with test_buf_cbs. */
+static int test_buf_mode;
+
+/*
+ * Record a message handed over as an evbuffer, then take part of it (as
+ * an owner moving the payload would): wsconn drops the rest.
+ */
+static void
+test_on_message_buf(void *arg, int is_binary, struct evbuffer *msg)
+{
+	size_t len = evbuffer_get_length(msg);
+	struct evbuffer *keep;
+	const uint8_t *data;
+
+	data = evbuffer_pullup(msg, -1);
+	test_on_message(arg, is_binary, data != NULL ? data : (const uint8_t *)"",
+	    len);
+	keep = evbuffer_new();
+	assert_non_null(keep);
+	assert_int_equal(evbuffer_remove_buffer(msg, keep, len / 2),
+	    (int)(len / 2));
+	evbuffer_free(keep);
+}
+
+static const struct wsconn_cbs test_buf_cbs = {
+	.on_message = test_on_message, /* not called: the next wins */
+	.on_close = test_on_close,
+	.on_writable = test_on_writable,
+	.on_message_buf = test_on_message_buf,
+};
+
+/* The callbacks the tests give their wsconns. */
+static const struct wsconn_cbs *
+test_callbacks(void)
+{
+	return (test_buf_mode ? &test_buf_cbs : &test_cbs);
+}
+
+/* Run a test with messages handed over as evbuffers. */
+static int
+test_setup_buf(void **state)
+{
+	(void)state;
+	test_buf_mode = 1;
+	return (0);
+}
+
+/* Back to plain on_message. */
+static int
+test_teardown_buf(void **state)
+{
+	(void)state;
+	test_buf_mode = 0;
+	return (0);
+}
+
 /* Nothing; the tick only wakes the loop. */
 static void
 test_tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -158,7 +214,7 @@ pair_open(
 		    p->base, p->fds[0], BEV_OPT_CLOSE_ON_FREE);
 		assert_non_null(p->bev[0]);
 		p->srv.p_ws = wsconn_new(
-		    p->base, p->bev[0], 0, &test_cbs, &p->srv, srv_max);
+		    p->base, p->bev[0], 0, test_callbacks(), &p->srv, srv_max);
 		assert_non_null(p->srv.p_ws);
 		p->fds[0] = -1;
 	}
@@ -167,7 +223,7 @@ pair_open(
 		    p->base, p->fds[1], BEV_OPT_CLOSE_ON_FREE);
 		assert_non_null(p->bev[1]);
 		p->cli.p_ws = wsconn_new(
-		    p->base, p->bev[1], 1, &test_cbs, &p->cli, cli_max);
+		    p->base, p->bev[1], 1, test_callbacks(), &p->cli, cli_max);
 		assert_non_null(p->cli.p_ws);
 		p->fds[1] = -1;
 	}
@@ -1076,7 +1132,7 @@ test_early_input(void **state)
 	bufferevent_enable(bev, EV_READ);
 	RUN_UNTIL(&p, evbuffer_get_length(bufferevent_get_input(bev)) == 8);
 	bufferevent_disable(bev, EV_READ);
-	p.srv.p_ws = wsconn_new(p.base, bev, 0, &test_cbs, &p.srv, 0);
+	p.srv.p_ws = wsconn_new(p.base, bev, 0, test_callbacks(), &p.srv, 0);
 	assert_non_null(p.srv.p_ws);
 	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
 	assert_memory_equal(p.srv.p_last, "hi", 2);
@@ -1642,6 +1698,80 @@ test_roundtrip_sizes(void **state)
 	pair_close(&p);
 }
 
+/*
+ * wsconn_send_ev: a header and a range of a many-chained evbuffer arrive
+ * as one message, both ways (masked by the client), the source untouched;
+ * a range past the end is refused.
+ */
+static void
+test_send_ev(void **state)
+{
+	static const size_t lens[] = { 0, 1, 125, 4000, 65536, 200000 };
+	struct pair p;
+	struct evbuffer *src;
+	uint8_t *blob, *want, hdr[34];
+	size_t i, j, pos, total = 300000;
+	int n = 0;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	blob = pattern(total, 3);
+	src = evbuffer_new();
+	assert_non_null(src);
+	/* Many small chains, so a range crosses them at odd places. */
+	for (i = 0; i < total; i += j) {
+		j = total - i < 777 ? total - i : 777;
+		assert_int_equal(evbuffer_add(src, blob, 0), 0);
+		assert_int_equal(
+		    evbuffer_add_reference(src, blob + i, j, NULL, NULL), 0);
+	}
+	for (i = 0; i < sizeof hdr; i++)
+		hdr[i] = (uint8_t)(0xa0 + i);
+	want = malloc(sizeof hdr + total);
+	assert_non_null(want);
+	for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		pos = (i * 4099) % 1000;
+		memcpy(want, hdr, sizeof hdr);
+		memcpy(want + sizeof hdr, blob + pos, lens[i]);
+		n++;
+		assert_int_equal(wsconn_send_ev(p.cli.p_ws, 1, hdr, sizeof hdr,
+				     src, pos, lens[i]),
+		    0);
+		assert_int_equal(wsconn_send_ev(p.srv.p_ws, 1, hdr, i % 2 ? 0 : 26,
+				     src, pos, lens[i]),
+		    0);
+		RUN_UNTIL(&p, p.srv.p_nmsg == n && p.cli.p_nmsg == n);
+		assert_int_equal(p.srv.p_last_len, sizeof hdr + lens[i]);
+		assert_memory_equal(p.srv.p_last, want, sizeof hdr + lens[i]);
+		j = i % 2 ? 0 : 26;
+		memmove(want + j, blob + pos, lens[i]);
+		assert_int_equal(p.cli.p_last_len, j + lens[i]);
+		assert_memory_equal(p.cli.p_last, want, j + lens[i]);
+		assert_true(p.srv.p_binary && p.cli.p_binary);
+	}
+	assert_int_equal(evbuffer_get_length(src), total);
+	/* Out of range, or no source: refused, nothing queued. */
+	assert_int_equal(
+	    wsconn_send_ev(p.cli.p_ws, 1, hdr, 2, src, total - 10, 11), -1);
+	assert_int_equal(wsconn_send_ev(p.cli.p_ws, 1, hdr, 2, src, total + 1, 0),
+	    -1);
+	assert_int_equal(wsconn_send_ev(p.cli.p_ws, 1, hdr, 2, NULL, 0, 0), -1);
+	assert_int_equal(wsconn_send_ev(p.cli.p_ws, 1, NULL, 2, src, 0, 0), -1);
+	/* Text, with the whole source and no header. */
+	evbuffer_drain(src, total);
+	assert_int_equal(evbuffer_add(src, "caf\xc3\xa9", 5), 0);
+	assert_int_equal(wsconn_send_ev(p.cli.p_ws, 0, NULL, 0, src, 0, 5), 0);
+	RUN_UNTIL(&p, p.srv.p_nmsg == n + 1);
+	assert_false(p.srv.p_binary);
+	assert_memory_equal(p.srv.p_last, "caf\xc3\xa9", 5);
+	assert_int_equal(wsconn_queued(p.cli.p_ws), 0);
+	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	evbuffer_free(src);
+	free(want);
+	free(blob);
+	pair_close(&p);
+}
+
 int
 main(void)
 {
@@ -1675,6 +1805,28 @@ main(void)
 		cmocka_unit_test(test_refused_frames),
 		cmocka_unit_test(test_frames_sent),
 		cmocka_unit_test(test_roundtrip_sizes),
+		cmocka_unit_test(test_send_ev),
+		/* The same again, messages handed over as evbuffers. */
+		cmocka_unit_test_setup_teardown(
+		    test_roundtrip, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_too_big, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_free_in_callbacks, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_backpressure, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_split_everywhere, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_masked_reads, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(test_fragments_and_ping,
+		    test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_refused_frames, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_roundtrip_sizes, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_send_ev, test_setup_buf, test_teardown_buf),
 	};
 
 	/* Writes to a peer that has gone must fail, not kill us. */
