@@ -687,6 +687,8 @@ int tunnel_send_msg(struct tunnel *, const struct tunproto_msg *);
 int tunnel_send_frame(struct tunnel *, const char *, size_t);
 int tunnel_send_data(struct tunnel *, uint8_t kind, const char *id, int flags,
     uint64_t offset, const uint8_t *, size_t);
+int tunnel_send_data_ev(struct tunnel *, uint8_t kind, const char *id,
+    int flags, uint64_t offset, struct evbuffer *, size_t pos, size_t len);
 int tunnel_data_ok(const struct tunnel *);
 void tunnel_send_window(struct tunnel *, const char *id, uint64_t credits,
     int ack, uint64_t ack_offset, int complete);
@@ -722,7 +724,8 @@ int64_t tunnel_xchg_read_body(struct tunnel_xchg *);
 void tunnel_xchg_credit(struct tunnel_xchg *);
 void tunnel_xchg_pump(struct tunnel_xchg *);
 void tunnel_xchg_msg(struct tunnel_xchg *, const struct tunproto_msg *);
-void tunnel_xchg_data(struct tunnel_xchg *, const struct tunproto_env *);
+void tunnel_xchg_data(
+    struct tunnel_xchg *, const struct tunproto_env *, struct evbuffer *);
 void tunnel_xchg_pause(struct tunnel_xchg *);
 void tunnel_xchg_resume(struct tunnel_xchg *);
 

@@ -297,6 +297,47 @@ tunnel_send_data(struct tunnel *t, uint8_t kind, const char *id, int flags,
 }
 
 /*
+ * Send one data envelope as tunnel_send_data, its payload the len bytes at
+ * position pos of src (not drained), copied once, straight into the
+ * WebSocket's output.  Returns 0 or -1.
+ */
+int
+tunnel_send_data_ev(struct tunnel *t, uint8_t kind, const char *id,
+    int flags, uint64_t offset, struct evbuffer *src, size_t pos, size_t len)
+{
+	struct tunnel_link *l;
+	struct tunproto_env env;
+	uint8_t hdr[TUNPROTO_ENV_PREFIX_MAX];
+	size_t hlen;
+	char *err = NULL;
+
+	if ((l = tunnel_active(t)) == NULL)
+		return (-1);
+	memset(&env, 0, sizeof env);
+	env.e_kind = kind;
+	env.e_flags = (uint8_t)flags;
+	snprintf(env.e_id, sizeof env.e_id, "%s", id);
+	env.e_offset = offset;
+	env.e_len = len;
+	if (tunproto_env_encode_header(
+		&env, l->l_neg.l_max_stream_chunk, hdr, &hlen, &err) != 0) {
+		log_warn("tunnel %s:%d: cannot encode data for %s: %s",
+		    t->t_name, t->t_port, id, err);
+		free(err);
+		return (-1);
+	}
+	if (wsconn_send_ev(l->l_ws, 1, hdr, hlen, src, pos, len) != 0) {
+		log_warn("tunnel %s:%d: client %s: cannot queue data; closing "
+			 "the link",
+		    t->t_name, t->t_port, l->l_peer);
+		wsconn_close(l->l_ws, WS_CLOSE_INTERNAL_ERROR, "queue full");
+		return (-1);
+	}
+	l->l_bytes_out += hlen + len;
+	return (0);
+}
+
+/*
  * Send window{id, credits[, ack_offset][, complete]} (§4.8) on the active
  * link, if there is one.
  */
@@ -704,13 +745,18 @@ tunnel_link_text(struct tunnel_link *l, const uint8_t *data, size_t len)
 	tunproto_msg_free(&m);
 }
 
-/* A data envelope from the client (§3.2). */
+/*
+ * A data envelope from the client (§3.2), the whole of msg.  A response
+ * chunk's payload moves from msg to the caller without a copy.
+ */
 static void
-tunnel_link_binary(struct tunnel_link *l, const uint8_t *data, size_t len)
+tunnel_link_binary(struct tunnel_link *l, struct evbuffer *msg)
 {
 	struct tunnel *t = l->l_tunnel;
 	struct tunnel_xchg *x;
 	struct tunproto_env env;
+	const uint8_t *data;
+	size_t len = evbuffer_get_length(msg), hlen;
 	char *err = NULL, why[160];
 
 	if (l->l_state != TLINK_S_V2 || t->t_link != l) {
@@ -719,8 +765,12 @@ tunnel_link_binary(struct tunnel_link *l, const uint8_t *data, size_t len)
 		    t->t_name, t->t_port, l->l_peer);
 		return;
 	}
-	if (tunproto_env_decode(
-		data, len, l->l_neg.l_max_stream_chunk, &env, &err) != 0) {
+	/* The header only: the payload stays where it is. */
+	hlen = len < TUNPROTO_ENV_PREFIX_MAX ? len : TUNPROTO_ENV_PREFIX_MAX;
+	if ((data = evbuffer_pullup(msg, (ev_ssize_t)hlen)) == NULL)
+		data = (const uint8_t *)"";
+	if (tunproto_env_decode_prefix(data, len, l->l_neg.l_max_stream_chunk,
+		&env, &hlen, &err) != 0) {
 		tunnel_protocol_error(t, err);
 		free(err);
 		return;
@@ -735,10 +785,14 @@ tunnel_link_binary(struct tunnel_link *l, const uint8_t *data, size_t len)
 	if (x != NULL &&
 	    ((env.e_kind == TUNPROTO_ENV_WS_BINARY_DATA) ==
 		((x->x_flags & TX_F_WS) != 0))) {
-		if (x->x_flags & TX_F_WS)
+		evbuffer_drain(msg, hlen);
+		if (x->x_flags & TX_F_WS) {
+			if ((data = evbuffer_pullup(msg, -1)) == NULL)
+				data = (const uint8_t *)"";
+			env.e_payload = data;
 			tunnel_ws_data(x, &env);
-		else
-			tunnel_xchg_data(x, &env);
+		} else
+			tunnel_xchg_data(x, &env, msg);
 		return;
 	}
 	if (tunnel_tomb_has(t, env.e_id))
@@ -752,19 +806,23 @@ tunnel_link_binary(struct tunnel_link *l, const uint8_t *data, size_t len)
 
 /* One whole WebSocket message on a link. */
 static void
-tunnel_link_message_cb(
-    void *arg, int is_binary, const uint8_t *data, size_t len)
+tunnel_link_message_cb(void *arg, int is_binary, struct evbuffer *msg)
 {
 	struct tunnel_link *l = arg;
+	const uint8_t *data;
+	size_t len = evbuffer_get_length(msg);
 
 	if (l->l_state == TLINK_S_GONE)
 		return;
 	l->l_last_rx = clock_mono_msec();
 	l->l_bytes_in += len;
 	if (is_binary)
-		tunnel_link_binary(l, data, len);
-	else
+		tunnel_link_binary(l, msg);
+	else {
+		if ((data = evbuffer_pullup(msg, -1)) == NULL)
+			data = (const uint8_t *)"";
 		tunnel_link_text(l, data, len);
+	}
 }
 
 /*
@@ -775,8 +833,11 @@ tunnel_link_message_cb(
 void
 tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 {
-	static const struct wsconn_cbs cbs = { tunnel_link_message_cb,
-		tunnel_link_close_cb, tunnel_link_writable_cb };
+	static const struct wsconn_cbs cbs = {
+		.on_message_buf = tunnel_link_message_cb,
+		.on_close = tunnel_link_close_cb,
+		.on_writable = tunnel_link_writable_cb,
+	};
 	struct tunnel_link *l;
 	struct tunproto_msg hello;
 	char *err = NULL;

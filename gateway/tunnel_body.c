@@ -303,10 +303,8 @@ tx_up_push(struct tunnel_xchg *x, uint64_t end)
 void
 tunnel_xchg_pump(struct tunnel_xchg *x)
 {
-	static uint8_t buf[TUNPROTO_CHUNK_CAP];
 	struct tunnel *t = x->x_tunnel;
 	const struct tunnel_link *l;
-	struct evbuffer_ptr ptr;
 	struct tunproto_msg m;
 	uint64_t len, chunk, before = x->x_up_sent;
 	size_t i;
@@ -320,8 +318,8 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 	if (!(x->x_flags & TX_F_UP_WINDOW) || (l = tunnel_active(t)) == NULL)
 		return;
 	chunk = l->l_neg.l_max_stream_chunk;
-	if (chunk > sizeof buf)
-		chunk = sizeof buf;
+	if (chunk > TUNPROTO_CHUNK_CAP)
+		chunk = TUNPROTO_CHUNK_CAP;
 	while (x->x_up_credits > 0 && tunnel_data_ok(t)) {
 		fresh = 1;
 		len = 0;
@@ -339,11 +337,8 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 			if (len > chunk)
 				len = chunk;
 		}
-		if (evbuffer_ptr_set(x->x_body, &ptr,
-			(size_t)(x->x_up_sent - x->x_up_acked),
-			EVBUFFER_PTR_SET) != 0 ||
-		    evbuffer_copyout_from(x->x_body, &ptr, buf, (size_t)len) !=
-			(ev_ssize_t)len) {
+		if (x->x_up_sent - x->x_up_acked + len >
+		    evbuffer_get_length(x->x_body)) {
 			tunnel_xchg_fail(x, gw_err_tunnel_error,
 			    "downstream request closed",
 			    "Tunnel request stream lost (bytes %llu-%llu are "
@@ -354,8 +349,10 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 			    (unsigned long long)x->x_up_acked);
 			return;
 		}
-		if (tunnel_send_data(t, TUNPROTO_ENV_HTTP_REQUEST_DATA, x->x_id,
-			TUNPROTO_ENV_F_OFFSET, x->x_up_sent, buf,
+		/* Straight from x_body into the WebSocket's output. */
+		if (tunnel_send_data_ev(t, TUNPROTO_ENV_HTTP_REQUEST_DATA,
+			x->x_id, TUNPROTO_ENV_F_OFFSET, x->x_up_sent, x->x_body,
+			(size_t)(x->x_up_sent - x->x_up_acked),
 			(size_t)len) != 0)
 			return;
 		if (fresh)
@@ -657,10 +654,13 @@ tunnel_xchg_credit(struct tunnel_xchg *x)
 
 /*
  * A response data envelope (§4.7): drop duplicates, refuse gaps,
- * overlaps and overruns, and queue the bytes downstream.
+ * overlaps and overruns, and queue the bytes downstream.  The payload,
+ * env->e_len bytes, is all of payload, and moves from it (whole chains,
+ * without a copy) to the caller's output.
  */
 void
-tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env)
+tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env,
+    struct evbuffer *payload)
 {
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
@@ -721,7 +721,12 @@ tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env)
 	before = evbuffer_get_length(out);
 	if ((x->x_flags & TX_F_RESP_CHUNKED) && len > 0)
 		http1_chunk_header(out, (size_t)len);
-	evbuffer_add(out, env->e_payload, (size_t)len);
+	if (evbuffer_remove_buffer(payload, out, (size_t)len) != (int)len) {
+		tunnel_xchg_fail(x, gw_err_tunnel_error,
+		    "downstream response closed",
+		    "Out of memory for the response body.");
+		return;
+	}
 	if ((x->x_flags & TX_F_RESP_CHUNKED) && len > 0)
 		http1_chunk_trailer(out);
 	d->d_out += evbuffer_get_length(out) - before;
