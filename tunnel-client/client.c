@@ -264,7 +264,6 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	t->t_target_url = tun_target_url(o);
 	t->t_target_authority = tun_host_port(
 	    o->target.u_host, o->target.u_port, o->target.u_tls);
-	t->t_scratch = xmalloc(TUNPROTO_ENV_PREFIX_MAX + TUNPROTO_CHUNK_CAP);
 	if ((t->t_tmp = evbuffer_new()) == NULL)
 		abort();
 	if ((t->t_retry = evtimer_new(base, client_retry_cb, t)) == NULL)
@@ -307,7 +306,6 @@ tun_free(struct tun *t)
 	}
 	free(t->t_target_url);
 	free(t->t_target_authority);
-	free(t->t_scratch);
 	free(t->t_target_warn);
 	if (t->t_tmp != NULL)
 		evbuffer_free(t->t_tmp);
@@ -713,25 +711,38 @@ conn_text(struct tun_conn *c, const uint8_t *data, size_t len)
 	tunproto_msg_free(&m);
 }
 
-/* One binary frame: a data envelope (§3.2). */
+/*
+ * One binary frame, all of msg: a data envelope (§3.2).  Request data
+ * moves on from msg without a copy.
+ */
 static void
-conn_binary(struct tun_conn *c, const uint8_t *data, size_t len)
+conn_binary(struct tun_conn *c, struct evbuffer *msg)
 {
 	struct tun *t = c->c_tun;
 	struct tunproto_env env;
+	const uint8_t *data;
+	size_t len = evbuffer_get_length(msg), hlen;
 	char *err = NULL;
 
-	if (tunproto_env_decode(
-		data, len, c->c_limits.l_max_stream_chunk, &env, &err) != 0) {
+	/* The header only: the payload stays in its chains. */
+	hlen = len < TUNPROTO_ENV_PREFIX_MAX ? len : TUNPROTO_ENV_PREFIX_MAX;
+	if ((data = evbuffer_pullup(msg, (ev_ssize_t)hlen)) == NULL)
+		data = (const uint8_t *)"";
+	if (tunproto_env_decode_prefix(data, len,
+		c->c_limits.l_max_stream_chunk, &env, &hlen, &err) != 0) {
 		tun_protocol_error(t, "%s", err);
 		free(err);
 		return;
 	}
+	evbuffer_drain(msg, hlen);
 	switch (env.e_kind) {
 	case TUNPROTO_ENV_HTTP_REQUEST_DATA:
-		xchg_req_data(t, &env);
+		xchg_req_data(t, &env, msg);
 		break;
 	case TUNPROTO_ENV_WS_BINARY_DATA:
+		if ((data = evbuffer_pullup(msg, -1)) == NULL)
+			data = (const uint8_t *)"";
+		env.e_payload = data;
 		chan_data(t, &env);
 		break;
 	default:
@@ -743,16 +754,20 @@ conn_binary(struct tun_conn *c, const uint8_t *data, size_t len)
 
 /* A whole WebSocket message from the gateway. */
 static void
-conn_message_cb(void *arg, int is_binary, const uint8_t *data, size_t len)
+conn_message_cb(void *arg, int is_binary, struct evbuffer *msg)
 {
 	struct tun_conn *c = arg;
+	const uint8_t *data;
 
 	if (c->c_state != TC_S_OPEN)
 		return;
 	if (is_binary)
-		conn_binary(c, data, len);
-	else
-		conn_text(c, data, len);
+		conn_binary(c, msg);
+	else {
+		if ((data = evbuffer_pullup(msg, -1)) == NULL)
+			data = (const uint8_t *)"";
+		conn_text(c, data, evbuffer_get_length(msg));
+	}
 }
 
 /* The WebSocket closed. */
@@ -803,7 +818,7 @@ static void
 conn_open(struct tun_conn *c)
 {
 	static const struct wsconn_cbs cbs = {
-		.on_message = conn_message_cb,
+		.on_message_buf = conn_message_cb,
 		.on_close = conn_ws_close_cb,
 		.on_writable = conn_ws_writable_cb,
 	};
@@ -1199,14 +1214,15 @@ tun_send_room(const struct tun *t)
 /*
  * Send one data envelope of kind for id with flags (and offset, with
  * TUNPROTO_ENV_F_OFFSET), its payload the len bytes at position pos of
- * src, which is not drained. Returns 0 or -1 as tun_send_text.
+ * src, which is not drained: masked straight from src's chains into the
+ * WebSocket's output. Returns 0 or -1 as tun_send_text.
  */
 int
 tun_send_data(struct tun *t, uint8_t kind, const char *id, uint64_t offset,
     uint8_t flags, struct evbuffer *src, size_t pos, size_t len)
 {
 	struct tunproto_env env;
-	struct evbuffer_ptr p;
+	uint8_t hdr[TUNPROTO_ENV_PREFIX_MAX];
 	size_t hlen;
 	char *err = NULL;
 
@@ -1219,18 +1235,16 @@ tun_send_data(struct tun *t, uint8_t kind, const char *id, uint64_t offset,
 	env.e_offset = offset;
 	env.e_len = len;
 	if (tunproto_env_encode_header(
-		&env, TUNPROTO_CHUNK_CAP, t->t_scratch, &hlen, &err) != 0) {
+		&env, TUNPROTO_CHUNK_CAP, hdr, &hlen, &err) != 0) {
 		log_error("tunnel: cannot encode an envelope: %s", err);
 		free(err);
 		return (-1);
 	}
-	if (len != 0) {
-		if (evbuffer_ptr_set(src, &p, pos, EVBUFFER_PTR_SET) != 0 ||
-		    evbuffer_copyout_from(src, &p, t->t_scratch + hlen, len) !=
-			(ev_ssize_t)len)
-			abort();
-	}
-	if (wsconn_send(t->t_conn->c_ws, 1, t->t_scratch, hlen + len) != 0) {
+	if (pos > evbuffer_get_length(src) ||
+	    len > evbuffer_get_length(src) - pos)
+		abort();
+	if (wsconn_send_ev(t->t_conn->c_ws, 1, hdr, hlen, src, pos, len) !=
+	    0) {
 		conn_close(t->t_conn, TUN_END_NETWORK, 0,
 		    "the tunnel cannot take more frames");
 		return (-1);

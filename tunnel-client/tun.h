@@ -278,7 +278,6 @@ struct tun {
 	unsigned int t_ntargets;
 	unsigned int t_nidle;
 
-	uint8_t *t_scratch; /* one envelope, for sending */
 	struct evbuffer *t_tmp; /* one chunk, read from a target */
 	unsigned int t_nfinished; /* streams waiting only for their ack */
 	struct tun_stats t_stats;
@@ -457,7 +456,8 @@ void tun_send_error(struct tun *, const char *, const char *);
 void xchg_http_req(struct tun *, struct tunproto_msg *, int);
 void xchg_req_begin(struct tun *, struct tunproto_msg *);
 void xchg_req_end(struct tun *, const struct tunproto_msg *);
-void xchg_req_data(struct tun *, const struct tunproto_env *);
+void xchg_req_data(
+    struct tun *, const struct tunproto_env *, struct evbuffer *);
 void xchg_window(struct tun *, const struct tunproto_msg *);
 void xchg_peer_error(struct tun *, const struct tunproto_msg *);
 void xchg_connected(struct tun *);

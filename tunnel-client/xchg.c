@@ -453,9 +453,13 @@ xchg_req_ended(struct tun_xchg *x)
 	xchg_feed(x);
 }
 
-/* Request data (kind 0x01) for a streamed request (§4.6). */
+/*
+ * Request data (kind 0x01) for a streamed request (§4.6); its payload is
+ * all of payload, and moves from there into the request queue.
+ */
 void
-xchg_req_data(struct tun *t, const struct tunproto_env *env)
+xchg_req_data(struct tun *t, const struct tunproto_env *env,
+    struct evbuffer *payload)
 {
 	const struct tunproto_limits *l = tun_limits(t);
 	struct tun_xchg *x;
@@ -503,7 +507,7 @@ xchg_req_data(struct tun *t, const struct tunproto_env *env)
 			    x, "request stream exceeded advertised window");
 			return;
 		}
-		chunks_add(&x->x_reqq, env->e_payload, len);
+		chunks_push(&x->x_reqq, payload, (size_t)len);
 		x->x_req_received += len;
 		t->t_stats.st_bytes_up += len;
 	} else if (!(env->e_flags & TUNPROTO_ENV_F_END)) {
