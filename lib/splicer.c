@@ -51,7 +51,7 @@ struct splicer {
 	uint64_t s_active; /* monotonic ms of the last byte moved */
 	struct event *s_rev; /* source readable */
 	struct event *s_wev; /* destination writable */
-	struct event *s_retry; /* no pipe could be made */
+	struct event *s_retry; /* later: out of pipes or of budget; lazily */
 	struct splicer_cbs s_cbs;
 	void *s_arg;
 };
@@ -165,7 +165,6 @@ splicer_new(struct event_base *base, struct splice_pool *pool, int in,
 	s->s_arg = arg;
 	s->s_rev = event_new(base, in, EV_READ, splicer_event_cb, s);
 	s->s_wev = event_new(base, out, EV_WRITE, splicer_event_cb, s);
-	s->s_retry = evtimer_new(base, splicer_event_cb, s);
 	return (s);
 }
 
@@ -192,7 +191,8 @@ splicer_free(struct splicer *s)
 		return;
 	event_free(s->s_rev);
 	event_free(s->s_wev);
-	event_free(s->s_retry);
+	if (s->s_retry != NULL)
+		event_free(s->s_retry);
 	if (s->s_pipe != NULL) {
 		if (s->s_inpipe == 0)
 			splice_pipe_put(s->s_pool, s->s_pipe);
@@ -214,6 +214,18 @@ splicer_wait(struct splicer *s, struct event *ev)
 	}
 	clock_msec_to_tv(s->s_idle_ms, &tv);
 	event_add(ev, &tv);
+}
+
+/*
+ * The timer that brings a pump back later; made on first use, since most
+ * splicers of idle connections never need it.
+ */
+static struct event *
+splicer_retry(struct splicer *s)
+{
+	if (s->s_retry == NULL)
+		s->s_retry = evtimer_new(s->s_base, splicer_event_cb, s);
+	return (s->s_retry);
 }
 
 /* Write what the pipe holds.  0: empty now; 1: would block; -1: error. */
@@ -275,7 +287,7 @@ splicer_pump(struct splicer *s)
 		}
 		if (budget-- == 0) {
 			/* Fairness: come back after the loop's other events. */
-			event_active(s->s_retry, EV_TIMEOUT, 0);
+			event_active(splicer_retry(s), EV_TIMEOUT, 0);
 			return;
 		}
 		if ((s->s_pipe = splice_pipe_get(s->s_pool)) == NULL) {
@@ -287,7 +299,7 @@ splicer_pump(struct splicer *s)
 			}
 			/* The bytes wait in the socket; nothing is lost. */
 			clock_msec_to_tv(SPLICER_RETRY_MS, &tv);
-			evtimer_add(s->s_retry, &tv);
+			evtimer_add(splicer_retry(s), &tv);
 			return;
 		}
 		want = s->s_pipe->p_size;
