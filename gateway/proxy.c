@@ -367,8 +367,13 @@ proxy_start(struct conn *c)
 	c->c_state = CONN_S_BODY;
 	if (proxy_is_websocket(&c->c_req))
 		c->c_flags |= CONN_F_WS_REQ;
+	/*
+	 * The client must keep sending a body, and keep reading the answer.
+	 * Once its request is whole it owes us nothing (proxy_request_body).
+	 */
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-	bufferevent_set_timeouts(c->c_bev, &tv, &tv);
+	bufferevent_set_timeouts(
+	    c->c_bev, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
 	if (c->c_up_start_us == 0)
 		c->c_up_start_us = clock_mono_usec();
 	c->c_up = upstream_get(
@@ -413,6 +418,7 @@ proxy_request_body(struct conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->c_bev);
 	enum http1_err err = HTTP1_E_NONE;
 	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
+	struct timeval tv;
 	size_t before;
 	int r;
 
@@ -457,6 +463,11 @@ proxy_request_body(struct conn *c)
 		 * calls a request.
 		 */
 		c->c_state = CONN_S_WAIT;
+		if (b->b_kind != HTTP1_BODY_NONE) {
+			/* A silent client is no longer idle: it is waiting. */
+			clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+			bufferevent_set_timeouts(c->c_bev, NULL, &tv);
+		}
 		if (c->c_flags & CONN_F_RESP_DONE)
 			conn_response_done(c);
 	} else
