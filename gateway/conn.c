@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +101,7 @@ conn_reset_exchange(struct conn *c)
 	c->c_up_start_us = 0;
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
-	    CONN_F_RETRIED | CONN_F_COUNTED);
+	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE);
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -808,6 +809,8 @@ conn_read_head(struct conn *c)
 	if (c->c_req.m_method_len == 4 &&
 	    memcmp(c->c_req.m_method, "HEAD", 4) == 0)
 		c->c_flags |= CONN_F_HEAD_REQ;
+	if (c->c_req.m_body == HTTP1_BODY_NONE)
+		c->c_flags |= CONN_F_REQ_WHOLE;
 	conn_route(c);
 }
 
@@ -854,6 +857,25 @@ conn_read(struct conn *c, struct bufferevent *bev)
 	}
 }
 
+/*
+ * Closing at once is safe when the client sent its whole request and
+ * nothing after it: close(2) then sends a FIN, not a reset that could
+ * destroy the answer before the client reads it.  Otherwise the
+ * connection lingers, reading what the client still sends (as nginx's
+ * lingering_close does by the same rule).
+ */
+static int
+conn_nothing_more(struct conn *c, struct bufferevent *bev)
+{
+	int fd, n = 0;
+
+	if (!(c->c_flags & CONN_F_REQ_WHOLE) ||
+	    evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
+	    (fd = bufferevent_getfd(bev)) == -1)
+		return (0);
+	return (ioctl(fd, FIONREAD, &n) == 0 && n == 0);
+}
+
 /* The client's output drained below the low watermark. */
 static void
 conn_write_cb(struct bufferevent *bev, void *arg)
@@ -880,6 +902,10 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 	}
 	if (c->c_flags & CONN_F_TLS) {
 		/* A raw shutdown would cut the TLS stream; just close. */
+		conn_close(c, "done");
+		return;
+	}
+	if (conn_nothing_more(c, bev)) {
 		conn_close(c, "done");
 		return;
 	}

@@ -295,6 +295,7 @@ struct conn {
 #define CONN_F_TLS_UP 0x1000 /* the TLS handshake completed */
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
+#define CONN_F_REQ_WHOLE 0x8000 /* the request, body included, was read */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;

@@ -463,6 +463,7 @@ proxy_request_body(struct conn *c)
 		 * calls a request.
 		 */
 		c->c_state = CONN_S_WAIT;
+		c->c_flags |= CONN_F_REQ_WHOLE;
 		if (b->b_kind != HTTP1_BODY_NONE) {
 			/* A silent client is no longer idle: it is waiting. */
 			clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
