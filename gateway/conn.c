@@ -375,6 +375,22 @@ conn_target(struct conn *c)
 	return (0);
 }
 
+/* "/{id}/{port}", without printf: it is on every path-form request. */
+static char *
+conn_path_prefix(const char *id, int port)
+{
+	size_t idlen = strlen(id), n;
+	char *p;
+
+	p = xmalloc(idlen + 24);
+	p[0] = '/';
+	memcpy(p + 1, id, idlen);
+	p[idlen + 1] = '/';
+	n = fmt_u64(p + idlen + 2, (uint64_t)port);
+	p[idlen + 2 + n] = '\0';
+	return (p);
+}
+
 /*
  * Find which sandbox and port the request is for: the host form first,
  * then the path form, whose prefix is stripped.  Returns the id
@@ -406,7 +422,7 @@ conn_find_route(struct conn *c)
 	switch (r) {
 	case ROUTE_OK:
 		/* The upstream sees the rest; the prefix travels apart. */
-		xasprintf(&c->c_prefix, "/%s/%d", id, c->c_port);
+		c->c_prefix = conn_path_prefix(id, c->c_port);
 		free(c->c_target);
 		c->c_target = rest;
 		return (id);

@@ -104,7 +104,7 @@ enum route_result
 route_parse_path(const char *target, char **id, int *port, char **rest)
 {
 	const char *seg, *end, *p, *tail;
-	size_t idlen;
+	size_t idlen, n;
 	long v = 0;
 
 	if (*target != '/')
@@ -139,8 +139,13 @@ route_parse_path(const char *target, char **id, int *port, char **rest)
 	*id = xstrndup(seg, idlen);
 	if (*tail == '/')
 		*rest = xstrdup(tail);
-	else
-		xasprintf(rest, "/%s", tail); /* "" or "?query" */
+	else {
+		/* "" or "?query": the upstream's path is "/" then that. */
+		n = strlen(tail);
+		*rest = xmalloc(n + 2);
+		(*rest)[0] = '/';
+		memcpy(*rest + 1, tail, n + 1);
+	}
 	return (ROUTE_OK);
 }
 
