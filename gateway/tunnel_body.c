@@ -336,6 +336,16 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 				break;
 			if (len > chunk)
 				len = chunk;
+			/*
+			 * With frames in flight, wait for a whole chunk: the
+			 * window counts frames, so small ones starve a bulk
+			 * upload.  With every credit back, or the body read,
+			 * a small piece goes at once.
+			 */
+			else if (len < chunk &&
+			    !(x->x_flags & TX_F_UP_DONE) &&
+			    x->x_up_credits < l->l_neg.l_stream_window_frames)
+				break;
 		}
 		if (x->x_up_sent - x->x_up_acked + len >
 		    evbuffer_get_length(x->x_body)) {
