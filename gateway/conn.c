@@ -1059,10 +1059,9 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	struct bufferevent *bev;
 	struct conn *c;
 	uint64_t n;
-	int one = 1;
 
+	/* fd has TCP_NODELAY already, from its listener (listener.c). */
 	(void)salen;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c = xcalloc(1, sizeof *c);
 	c->c_id = g->g_shared != NULL
 	    ? __atomic_add_fetch(&g->g_shared->s_conn_ids, 1, __ATOMIC_RELAXED)

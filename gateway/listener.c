@@ -4,6 +4,9 @@
  */
 #include <sys/socket.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +193,7 @@ listener_start(struct gw *g, char **cause)
 	struct gw_listener *gl;
 	unsigned flags;
 	size_t i;
-	int many = s != NULL && s->s_nworkers > 1;
+	int many = s != NULL && s->s_nworkers > 1, one;
 
 	flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
 	    LEV_OPT_CLOSE_ON_EXEC;
@@ -234,6 +237,10 @@ listener_start(struct gw *g, char **cause)
 			return (-1);
 		}
 		g->g_nlisteners++;
+		/* Accepted sockets inherit it: no setsockopt per connection. */
+		one = 1;
+		setsockopt(evconnlistener_get_fd(gl->gl_lev), IPPROTO_TCP,
+		    TCP_NODELAY, &one, sizeof one);
 		evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
 		gl->gl_pause = evtimer_new(g->g_base, listener_resume_cb, gl);
 		if (g->g_index == 0)
