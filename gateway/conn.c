@@ -845,6 +845,8 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	wthru_flush(&c->c_wt);
 	if (c->c_state == CONN_S_UPGRADED)
 		relay_splice_try(c);
+	else if (c->c_state == CONN_S_BODY)
+		proxy_request_splice_try(c);
 }
 
 /* Input from the client, by state. */

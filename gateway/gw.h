@@ -451,10 +451,12 @@ void proxy_upstream_failed(
 void proxy_upstream_event(struct upstream *, short);
 void proxy_response_timeout(struct upstream *);
 void proxy_client_drained(struct conn *);
+void proxy_request_splice_try(struct conn *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
 void relay_splice_stop(struct conn *);
+void relay_splice_stop_one(struct conn *, int);
 void relay_splice_try(struct conn *);
 void relay_start(struct conn *);
 void relay_client_read(struct conn *);

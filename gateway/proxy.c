@@ -423,8 +423,8 @@ proxy_request_body(struct conn *c)
 	int r;
 
 	if (c->c_state != CONN_S_BODY || up == NULL ||
-	    up->u_state != UP_S_ACTIVE)
-		return;
+	    up->u_state != UP_S_ACTIVE || c->c_spl[0] != NULL)
+		return; /* or splice(2) has the rest of the body */
 	while (!b->b_done) {
 		if (proxy_out_len(up->u_bev) >= PROXY_HIGH) {
 			/* Backpressure: resume from the upstream write cb. */
@@ -485,6 +485,71 @@ proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 	if (up->u_state != UP_S_ACTIVE || up->u_conn == NULL)
 		return;
 	proxy_request_body(up->u_conn);
+	if (up->u_conn != NULL)
+		proxy_request_splice_try(up->u_conn);
+}
+
+/* Bytes of a request body went to the upstream in the kernel. */
+static void
+proxy_request_splice_progress(void *arg, size_t n)
+{
+	struct conn *c = arg;
+
+	c->c_req_body.b_left -= n;
+	c->c_req_body.b_total += n;
+}
+
+/* The spliced part of a request body ended. */
+static void
+proxy_request_splice_done(void *arg, int error)
+{
+	struct conn *c = arg;
+
+	relay_splice_stop_one(c, 0);
+	if (error == 0 && c->c_req_body.b_left == 0) {
+		c->c_req_body.b_done = 1;
+		if (c->c_state != CONN_S_BODY)
+			return;
+		/* Reading on, as after any whole request. */
+		bufferevent_enable(c->c_bev, EV_READ);
+		proxy_request_body(c);
+		return;
+	}
+	conn_close(c,
+	    error == ETIMEDOUT ? "idle timeout mid-body"
+	    : error == EPIPE   ? "client closed mid-body"
+			       : "error relaying the request body");
+}
+
+/*
+ * The rest of a large Content-Length request body from a plaintext client
+ * moves with splice(2) once nothing of it is buffered on either side, as
+ * responses do (proxy_splice_try).
+ */
+void
+proxy_request_splice_try(struct conn *c)
+{
+	static const struct splicer_cbs cbs = { proxy_request_splice_progress,
+		proxy_request_splice_done };
+	struct upstream *up = c->c_up;
+	struct gw_body *b = &c->c_req_body;
+	int cfd, ufd;
+
+	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
+	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
+	    c->c_state != CONN_S_BODY || b->b_done ||
+	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
+	    proxy_out_len(up->u_bev) != 0)
+		return;
+	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
+	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
+		return;
+	bufferevent_disable(c->c_bev, EV_READ);
+	c->c_spl[0] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, cfd, ufd,
+	    b->b_left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
+	splicer_start(c->c_spl[0]);
 }
 
 /* The client output drained below the low watermark. */
@@ -687,7 +752,7 @@ proxy_splice_done(void *arg, int error)
 	struct conn *c = arg;
 	struct upstream *up = c->c_up;
 
-	relay_splice_stop(c);
+	relay_splice_stop_one(c, 1);
 	if (error == 0 && c->c_resp_body.b_left == 0) {
 		c->c_resp_body.b_done = 1;
 		proxy_response_complete(c);

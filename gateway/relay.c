@@ -92,9 +92,16 @@ relay_splice_pool(void)
 void
 relay_splice_stop(struct conn *c)
 {
-	splicer_free(c->c_spl[0]);
-	splicer_free(c->c_spl[1]);
-	c->c_spl[0] = c->c_spl[1] = NULL;
+	relay_splice_stop_one(c, 0);
+	relay_splice_stop_one(c, 1);
+}
+
+/* Stop one direction's move: 0 to the upstream, 1 to the client. */
+void
+relay_splice_stop_one(struct conn *c, int dir)
+{
+	splicer_free(c->c_spl[dir]);
+	c->c_spl[dir] = NULL;
 }
 
 /* Bytes went from the client to the upstream in the kernel. */

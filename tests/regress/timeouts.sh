@@ -6,7 +6,8 @@
 #   - a large download read slowly (spliced, 4 s at 12 MB/s) arrives whole;
 #   - an upstream silent for longer than the idle time gets 504
 #     upstream_timeout;
-#   - a client that stops sending its body mid-way is closed.
+#   - a client that stops sending its body mid-way is closed, whether the
+#     body is small or large enough to be spliced.
 . "$(dirname "$0")/lib.sh"
 
 GW=$(free_port)
@@ -59,13 +60,15 @@ assert_contains "silent upstream code" '"code":"upstream_timeout"' "$out"
 [ $ms -ge 900 ] && [ $ms -lt 2400 ] || fail "504 after $ms ms, expected about 1000"
 ok "an upstream silent for the idle time gets 504 upstream_timeout ($ms ms)"
 
-# A client that sends 10 of 1000 body bytes and stops: closed after ~1 s.
-out=$($PY - "$GW" "$ECHO" <<'PYEOF'
+# A client that sends SENT of LEN body bytes and stops: closed after ~1 s
+# (a large body is spliced by then, and the splice has the same deadline).
+stall() {
+	$PY - "$GW" "$ECHO" "$1" "$2" <<'PYEOF'
 import socket, sys, time
-gw, port = int(sys.argv[1]), sys.argv[2]
+gw, port, length, sent = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 s = socket.create_connection(("127.0.0.1", gw), timeout=5)
-s.sendall(("POST /sbx/%s/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
-           % port).encode() + b"0123456789")
+s.sendall(("POST /sbx/%s/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+           % (port, length)).encode() + b"x" * sent)
 t = time.monotonic()
 data = b""
 try:
@@ -79,14 +82,18 @@ except socket.timeout:
     sys.exit(0)
 print("closed after %d ms" % ((time.monotonic() - t) * 1000))
 PYEOF
-)
-case "$out" in
-"closed after "*) ;;
-*) fail "stalled upload: $out" ;;
-esac
-ms=${out#closed after }
-ms=${ms% ms}
-[ "$ms" -ge 900 ] && [ "$ms" -lt 3000 ] || fail "stalled upload closed after $ms ms"
-ok "a client that stops sending its body is closed ($ms ms)"
+}
+for sizes in "1000 10" "4194304 524288"; do
+	out=$(stall $sizes)
+	case "$out" in
+	"closed after "*) ;;
+	*) fail "stalled upload ($sizes): $out" ;;
+	esac
+	ms=${out#closed after }
+	ms=${ms% ms}
+	[ "$ms" -ge 900 ] && [ "$ms" -lt 3000 ] ||
+		fail "stalled upload ($sizes) closed after $ms ms"
+	ok "a client that stops sending its body ($sizes) is closed ($ms ms)"
+done
 
 kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died"
