@@ -60,6 +60,9 @@ upstream_close(struct upstream *up, const char *reason)
 	if (up->u_state == UP_S_DEAD)
 		return;
 	log_debug("upstream %s closed: %s", up->u_key, reason);
+	/* No splice(2) may outlive the descriptor it moves bytes to. */
+	if (up->u_conn != NULL && up->u_conn->c_up == up)
+		relay_splice_stop(up->u_conn);
 	if (up->u_state == UP_S_IDLE)
 		TAILQ_REMOVE(&up->u_gw->g_idle, up, u_entry);
 	up->u_state = UP_S_DEAD;
@@ -292,8 +295,10 @@ upstream_release(struct upstream *up, int reusable)
 
 	if (up->u_state != UP_S_ACTIVE)
 		return;
-	if (up->u_conn != NULL && up->u_conn->c_up == up)
+	if (up->u_conn != NULL && up->u_conn->c_up == up) {
+		relay_splice_stop(up->u_conn);
 		up->u_conn->c_up = NULL;
+	}
 	up->u_conn = NULL;
 	http1_msg_reset(&up->u_resp);
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
