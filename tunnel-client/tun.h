@@ -140,12 +140,15 @@ struct tun_cache_entry {
 	uint64_t ce_at; /* monotonic ms when stored */
 	uint64_t ce_sent_gen; /* connection it last went out on, 0 never */
 	TAILQ_ENTRY(tun_cache_entry) ce_entry;
+	struct tun_cache_entry *ce_hnext; /* next in its hash bucket */
 };
 TAILQ_HEAD(tun_cache_list, tun_cache_entry);
 
 /* Fast-path outcomes by id: bounded in age, count and bytes. */
 struct tun_cache {
 	struct tun_cache_list tc_list; /* oldest first */
+	struct tun_cache_entry **tc_hash; /* buckets by id; NULL when empty */
+	size_t tc_hmask; /* buckets - 1 */
 	size_t tc_count;
 	size_t tc_bytes;
 	uint64_t tc_ttl_ms;
@@ -158,12 +161,15 @@ struct tun_tomb {
 	char *tb_id;
 	uint64_t tb_at;
 	TAILQ_ENTRY(tun_tomb) tb_entry;
+	struct tun_tomb *tb_hnext; /* next in its hash bucket */
 };
 TAILQ_HEAD(tun_tomb_list, tun_tomb);
 
 /* Ids of failed or finished streams, absorbing their late data. */
 struct tun_tombs {
 	struct tun_tomb_list tt_list; /* oldest first */
+	struct tun_tomb **tt_hash; /* buckets by id; NULL when empty */
+	size_t tt_hmask; /* buckets - 1 */
 	size_t tt_count;
 	uint64_t tt_ttl_ms;
 	size_t tt_max;

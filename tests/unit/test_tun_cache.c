@@ -201,6 +201,69 @@ test_chunks(void **state)
 	chunks_free(&q);
 }
 
+/*
+ * Many ids, so buckets hold several: each found while kept, gone once
+ * evicted, removed or expired, from the cache and the tombstones alike;
+ * both are usable again after a clear.
+ */
+static void
+test_many_ids(void **state)
+{
+	struct tun_cache c;
+	struct tun_tombs t;
+	char id[32];
+	int i, round;
+
+	(void)state;
+	cache_init(&c, TUN_CACHE_TTL_MS, 1024, TUN_CACHE_MAX_BYTES);
+	tombs_init(&t, TUN_TOMB_TTL_MS, 1024);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < 3000; i++) {
+			snprintf(id, sizeof id, "id-%d", i);
+			assert_non_null(put(&c, id, 1, 1000 + (uint64_t)i));
+			tombs_add(&t, id, 1000 + (uint64_t)i);
+		}
+		assert_int_equal(c.tc_count, 1024);
+		assert_int_equal(t.tt_count, 1024);
+		for (i = 0; i < 3000; i++) {
+			snprintf(id, sizeof id, "id-%d", i);
+			if (i < 3000 - 1024) {
+				assert_null(cache_find(&c, id));
+				assert_false(tombs_has(&t, id, 5000));
+			} else {
+				assert_non_null(cache_find(&c, id));
+				assert_string_equal(
+				    cache_find(&c, id)->ce_id, id);
+				assert_true(tombs_has(&t, id, 5000));
+			}
+		}
+		/* Every other one removed; the rest still found. */
+		for (i = 3000 - 1024; i < 3000; i += 2) {
+			snprintf(id, sizeof id, "id-%d", i);
+			cache_remove(&c, id);
+		}
+		for (i = 3000 - 1024; i < 3000; i++) {
+			snprintf(id, sizeof id, "id-%d", i);
+			assert_true((cache_find(&c, id) != NULL) == (i % 2));
+		}
+		/* A tombstone added again moves to the young end. */
+		tombs_add(&t, "id-1976", 4000);
+		tombs_add(&t, "new", 4001);
+		assert_true(tombs_has(&t, "id-1976", 4002));
+		assert_false(tombs_has(&t, "id-1977", 4002));
+		/* Expiry empties both. */
+		cache_expire(&c, 4001 + TUN_CACHE_TTL_MS);
+		assert_int_equal(c.tc_count, 0);
+		assert_null(cache_find(&c, "id-2999"));
+		assert_false(tombs_has(&t, "new", 4001 + TUN_TOMB_TTL_MS));
+		assert_int_equal(t.tt_count, 0);
+		cache_clear(&c);
+		tombs_clear(&t);
+		assert_null(cache_find(&c, "id-2999"));
+		assert_false(tombs_has(&t, "id-2999", 0));
+	}
+}
+
 int
 main(void)
 {
@@ -210,6 +273,7 @@ main(void)
 		cmocka_unit_test(test_cache_bytes),
 		cmocka_unit_test(test_tombs),
 		cmocka_unit_test(test_chunks),
+		cmocka_unit_test(test_many_ids),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
