@@ -240,6 +240,7 @@ struct gw {
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
 	struct strbuf g_head; /* scratch for message heads (proxy.c) */
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
+	struct evbuffer *g_stage; /* small TLS responses put together (proxy.c) */
 };
 
 /* A listening socket. */

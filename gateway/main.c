@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "alloc.h"
@@ -194,6 +195,8 @@ main(int argc, char **argv)
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);
+	if (g.g_stage != NULL)
+		evbuffer_free(g.g_stage);
 	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");

@@ -10,12 +10,14 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
 #include "splicer.h"
+#include "tls.h"
 
 /*
  * Output watermarks: a writer stops reading its source when the other
@@ -25,6 +27,8 @@
 #define PROXY_LOW (64 * 1024)
 /* Most data moved in one step, so one connection cannot starve others. */
 #define PROXY_STEP (256 * 1024)
+/* A TLS response up to this size is sent as one record (one write). */
+#define PROXY_TLS_SMALL (12 * 1024)
 /* Bodies with less than this left are not worth a splice(2) set-up. */
 #define PROXY_SPLICE_MIN (256 * 1024)
 
@@ -567,6 +571,52 @@ proxy_client_drained(struct conn *c)
 		proxy_splice_try(c);
 }
 
+static void proxy_write_response_head(
+    struct conn *, const struct http1_msg *, struct evbuffer *);
+
+/*
+ * A small response to a TLS client, all of it here: its head and body go
+ * into one buffer first, so OpenSSL sends them as one record in one
+ * write(2).  libevent's TLS bufferevent writes each piece added to its
+ * output as a record of its own at once, so the head and the body would
+ * cost two of each.  Returns 1 when it wrote the response.
+ */
+static int
+proxy_write_small_tls(struct conn *c, struct upstream *up)
+{
+	struct gw_body *b = &c->c_resp_body;
+	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	struct evbuffer *out = bufferevent_get_output(c->c_bev), *stage;
+	unsigned char *p;
+	size_t len;
+	int n;
+
+	if (!(c->c_flags & CONN_F_TLS) || b->b_kind != HTTP1_BODY_LENGTH ||
+	    b->b_left > PROXY_TLS_SMALL || evbuffer_get_length(in) < b->b_left)
+		return (0);
+	if ((stage = c->c_gw->g_stage) == NULL)
+		stage = c->c_gw->g_stage = evbuffer_new();
+	proxy_write_response_head(c, &up->u_resp, stage);
+	evbuffer_remove_buffer(in, stage, (size_t)b->b_left);
+	b->b_total += b->b_left;
+	b->b_left = 0;
+	b->b_done = 1;
+	len = evbuffer_get_length(stage);
+	p = evbuffer_pullup(stage, -1);
+	/*
+	 * With nothing queued before it, write it now: libevent 2.1 would
+	 * first ask epoll for EPOLLOUT (two epoll_ctl and a wake-up).  What
+	 * the socket does not take goes to the output, front first, and
+	 * libevent offers it again.
+	 */
+	if (evbuffer_get_length(out) == 0 &&
+	    (n = tls_write_now(bufferevent_openssl_get_ssl(c->c_bev), p,
+		 len)) > 0)
+		evbuffer_drain(stage, (size_t)n);
+	evbuffer_add_buffer(out, stage);
+	return (1);
+}
+
 /* Write the response head for the client. */
 static void
 proxy_write_response_head(
@@ -669,7 +719,9 @@ proxy_response_head(struct conn *c, struct upstream *up)
 	}
 	c->c_status = m->m_status;
 	c->c_flags |= CONN_F_RESP_STARTED;
-	proxy_write_response_head(c, m, bufferevent_get_output(c->c_bev));
+	if (!proxy_write_small_tls(c, up))
+		proxy_write_response_head(
+		    c, m, bufferevent_get_output(c->c_bev));
 	return (0);
 }
 

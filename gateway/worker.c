@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "alloc.h"
@@ -223,6 +224,8 @@ worker_free(struct gw *w)
 	strbuf_free(&w->g_head);
 	directory_unref(w->g_dir);
 	splice_pool_free(w->g_splice);
+	if (w->g_stage != NULL)
+		evbuffer_free(w->g_stage);
 	free(w);
 }
 

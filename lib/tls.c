@@ -389,6 +389,23 @@ tls_read_more(SSL *ssl, void *buf, size_t len)
 	return (0);
 }
 
+/*
+ * Write buf now: the bytes written (all of them, as one record up to 16
+ * KiB), or 0 when it would block or failed.  Then the same bytes must be
+ * offered again first (OpenSSL holds the record), which a TLS bufferevent
+ * does with what is at the front of its output.
+ */
+int
+tls_write_now(SSL *ssl, const void *buf, size_t len)
+{
+	int r;
+
+	if (len == 0 || len > INT_MAX)
+		return (0);
+	r = SSL_write(ssl, buf, (int)len);
+	return (r > 0 ? r : 0);
+}
+
 /* Decrypted bytes of the current record not read yet. */
 size_t
 tls_pending(SSL *ssl)

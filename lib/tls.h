@@ -15,6 +15,7 @@ int tls_client_ctx_set_cert(SSL_CTX *, const char *, const char *, char **);
 void tls_ctx_free(SSL_CTX *);
 SSL_CTX *tls_ctx_ref(SSL_CTX *);
 int tls_read_more(SSL *, void *, size_t);
+int tls_write_now(SSL *, const void *, size_t);
 size_t tls_pending(SSL *);
 const char *tls_last_error(void);
 const char *tls_verify_error(SSL *);
