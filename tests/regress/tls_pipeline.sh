@@ -14,6 +14,11 @@ GWS=$(free_port)
 ECHO=$(free_port)
 N=3000
 
+# Under AddressSanitizer freed memory sits in a quarantine (256 MiB by
+# default) that would read as growth; keep it small so RSS means something.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1"
+export ASAN_OPTIONS
+
 spawn backend $PY "$TOP/tests/regress/backend.py" --port "$ECHO" --log "$T/upstream.jsonl"
 wait_port "$ECHO"
 
