@@ -47,9 +47,11 @@ struct splicer {
 	size_t s_inpipe; /* bytes in the pipe */
 	uint64_t s_left; /* still to read, or SPLICER_TO_EOF */
 	int s_eof; /* the source ended */
+	int s_short; /* the last read took less than asked: drained */
+	int s_rarmed; /* s_rev is added (it persists) */
 	uint64_t s_idle_ms;
 	uint64_t s_active; /* monotonic ms of the last byte moved */
-	struct event *s_rev; /* source readable */
+	struct event *s_rev; /* source readable; persistent */
 	struct event *s_wev; /* destination writable */
 	struct event *s_retry; /* later: out of pipes or of budget; lazily */
 	struct splicer_cbs s_cbs;
@@ -57,6 +59,8 @@ struct splicer {
 };
 
 static void splicer_pump(struct splicer *);
+static void splicer_finish(struct splicer *, int);
+static void splicer_read_off(struct splicer *);
 
 /* A pool of pipes for one loop. */
 struct splice_pool *
@@ -131,7 +135,7 @@ splicer_event_cb(evutil_socket_t fd, short what, void *arg)
 		now = clock_mono_msec();
 		idle = now - s->s_active;
 		if (idle >= s->s_idle_ms) {
-			s->s_cbs.done(s->s_arg, ETIMEDOUT);
+			splicer_finish(s, ETIMEDOUT);
 			return;
 		}
 		/* Something moved since this wait began: wait the rest. */
@@ -163,7 +167,8 @@ splicer_new(struct event_base *base, struct splice_pool *pool, int in,
 	s->s_idle_ms = idle_ms;
 	s->s_cbs = *cbs;
 	s->s_arg = arg;
-	s->s_rev = event_new(base, in, EV_READ, splicer_event_cb, s);
+	/* Persistent: waiting for the next message costs no epoll_ctl. */
+	s->s_rev = event_new(base, in, EV_READ | EV_PERSIST, splicer_event_cb, s);
 	s->s_wev = event_new(base, out, EV_WRITE, splicer_event_cb, s);
 	return (s);
 }
@@ -214,6 +219,40 @@ splicer_wait(struct splicer *s, struct event *ev)
 	}
 	clock_msec_to_tv(s->s_idle_ms, &tv);
 	event_add(ev, &tv);
+}
+
+/*
+ * The move ended: nothing fires for it any more, then the owner hears it
+ * (and may free the splicer).
+ */
+static void
+splicer_finish(struct splicer *s, int error)
+{
+	splicer_read_off(s);
+	event_del(s->s_wev);
+	if (s->s_retry != NULL)
+		event_del(s->s_retry);
+	s->s_cbs.done(s->s_arg, error);
+}
+
+/* Wait for the source (it stays armed until a write blocks). */
+static void
+splicer_read_on(struct splicer *s)
+{
+	if (!s->s_rarmed) {
+		splicer_wait(s, s->s_rev);
+		s->s_rarmed = 1;
+	}
+}
+
+/* Stop watching the source: it is level-triggered and would spin. */
+static void
+splicer_read_off(struct splicer *s)
+{
+	if (s->s_rarmed) {
+		event_del(s->s_rev);
+		s->s_rarmed = 0;
+	}
 }
 
 /*
@@ -269,24 +308,32 @@ splicer_pump(struct splicer *s)
 	for (;;) {
 		if (s->s_pipe != NULL) {
 			if ((r = splicer_drain(s)) < 0) {
-				s->s_cbs.done(s->s_arg, errno);
+				splicer_finish(s, errno);
 				return;
 			}
 			if (r == 1) {
+				splicer_read_off(s);
 				splicer_wait(s, s->s_wev);
 				return;
 			}
 		}
 		if (s->s_eof || s->s_left == 0) {
-			s->s_cbs.done(s->s_arg,
+			splicer_finish(s,
 			    s->s_eof && s->s_left != SPLICER_TO_EOF &&
 				    s->s_left != 0
 				? EPIPE
 				: 0);
 			return;
 		}
+		if (s->s_short) {
+			/* The source had no more a moment ago: wait for it. */
+			s->s_short = 0;
+			splicer_read_on(s);
+			return;
+		}
 		if (budget-- == 0) {
 			/* Fairness: come back after the loop's other events. */
+			splicer_read_off(s);
 			event_active(splicer_retry(s), EV_TIMEOUT, 0);
 			return;
 		}
@@ -294,10 +341,11 @@ splicer_pump(struct splicer *s)
 			/* Out of descriptors still ends an idle move. */
 			if (s->s_idle_ms != 0 &&
 			    clock_mono_msec() - s->s_active >= s->s_idle_ms) {
-				s->s_cbs.done(s->s_arg, ETIMEDOUT);
+				splicer_finish(s, ETIMEDOUT);
 				return;
 			}
 			/* The bytes wait in the socket; nothing is lost. */
+			splicer_read_off(s);
 			clock_msec_to_tv(SPLICER_RETRY_MS, &tv);
 			evtimer_add(splicer_retry(s), &tv);
 			return;
@@ -309,6 +357,7 @@ splicer_pump(struct splicer *s)
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			s->s_inpipe = (size_t)n;
+			s->s_short = (size_t)n < want;
 			if (s->s_left != SPLICER_TO_EOF)
 				s->s_left -= (uint64_t)n;
 			continue;
@@ -322,10 +371,10 @@ splicer_pump(struct splicer *s)
 		if (errno == EAGAIN) {
 			splice_pipe_put(s->s_pool, s->s_pipe);
 			s->s_pipe = NULL;
-			splicer_wait(s, s->s_rev);
+			splicer_read_on(s);
 			return;
 		}
-		s->s_cbs.done(s->s_arg, errno);
+		splicer_finish(s, errno);
 		return;
 	}
 }
