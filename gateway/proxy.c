@@ -493,6 +493,28 @@ proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 		proxy_request_splice_try(up->u_conn);
 }
 
+/*
+ * Move the rest of a body, left bytes, from src's socket to dst's with
+ * splice(2) as direction dir of c, once nothing of it is buffered: the
+ * bytes no longer enter user space.  src stops reading; dst's bufferevent
+ * may still write what it has for the other direction.
+ */
+static void
+proxy_splice_start(struct conn *c, int dir, struct bufferevent *src,
+    struct bufferevent *dst, uint64_t left, const struct splicer_cbs *cbs)
+{
+	int sfd, dfd;
+
+	if (evbuffer_get_length(bufferevent_get_input(src)) != 0 ||
+	    proxy_out_len(dst) != 0 || (sfd = bufferevent_getfd(src)) == -1 ||
+	    (dfd = bufferevent_getfd(dst)) == -1)
+		return;
+	bufferevent_disable(src, EV_READ);
+	c->c_spl[dir] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, sfd,
+	    dfd, left, c->c_gw->g_conf->cf_idle_timeout, cbs, c);
+	splicer_start(c->c_spl[dir]);
+}
+
 /* Bytes of a request body went to the upstream in the kernel. */
 static void
 proxy_request_splice_progress(void *arg, size_t n)
@@ -537,23 +559,13 @@ proxy_request_splice_try(struct conn *c)
 		proxy_request_splice_done };
 	struct upstream *up = c->c_up;
 	struct gw_body *b = &c->c_req_body;
-	int cfd, ufd;
 
 	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
 	    c->c_state != CONN_S_BODY || b->b_done ||
 	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN)
 		return;
-	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
-	    proxy_out_len(up->u_bev) != 0)
-		return;
-	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
-	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
-		return;
-	bufferevent_disable(c->c_bev, EV_READ);
-	c->c_spl[0] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, cfd, ufd,
-	    b->b_left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
-	splicer_start(c->c_spl[0]);
+	proxy_splice_start(c, 0, c->c_bev, up->u_bev, b->b_left, &cbs);
 }
 
 /* The client output drained below the low watermark. */
@@ -837,7 +849,6 @@ proxy_splice_try(struct conn *c)
 		proxy_splice_done };
 	struct upstream *up = c->c_up;
 	struct gw_body *b = &c->c_resp_body;
-	int cfd, ufd;
 
 	if (c->c_gw->g_splice == NULL || c->c_spl[1] != NULL || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
@@ -845,17 +856,7 @@ proxy_splice_try(struct conn *c)
 	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN ||
 	    c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
-	if (evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
-	    proxy_out_len(c->c_bev) != 0)
-		return;
-	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
-	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
-		return;
-	/* The upstream's bufferevent may still write the request body. */
-	bufferevent_disable(up->u_bev, EV_READ);
-	c->c_spl[1] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, ufd, cfd,
-	    b->b_left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
-	splicer_start(c->c_spl[1]);
+	proxy_splice_start(c, 1, up->u_bev, c->c_bev, b->b_left, &cbs);
 }
 
 /* The upstream sent bytes: a response head, interim responses or body. */
