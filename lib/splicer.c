@@ -129,9 +129,8 @@ splicer_event_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 	uint64_t now, idle;
 
-	(void)fd;
-	if ((what & EV_TIMEOUT) && s->s_idle_ms != 0 &&
-	    fd != -1) {
+	/* fd is -1 for the retry timer, which has no deadline of its own. */
+	if ((what & EV_TIMEOUT) && s->s_idle_ms != 0 && fd != -1) {
 		now = clock_mono_msec();
 		idle = now - s->s_active;
 		if (idle >= s->s_idle_ms) {
