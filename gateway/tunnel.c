@@ -250,6 +250,39 @@ tunnel_data_ok(const struct tunnel *t)
 	return (0);
 }
 
+/* Fill env for a data envelope of len payload bytes. */
+static void
+tunnel_data_env(struct tunproto_env *env, uint8_t kind, const char *id,
+    int flags, uint64_t offset, size_t len)
+{
+	memset(env, 0, sizeof *env);
+	env->e_kind = kind;
+	env->e_flags = (uint8_t)flags;
+	snprintf(env->e_id, sizeof env->e_id, "%s", id);
+	env->e_offset = offset;
+	env->e_len = len;
+}
+
+/* A data envelope could not be encoded (err is freed). */
+static int
+tunnel_data_bad(struct tunnel *t, const char *id, char *err)
+{
+	log_warn("tunnel %s:%d: cannot encode data for %s: %s", t->t_name,
+	    t->t_port, id, err);
+	free(err);
+	return (-1);
+}
+
+/* The link's queue refused a data envelope: the link is closed. */
+static int
+tunnel_data_refused(struct tunnel *t, struct tunnel_link *l)
+{
+	log_warn("tunnel %s:%d: client %s: cannot queue data; closing the link",
+	    t->t_name, t->t_port, l->l_peer);
+	wsconn_close(l->l_ws, WS_CLOSE_INTERNAL_ERROR, "queue full");
+	return (-1);
+}
+
 /*
  * Send one data envelope (§3.2) on the active link: kind, id, flags
  * (TUNPROTO_ENV_F_*), offset with TUNPROTO_ENV_F_OFFSET, and len payload
@@ -268,30 +301,16 @@ tunnel_send_data(struct tunnel *t, uint8_t kind, const char *id, int flags,
 
 	if ((l = tunnel_active(t)) == NULL)
 		return (-1);
-	memset(&env, 0, sizeof env);
-	env.e_kind = kind;
-	env.e_flags = (uint8_t)flags;
-	snprintf(env.e_id, sizeof env.e_id, "%s", id);
-	env.e_offset = offset;
+	tunnel_data_env(&env, kind, id, flags, offset, len);
 	env.e_payload = p;
-	env.e_len = len;
 	buf = tunproto_env_encode_alloc(
 	    &env, l->l_neg.l_max_stream_chunk, &n, &err);
-	if (buf == NULL) {
-		log_warn("tunnel %s:%d: cannot encode data for %s: %s",
-		    t->t_name, t->t_port, id, err);
-		free(err);
-		return (-1);
-	}
+	if (buf == NULL)
+		return (tunnel_data_bad(t, id, err));
 	rv = wsconn_send(l->l_ws, 1, buf, n);
 	free(buf);
-	if (rv != 0) {
-		log_warn("tunnel %s:%d: client %s: cannot queue data; closing "
-			 "the link",
-		    t->t_name, t->t_port, l->l_peer);
-		wsconn_close(l->l_ws, WS_CLOSE_INTERNAL_ERROR, "queue full");
-		return (-1);
-	}
+	if (rv != 0)
+		return (tunnel_data_refused(t, l));
 	l->l_bytes_out += n;
 	return (0);
 }
@@ -313,26 +332,12 @@ tunnel_send_data_ev(struct tunnel *t, uint8_t kind, const char *id,
 
 	if ((l = tunnel_active(t)) == NULL)
 		return (-1);
-	memset(&env, 0, sizeof env);
-	env.e_kind = kind;
-	env.e_flags = (uint8_t)flags;
-	snprintf(env.e_id, sizeof env.e_id, "%s", id);
-	env.e_offset = offset;
-	env.e_len = len;
+	tunnel_data_env(&env, kind, id, flags, offset, len);
 	if (tunproto_env_encode_header(
-		&env, l->l_neg.l_max_stream_chunk, hdr, &hlen, &err) != 0) {
-		log_warn("tunnel %s:%d: cannot encode data for %s: %s",
-		    t->t_name, t->t_port, id, err);
-		free(err);
-		return (-1);
-	}
-	if (wsconn_send_ev(l->l_ws, 1, hdr, hlen, src, pos, len) != 0) {
-		log_warn("tunnel %s:%d: client %s: cannot queue data; closing "
-			 "the link",
-		    t->t_name, t->t_port, l->l_peer);
-		wsconn_close(l->l_ws, WS_CLOSE_INTERNAL_ERROR, "queue full");
-		return (-1);
-	}
+		&env, l->l_neg.l_max_stream_chunk, hdr, &hlen, &err) != 0)
+		return (tunnel_data_bad(t, id, err));
+	if (wsconn_send_ev(l->l_ws, 1, hdr, hlen, src, pos, len) != 0)
+		return (tunnel_data_refused(t, l));
 	l->l_bytes_out += hlen + len;
 	return (0);
 }
