@@ -129,23 +129,49 @@ tunproto_uuid_format(const uint8_t *in, char *out)
 	out[o] = '\0';
 }
 
+/*
+ * Random bytes for ids, taken from the kernel 512 at a time: one
+ * getrandom(2) per request was a tenth of the gateway's system calls on a
+ * tunnel. Per thread, so loops never share; nothing forks without exec.
+ */
+#define TUNPROTO_RAND_POOL 512
+
+/* Fill b with n (at most TUNPROTO_RAND_POOL) random bytes; 0 or -1. */
+static int
+tunproto_random(uint8_t *b, size_t n)
+{
+	static __thread uint8_t pool[TUNPROTO_RAND_POOL];
+	static __thread size_t left;
+	size_t got = 0;
+	ssize_t r;
+
+	if (left < n) {
+		while (got < sizeof pool) {
+			r = getrandom(pool + got, sizeof pool - got, 0);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				return (-1);
+			}
+			got += (size_t)r;
+		}
+		left = sizeof pool;
+	}
+	memcpy(b, pool + sizeof pool - left, n);
+	/* Used bytes are not kept. */
+	memset(pool + sizeof pool - left, 0, n);
+	left -= n;
+	return (0);
+}
+
 /* Write a random version 4 UUID into out[37]. Returns 0, or -1 on failure. */
 int
 tunproto_uuid_random(char *out)
 {
 	uint8_t b[16];
-	size_t got = 0;
-	ssize_t n;
 
-	while (got < sizeof b) {
-		n = getrandom(b + got, sizeof b - got, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return (-1);
-		}
-		got += (size_t)n;
-	}
+	if (tunproto_random(b, sizeof b) != 0)
+		return (-1);
 	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
 	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
 	tunproto_uuid_format(b, out);
@@ -397,21 +423,28 @@ tunproto_type_lookup(const char *name, size_t len)
 	return (TUNPROTO_T_NONE);
 }
 
-/* Value of one base64 character, or -1. */
-static int
-tunproto_b64_value(unsigned char c)
+/*
+ * Value of each byte as a base64 character, or -1. Built on first use; two
+ * loops racing to build it write the same values.
+ */
+static signed char tunproto_b64_table[256];
+static int tunproto_b64_ready;
+
+/* The table, built if it is not yet. */
+static const signed char *
+tunproto_b64_values(void)
 {
-	if (c >= 'A' && c <= 'Z')
-		return (c - 'A');
-	if (c >= 'a' && c <= 'z')
-		return (c - 'a' + 26);
-	if (c >= '0' && c <= '9')
-		return (c - '0' + 52);
-	if (c == '+')
-		return (62);
-	if (c == '/')
-		return (63);
-	return (-1);
+	int i;
+
+	if (!__atomic_load_n(&tunproto_b64_ready, __ATOMIC_ACQUIRE)) {
+		for (i = 0; i < 256; i++)
+			tunproto_b64_table[i] = -1;
+		for (i = 0; i < 64; i++)
+			tunproto_b64_table[(unsigned char)
+				tunproto_b64_alphabet[i]] = (signed char)i;
+		__atomic_store_n(&tunproto_b64_ready, 1, __ATOMIC_RELEASE);
+	}
+	return (tunproto_b64_table);
 }
 
 /* Length of the padded base64 form of n bytes, or SIZE_MAX if too long. */
@@ -459,9 +492,11 @@ tunproto_b64_encode(const uint8_t *in, size_t n, char *out)
 static int
 tunproto_b64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen)
 {
+	const signed char *tab = tunproto_b64_values();
+	const unsigned char *u = (const unsigned char *)s;
 	uint8_t *buf;
 	size_t i, o = 0;
-	int v[4], k, pad;
+	int v[4], k, pad, bad;
 
 	*out = NULL;
 	*outlen = 0;
@@ -470,31 +505,38 @@ tunproto_b64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen)
 	if (len % 4 != 0)
 		return (-1);
 	buf = xmalloc(len / 4 * 3 + 1);
-	for (i = 0; i < len; i += 4) {
-		pad = 0;
-		for (k = 0; k < 4; k++) {
-			if (s[i + k] == '=' && i + 4 == len && k >= 2) {
-				pad++;
-				v[k] = 0;
-				continue;
-			}
-			if (pad != 0 ||
-			    (v[k] = tunproto_b64_value(
-				 (unsigned char)s[i + k])) == -1)
-				goto fail;
-		}
-		/* "x=" then a character is not padding. */
-		if (pad == 1 && s[i + 2] == '=')
-			goto fail;
-		if ((pad == 2 && (v[1] & 0x0f) != 0) ||
-		    (pad == 1 && (v[2] & 0x03) != 0))
+	/* Every quad but the last: no padding allowed. */
+	for (i = 0; i + 4 < len; i += 4) {
+		v[0] = tab[u[i]];
+		v[1] = tab[u[i + 1]];
+		v[2] = tab[u[i + 2]];
+		v[3] = tab[u[i + 3]];
+		if ((v[0] | v[1] | v[2] | v[3]) < 0)
 			goto fail;
 		buf[o++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
-		if (pad < 2)
-			buf[o++] = (uint8_t)((v[1] & 0x0f) << 4 | v[2] >> 2);
-		if (pad < 1)
-			buf[o++] = (uint8_t)((v[2] & 0x03) << 6 | v[3]);
+		buf[o++] = (uint8_t)((v[1] & 0x0f) << 4 | v[2] >> 2);
+		buf[o++] = (uint8_t)((v[2] & 0x03) << 6 | v[3]);
 	}
+	/* The last quad: "xx==" or "xxx=" padding, zero trailing bits. */
+	pad = 0;
+	bad = 0;
+	for (k = 0; k < 4; k++) {
+		if (u[i + k] == '=' && k >= 2) {
+			pad++;
+			v[k] = 0;
+			continue;
+		}
+		if (pad != 0 || (v[k] = tab[u[i + k]]) < 0)
+			bad = 1;
+	}
+	if (bad || (pad == 2 && (v[1] & 0x0f) != 0) ||
+	    (pad == 1 && (v[2] & 0x03) != 0))
+		goto fail;
+	buf[o++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
+	if (pad < 2)
+		buf[o++] = (uint8_t)((v[1] & 0x0f) << 4 | v[2] >> 2);
+	if (pad < 1)
+		buf[o++] = (uint8_t)((v[2] & 0x03) << 6 | v[3]);
 	buf[o] = '\0';
 	*out = buf;
 	*outlen = o;
@@ -996,6 +1038,97 @@ tunproto_dec_members(
 }
 
 /*
+ * Where jansson's time goes: it reads a string one character at a time
+ * through several layers, so a 1 KiB body costs more than the rest of an
+ * http_resp ten times over. tunproto_lift finds the top-level "body"
+ * string of a frame without decoding it, so that jansson can parse the
+ * frame with that string emptied and the body goes straight to the base64
+ * decoder. It is a scan for string boundaries and nesting, not a JSON
+ * parser: jansson still parses and checks every other byte, and the
+ * lifted bytes are checked by the base64 decoder. It gives up (and jansson
+ * reads the whole frame) unless the top level is an object whose keys hold
+ * no escapes, with exactly one "body" member whose value is a string of
+ * base64 characters only. Removing such characters from inside a string
+ * leaves a valid document valid and an invalid one invalid, and with one
+ * plain "body" key no other member can stand for it.
+ */
+/* Shorter bodies are not worth the copy; tests set 0, or SIZE_MAX: never. */
+size_t tunproto_lift_min = 256;
+
+/* Index of the first byte at or after i that is not JSON white space. */
+static size_t
+tunproto_skip_ws(const char *p, size_t len, size_t i)
+{
+	while (i < len &&
+	    (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r'))
+		i++;
+	return (i);
+}
+
+/*
+ * Find the base64 text of the top-level "body" string in the len bytes at
+ * p: sets *off and *n and returns 0, or returns -1 (read it all).
+ */
+static int
+tunproto_lift(const char *p, size_t len, size_t *off, size_t *n)
+{
+	const signed char *tab = tunproto_b64_values();
+	size_t i, j, start, depth = 1;
+	int esc, found = 0;
+
+	i = tunproto_skip_ws(p, len, 0);
+	if (i >= len || p[i] != '{')
+		return (-1);
+	for (i++; i < len && depth > 0; i++) {
+		switch (p[i]) {
+		case '{':
+		case '[':
+			depth++;
+			continue;
+		case '}':
+		case ']':
+			depth--;
+			continue;
+		case '"':
+			break;
+		default:
+			continue;
+		}
+		/* A string: find its closing quote. */
+		start = i + 1;
+		esc = 0;
+		for (j = start; j < len && p[j] != '"'; j++) {
+			if (p[j] == '\\') {
+				esc = 1;
+				j++;
+			}
+		}
+		if (j >= len)
+			return (-1);
+		i = j;
+		j = tunproto_skip_ws(p, len, j + 1);
+		if (depth != 1 || j >= len || p[j] != ':')
+			continue; /* a value, or nested */
+		if (esc)
+			return (-1);
+		if (i - start != 4 || memcmp(p + start, "body", 4) != 0)
+			continue;
+		j = tunproto_skip_ws(p, len, j + 1);
+		if (found || j >= len || p[j] != '"')
+			return (-1);
+		for (i = j + 1; i < len &&
+		     (tab[(unsigned char)p[i]] >= 0 || p[i] == '='); i++)
+			;
+		if (i >= len || p[i] != '"')
+			return (-1);
+		*off = j + 1;
+		*n = i - (j + 1);
+		found = 1;
+	}
+	return (found && *n >= tunproto_lift_min ? 0 : -1);
+}
+
+/*
  * Decode one control message (a text frame of len bytes) into m, which
  * need not be initialised. Returns TUNPROTO_DEC_OK; TUNPROTO_DEC_UNKNOWN
  * for an unknown "type" and TUNPROTO_DEC_MALFORMED for anything else
@@ -1012,7 +1145,9 @@ tunproto_msg_decode(
 	json_error_t jerr;
 	json_t *root, *type;
 	const char *bad = NULL;
-	int rv;
+	char *rest;
+	size_t off = 0, n = 0;
+	int rv, lifted = 0;
 
 	memset(m, 0, sizeof *m);
 	if (len > TUNPROTO_CONTROL_MAX) {
@@ -1020,7 +1155,17 @@ tunproto_msg_decode(
 		    TUNPROTO_CONTROL_MAX);
 		return (TUNPROTO_DEC_MALFORMED);
 	}
-	root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
+	if (tunproto_lift_min != SIZE_MAX &&
+	    tunproto_lift(json, len, &off, &n) == 0) {
+		/* The frame less the body's text; the body is read below. */
+		rest = xmalloc(len - n);
+		memcpy(rest, json, off);
+		memcpy(rest + off, json + off + n, len - off - n);
+		root = json_loadb(rest, len - n, JSON_ALLOW_NUL, &jerr);
+		free(rest);
+		lifted = 1;
+	} else
+		root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
 	if (root == NULL) {
 		tunproto_fail(err, "invalid JSON: %s", jerr.text);
 		return (TUNPROTO_DEC_MALFORMED);
@@ -1050,6 +1195,10 @@ tunproto_msg_decode(
 		rv = TUNPROTO_DEC_MALFORMED;
 		goto out;
 	}
+	if (lifted && (m->m_type == TUNPROTO_T_HTTP_REQ ||
+			  m->m_type == TUNPROTO_T_HTTP_RESP) &&
+	    tunproto_b64_decode(json + off, n, &m->m_body, &m->m_body_len) != 0)
+		bad = "body";
 	rv = TUNPROTO_DEC_OK;
 	if (bad != NULL) {
 		tunproto_fail(err, "%s: \"%s\" is not valid base64",
@@ -1197,7 +1346,7 @@ tunproto_enc_members(json_t *o, const struct tunproto_msg *m)
 			return (-1);
 		if (m->m_type == TUNPROTO_T_HTTP_REQ_BEGIN)
 			return (tunproto_put_content_length(o, m));
-		return (tunproto_put_b64(o, "body", m->m_body, m->m_body_len));
+		return (0); /* the body: tunproto_msg_encode */
 	case TUNPROTO_T_HTTP_RESP:
 	case TUNPROTO_T_HTTP_RESP_BEGIN:
 		if (m->m_status < 0 || m->m_status > 65535 ||
@@ -1207,7 +1356,7 @@ tunproto_enc_members(json_t *o, const struct tunproto_msg *m)
 			return (-1);
 		if (m->m_type == TUNPROTO_T_HTTP_RESP_BEGIN)
 			return (tunproto_put_content_length(o, m));
-		return (tunproto_put_b64(o, "body", m->m_body, m->m_body_len));
+		return (0); /* the body: tunproto_msg_encode */
 	case TUNPROTO_T_WINDOW:
 		if (tunproto_put_uint(o, "credits", m->m_credits) != 0)
 			return (-1);
@@ -1258,6 +1407,34 @@ tunproto_enc_members(json_t *o, const struct tunproto_msg *m)
 }
 
 /*
+ * Append "body" (base64 of the len bytes at p) as the last member of the
+ * object text s of *n bytes, which is freed. jansson would copy base64
+ * text one character at a time looking for bytes to escape, and it has
+ * none. Returns the new text with its length in *n, or NULL if too long.
+ */
+static char *
+tunproto_enc_body(char *s, size_t *n, const uint8_t *p, size_t len)
+{
+	static const char key[] = ",\"body\":\"";
+	size_t b64 = tunproto_b64_len(len), tot;
+	char *out;
+
+	if (b64 > TUNPROTO_CONTROL_MAX || *n < 2 || s[*n - 1] != '}') {
+		free(s);
+		return (NULL);
+	}
+	tot = *n - 1 + (sizeof key - 1) + b64 + 2;
+	out = xmalloc(tot + 1);
+	memcpy(out, s, *n - 1);
+	memcpy(out + *n - 1, key, sizeof key - 1);
+	tunproto_b64_encode(p, len, out + *n - 1 + sizeof key - 1);
+	memcpy(out + tot - 2, "\"}", 3);
+	free(s);
+	*n = tot;
+	return (out);
+}
+
+/*
  * Encode m as one compact JSON object with the field names and shapes of
  * §4. Returns the text (free with free) and its length in *len, or NULL
  * if m is incomplete, holds text that is not UTF-8, or would exceed the
@@ -1269,6 +1446,7 @@ tunproto_msg_encode(const struct tunproto_msg *m, size_t *len)
 	const char *name;
 	json_t *o;
 	char *s = NULL;
+	size_t n;
 
 	if ((name = tunproto_type_name(m->m_type)) == NULL)
 		return (NULL);
@@ -1289,13 +1467,16 @@ tunproto_msg_encode(const struct tunproto_msg *m, size_t *len)
 	}
 	if ((s = json_dumps(o, JSON_COMPACT)) == NULL)
 		goto out;
-	if (strlen(s) > TUNPROTO_CONTROL_MAX) {
+	n = strlen(s);
+	if (m->m_type == TUNPROTO_T_HTTP_REQ ||
+	    m->m_type == TUNPROTO_T_HTTP_RESP)
+		s = tunproto_enc_body(s, &n, m->m_body, m->m_body_len);
+	if (s != NULL && n > TUNPROTO_CONTROL_MAX) {
 		free(s);
 		s = NULL;
-		goto out;
 	}
-	if (len != NULL)
-		*len = strlen(s);
+	if (s != NULL && len != NULL)
+		*len = n;
 
 out:
 	json_decref(o);

@@ -191,6 +191,7 @@ int tunproto_env_decode_prefix(const uint8_t *, size_t, size_t,
 const char *tunproto_type_name(enum tunproto_type);
 enum tunproto_type tunproto_type_lookup(const char *, size_t);
 int tunproto_msg_decode(const char *, size_t, struct tunproto_msg *, char **);
+extern size_t tunproto_lift_min; /* tests: shortest body lifted */
 char *tunproto_msg_encode(const struct tunproto_msg *, size_t *);
 void tunproto_msg_add_header(struct tunproto_msg *, const char *, const char *);
 void tunproto_msg_set_body(struct tunproto_msg *, const void *, size_t);

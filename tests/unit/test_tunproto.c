@@ -1020,6 +1020,170 @@ test_base64(void **state)
 	    TUNPROTO_DEC_MALFORMED);
 }
 
+/*
+ * Decode json with the body lifted out (tunproto_lift) and with jansson
+ * reading it whole: the result, the error and the message must match.
+ * Returns the result.
+ */
+static int
+test_lift_same(const char *json)
+{
+	struct tunproto_msg a, b;
+	char *ea = NULL, *eb = NULL;
+	int ra, rb;
+
+	ra = tunproto_msg_decode(json, strlen(json), &a, &ea);
+	tunproto_lift_min = SIZE_MAX;
+	rb = tunproto_msg_decode(json, strlen(json), &b, &eb);
+	tunproto_lift_min = 256;
+	if (ra != rb)
+		fail_msg("lifted %d (%s), whole %d (%s): %.120s", ra,
+		    ea == NULL ? "-" : ea, rb, eb == NULL ? "-" : eb, json);
+	test_same_str(ea, eb);
+	if (ra == TUNPROTO_DEC_OK || ra == TUNPROTO_DEC_BAD_BASE64) {
+		test_same_msg(&a, &b);
+		tunproto_msg_free(&a);
+		tunproto_msg_free(&b);
+	}
+	free(ea);
+	free(eb);
+	return (ra);
+}
+
+/* Write tmpl into out with its one "%s" replaced by b64. */
+static void
+test_fill(char *out, size_t size, const char *tmpl, const char *b64)
+{
+	const char *p = strstr(tmpl, "%s");
+
+	assert_non_null(p);
+	assert_true(strlen(tmpl) + strlen(b64) < size);
+	memcpy(out, tmpl, (size_t)(p - tmpl));
+	strcpy(out + (p - tmpl), b64);
+	strcat(out, p + 2);
+}
+
+/*
+ * A large base64 body skips jansson's string reader; every frame shape
+ * around it decodes exactly as when jansson reads the whole frame.
+ */
+static void
+test_lift(void **state)
+{
+	static const struct {
+		const char *fmt;
+		int want;
+	} v[] = {
+		/* The plain case, and white space around the colon. */
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"headers\":[[\"a\",\"b\"]],\"body\":\"%s\"}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"http_req\",\"id\":\"r\",\"method\":\"POST\","
+		  "\"path\":\"/\",\"headers\":[], \"body\" :\n \"%s\" }",
+		    TUNPROTO_DEC_OK },
+		/* The body first; a "body" inside headers or a value. */
+		{ "{\"body\":\"%s\",\"type\":\"http_resp\",\"id\":\"r\","
+		  "\"status\":200,\"headers\":[[\"body\",\"x\"]]}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"http_resp\",\"id\":\"body\",\"status\":200,"
+		  "\"x\":{\"body\":\"QQ==\"},\"body\":\"%s\"}",
+		    TUNPROTO_DEC_OK },
+		/* Two bodies: the last one wins in both readings. */
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"QUJD\",\"body\":\"%s\"}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\",\"body\":\"QUJD\"}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"b\\u006fdy\":\"QUJD\",\"body\":\"%s\"}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\",\"b\\u006fdy\":\"\"}",
+		    TUNPROTO_DEC_OK },
+		/* An escaped slash: jansson reads it (invalid after all). */
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"\\/%s\"}",
+		    TUNPROTO_DEC_BAD_BASE64 },
+		/* Bad base64, lifted or not, fails only the exchange. */
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s=\"}",
+		    TUNPROTO_DEC_BAD_BASE64 },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"A%s\"}",
+		    TUNPROTO_DEC_BAD_BASE64 },
+		/* Broken JSON elsewhere stays broken. */
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\",}",
+		    TUNPROTO_DEC_MALFORMED },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200 "
+		  "\"body\":\"%s\"}",
+		    TUNPROTO_DEC_MALFORMED },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\"",
+		    TUNPROTO_DEC_MALFORMED },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\"}}",
+		    TUNPROTO_DEC_MALFORMED },
+		{ "{\"type\":\"http_resp\",\"id\":\"r\",\"status\":\"200\","
+		  "\"body\":\"%s\"}",
+		    TUNPROTO_DEC_MALFORMED },
+		{ "[{\"type\":\"http_resp\",\"id\":\"r\",\"status\":200,"
+		  "\"body\":\"%s\"}]",
+		    TUNPROTO_DEC_MALFORMED },
+		/* Types without a body ignore it either way. */
+		{ "{\"type\":\"http_resp_begin\",\"id\":\"" TEST_ID "\","
+		  "\"status\":200,\"body\":\"%s\"}",
+		    TUNPROTO_DEC_OK },
+		{ "{\"type\":\"error\",\"id\":\"r\",\"message\":\"m\","
+		  "\"body\":\"%s=\"}",
+		    TUNPROTO_DEC_OK },
+	};
+	struct tunproto_msg m;
+	uint8_t raw[1024];
+	char *b64, *json, *s;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof raw; i++)
+		raw[i] = (uint8_t)(i * 7 + 3);
+	/* The base64 text of raw, from an encoded frame. */
+	test_msg(&m, TUNPROTO_T_HTTP_RESP);
+	m.m_status = 200;
+	tunproto_msg_set_body(&m, raw, sizeof raw);
+	s = tunproto_msg_encode(&m, &n);
+	assert_non_null(s);
+	b64 = strstr(s, "\"body\":\"") + 8;
+	assert_int_equal(strlen(b64), 1368 + 2);
+	assert_string_equal(b64 + 1368, "\"}");
+	b64[1368] = '\0';
+	tunproto_msg_free(&m);
+
+	json = malloc(4096);
+	for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+		test_fill(json, 4096, v[i].fmt, b64);
+		if (test_lift_same(json) != v[i].want)
+			fail_msg("case %zu: not %d", i, v[i].want);
+	}
+	/* The plain case really carries the bytes. */
+	test_fill(json, 4096, v[0].fmt, b64);
+	test_decode(json, &m);
+	assert_int_equal(m.m_body_len, sizeof raw);
+	assert_memory_equal(m.m_body, raw, sizeof raw);
+	tunproto_msg_free(&m);
+	/* Every truncation of a frame, too. */
+	test_fill(json, 4096, v[0].fmt, b64);
+	for (n = strlen(json); n > 0; n -= 7) {
+		json[n] = '\0';
+		test_lift_same(json);
+		test_fill(json, 4096, v[0].fmt, b64);
+		if (n < 7)
+			break;
+	}
+	free(json);
+	free(s);
+}
+
 /* Null reads as absent: defaults for optional members, missing otherwise. */
 static void
 test_null_as_absent(void **state)
@@ -1886,6 +2050,7 @@ main(void)
 		cmocka_unit_test(test_header_forms),
 		cmocka_unit_test(test_header_latin1),
 		cmocka_unit_test(test_base64),
+		cmocka_unit_test(test_lift),
 		cmocka_unit_test(test_null_as_absent),
 		cmocka_unit_test(test_unknown_vs_malformed),
 		cmocka_unit_test(test_strict_types),
