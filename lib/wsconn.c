@@ -167,6 +167,28 @@ ws_random(uint8_t *buf, size_t len)
 	return (0);
 }
 
+/*
+ * A masking key for a client frame. OpenSSL's RAND_bytes costs a getpid(2)
+ * and a DRBG call each time, once per frame; keys come from a per-thread
+ * pool of 64 filled in one call instead. Returns 0 or -1.
+ */
+static int
+ws_mask_key(uint8_t key[4])
+{
+	static __thread uint8_t pool[256];
+	static __thread size_t left;
+
+	if (left < 4) {
+		if (ws_random(pool, sizeof pool) != 0)
+			return (-1);
+		left = sizeof pool;
+	}
+	memcpy(key, pool + sizeof pool - left, 4);
+	memset(pool + sizeof pool - left, 0, 4);
+	left -= 4;
+	return (0);
+}
+
 /* Compute the Sec-WebSocket-Accept value for client_key into out. */
 int
 ws_accept_key(const char *client_key, char out[WS_ACCEPT_LEN + 1])
@@ -755,7 +777,7 @@ wsconn_genmask_cb(
     wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *arg)
 {
 	(void)arg;
-	if (ws_random(buf, len) != 0) {
+	if ((len == 4 ? ws_mask_key(buf) : ws_random(buf, len)) != 0) {
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return (-1);
 	}
@@ -1601,7 +1623,7 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
 	}
 	if (ws->ws_client) {
 		key = h + hl;
-		if (ws_random(key, 4) != 0)
+		if (ws_mask_key(key) != 0)
 			return (-1);
 		h[1] |= 0x80;
 		hl += 4;
