@@ -30,6 +30,7 @@ struct options_args {
 	const char *target_ca_file;
 	const char *target_cert;
 	const char *target_key;
+	const char *target_connections;
 	int verify; /* -1 unset, 0 or 1 */
 	int log_level_set;
 };
@@ -49,6 +50,7 @@ enum {
 	OPT_TARGET_INSECURE,
 	OPT_TARGET_CERT,
 	OPT_TARGET_KEY,
+	OPT_TARGET_CONNECTIONS,
 	OPT_LOG_LEVEL,
 	OPT_LOG_FORMAT,
 	OPT_PING_INTERVAL,
@@ -71,6 +73,8 @@ static const struct option options_long[] = { { "gateway", required_argument,
 	{ "target-insecure", no_argument, NULL, OPT_TARGET_INSECURE },
 	{ "target-cert", required_argument, NULL, OPT_TARGET_CERT },
 	{ "target-key", required_argument, NULL, OPT_TARGET_KEY },
+	{ "target-connections", required_argument, NULL,
+	    OPT_TARGET_CONNECTIONS },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "ping-interval", required_argument, NULL, OPT_PING_INTERVAL },
@@ -666,6 +670,9 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 		case OPT_TARGET_KEY:
 			a->target_key = optarg;
 			break;
+		case OPT_TARGET_CONNECTIONS:
+			a->target_connections = optarg;
+			break;
 		case OPT_LOG_LEVEL:
 			if (log_level_parse(optarg, &o->log_level) != 0) {
 				xasprintf(cause,
@@ -769,6 +776,36 @@ options_limits(struct tun_options *o, char *const *envp, char **cause)
 	o->stream_window_frames = (uint32_t)l.l_stream_window_frames;
 	o->fast_path_body = l.l_fast_path_body;
 	o->http_timeout = l.l_http_timeout;
+	return (0);
+}
+
+/*
+ * Size the target pool: --target-connections (1 to TUN_POOL_LIMIT), or as
+ * many connections as requests may be in flight.
+ */
+static int
+options_pool(struct tun_options *o, const char *arg, char **cause)
+{
+	size_t len;
+	unsigned long v;
+
+	if (arg == NULL) {
+		o->target_connections = o->max_inflight;
+		if (o->target_connections > TUN_POOL_LIMIT)
+			o->target_connections = TUN_POOL_LIMIT;
+		return (0);
+	}
+	len = strlen(arg);
+	v = strtoul(arg, NULL, 10);
+	if (len == 0 || len > 4 || strspn(arg, "0123456789") != len ||
+	    v < 1 || v > TUN_POOL_LIMIT) {
+		xasprintf(cause,
+		    "invalid --target-connections '%s': use a count from 1 "
+		    "to %d",
+		    arg, TUN_POOL_LIMIT);
+		return (-1);
+	}
+	o->target_connections = (uint32_t)v;
 	return (0);
 }
 
@@ -1116,6 +1153,8 @@ tun_options_parse(struct tun_options *o, int argc, char **argv,
 	if (options_limits(o, envp, cause) != 0)
 		return (-1);
 
+	if (options_pool(o, a.target_connections, cause) != 0)
+		return (-1);
 	if (a.listen_port != NULL &&
 	    (o->listen_port = options_port(a.listen_port)) == -1) {
 		xasprintf(cause,

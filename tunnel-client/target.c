@@ -1,7 +1,7 @@
 /*
  * Requests toward the target (tunnel-protocol.md §9): the URL join, the
  * request header rules, the request head, and a pool of HTTP/1.1
- * connections (at most TUN_POOL_MAX, TUN_POOL_IDLE_MAX of them idle) over
+ * connections (at most --target-connections, idle ones kept alive) over
  * TCP or verified TLS. A connection carries one exchange at a time; the
  * exchange (xchg.c) writes the request and reads the response through the
  * functions here, and is told of connection events by xchg_target_*.
@@ -588,7 +588,7 @@ target_assign(struct tun_target *tt, struct tun_xchg *x)
 
 /*
  * Find x a connection: an idle one, a new one while fewer than
- * TUN_POOL_MAX exist, or else a place in the queue (§6.4). x learns of
+ * --target-connections exist, or else a place in the queue (§6.4). x learns of
  * it through xchg_target_ready, from the loop.
  */
 void
@@ -602,7 +602,7 @@ target_acquire(struct tun *t, struct tun_xchg *x)
 		target_assign(tt, x);
 		return;
 	}
-	if (t->t_ntargets < TUN_POOL_MAX) {
+	if (t->t_ntargets < t->t_opts->target_connections) {
 		target_open(t, x);
 		return;
 	}
@@ -616,7 +616,7 @@ target_dispatch(struct tun *t)
 {
 	struct tun_xchg *x;
 
-	while (t->t_ntargets < TUN_POOL_MAX &&
+	while (t->t_ntargets < t->t_opts->target_connections &&
 	    (x = TAILQ_FIRST(&t->t_waiting)) != NULL) {
 		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
 		x->x_flags &= ~TX_F_POOLQ;
@@ -654,7 +654,7 @@ target_release(struct tun_target *tt, int reusable)
 		target_assign(tt, x);
 		return;
 	}
-	if (t->t_nidle >= TUN_POOL_IDLE_MAX) {
+	if (t->t_nidle >= t->t_opts->target_connections) {
 		target_close(tt, "enough idle connections");
 		return;
 	}

@@ -45,9 +45,12 @@ typedef struct ssl_ctx_st SSL_CTX;
 #define TUN_TOMB_TTL_MS (300 * 1000)
 #define TUN_TOMB_MAX 1024
 
-/* Target connection pool (§6.4, §9.4). */
-#define TUN_POOL_MAX 10
-#define TUN_POOL_IDLE_MAX 5
+/*
+ * Target connection pool (§6.4, §9.4): --target-connections, by default as
+ * many as requests may be in flight, each kept alive when idle. (The
+ * reference client's pool is 10, 5 kept alive.)
+ */
+#define TUN_POOL_LIMIT 1024 /* highest --target-connections */
 #define TUN_POOL_IDLE_TIMEOUT 60 /* seconds an idle connection is kept */
 
 /* Buffers: every one is bounded. */
@@ -99,6 +102,7 @@ struct tun_options {
 	uint32_t stream_window_frames;
 	uint64_t fast_path_body;
 	double http_timeout; /* seconds, to the target */
+	uint32_t target_connections; /* pool size; 0 until parsed: inflight */
 
 	/* Heartbeat, seconds (--ping-interval, --ping-timeout). */
 	double ping_interval;

@@ -614,6 +614,45 @@ test_limits_values(void **state)
 	tun_options_free(&o);
 }
 
+/*
+ * The target pool: as many connections as requests in flight unless
+ * --target-connections says otherwise; a bad count is refused.
+ */
+static void
+test_target_connections(void **state)
+{
+	static const char *const inflight[] = { "YR_TUNNEL_MAX_INFLIGHT=64",
+		NULL };
+	static const char *const bad[] = { "0", "1025", "-1", "+5", "x", "",
+		"10x", "99999" };
+	char msg[128];
+	struct tun_options o;
+	size_t i;
+
+	(void)state;
+	parse_ok(&o, env_none, BASE_FLAGS, NULL);
+	assert_int_equal(o.target_connections, 16);
+	tun_options_free(&o);
+	parse_ok(&o, inflight, BASE_FLAGS, NULL);
+	assert_int_equal(o.target_connections, 64);
+	tun_options_free(&o);
+	parse_ok(&o, inflight, BASE_FLAGS, "--target-connections", "3", NULL);
+	assert_int_equal(o.target_connections, 3);
+	tun_options_free(&o);
+	parse_ok(&o, env_none, BASE_FLAGS, "--target-connections", "1024",
+	    NULL);
+	assert_int_equal(o.target_connections, 1024);
+	tun_options_free(&o);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(msg, sizeof msg,
+		    "invalid --target-connections '%s': use a count from 1 "
+		    "to 1024",
+		    bad[i]);
+		parse_err(env_none, msg, BASE_FLAGS, "--target-connections",
+		    bad[i], NULL);
+	}
+}
+
 /* Scenario 26 and the other refusals of a bad YR_TUNNEL_* integer. */
 static void
 test_limits_invalid(void **state)
@@ -1046,6 +1085,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_safeid),
+		cmocka_unit_test(test_target_connections),
 		cmocka_unit_test(test_gateway_forms),
 		cmocka_unit_test(test_gateway_rejects),
 		cmocka_unit_test(test_target),
