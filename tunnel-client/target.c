@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "strbuf.h"
 #include "tls.h"
 #include "tun.h"
 #include "wthru.h"
@@ -201,6 +202,7 @@ target_request_head(const struct tun *t, const char *method, const char *target,
     char **cause)
 {
 	struct evbuffer *b;
+	struct strbuf sb = { NULL, 0, 0 };
 	size_t i;
 
 	if (!target_token(method)) {
@@ -218,22 +220,32 @@ target_request_head(const struct tun *t, const char *method, const char *target,
 			return (NULL);
 		}
 	}
-	if ((b = evbuffer_new()) == NULL)
-		abort();
-	evbuffer_add_printf(b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target,
-	    t->t_target_authority);
+	/* Built in one piece, without printf. */
+	strbuf_adds(&sb, method);
+	strbuf_add(&sb, " ", 1);
+	strbuf_adds(&sb, target);
+	strbuf_adds(&sb, " HTTP/1.1\r\n");
+	strbuf_add_header(&sb, "Host", 4, t->t_target_authority,
+	    strlen(t->t_target_authority));
 	for (i = 0; i < n; i++) {
 		if (target_header_dropped(h, n, i))
 			continue;
-		evbuffer_add_printf(b, "%s: %s\r\n", h[i].h_name, h[i].h_value);
+		strbuf_add_header(&sb, h[i].h_name, strlen(h[i].h_name),
+		    h[i].h_value, strlen(h[i].h_value));
 	}
 	if (body == 2)
-		evbuffer_add_printf(b, "Transfer-Encoding: chunked\r\n");
+		strbuf_adds(&sb, "Transfer-Encoding: chunked\r\n");
 	else if (body == 1 || length != 0 || strcmp(method, "POST") == 0 ||
-	    strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0)
-		evbuffer_add_printf(
-		    b, "Content-Length: %llu\r\n", (unsigned long long)length);
-	evbuffer_add(b, "\r\n", 2);
+	    strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
+		strbuf_adds(&sb, "Content-Length: ");
+		strbuf_add_u64(&sb, length);
+		strbuf_add(&sb, "\r\n", 2);
+	}
+	strbuf_add(&sb, "\r\n", 2);
+	if ((b = evbuffer_new()) == NULL)
+		abort();
+	evbuffer_add(b, sb.sb_buf, sb.sb_len);
+	strbuf_free(&sb);
 	return (b);
 }
 
