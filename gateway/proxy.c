@@ -868,11 +868,17 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 
 	evio_read_more(bev);
 	proxy_upstream_read(up, bev);
-	/* Send what this input made at once (wthru.h). */
-	if (c != NULL && c->c_up == up) {
-		wthru_flush(&c->c_wt);
+	if (c == NULL)
+		return;
+	/*
+	 * Send what this input made at once (wthru.h), also when it finished
+	 * the response and up has gone back to the pool: that is the common
+	 * case, and waiting for the loop cost two epoll_ctl per request. c
+	 * is freed from the loop, so it is still here even if closed.
+	 */
+	wthru_flush(&c->c_wt);
+	if (c->c_up == up)
 		proxy_splice_try(c);
-	}
 }
 
 /* Response bytes from an active upstream. */
