@@ -203,8 +203,8 @@ tx_write_head(struct tunnel_xchg *x, int status, const struct tunproto_msg *m,
 		    strcasecmp(h->h_name, "content-length") == 0 ||
 		    !tx_token(h->h_name) || !tx_value_ok(h->h_value))
 			continue;
-		strbuf_add_header(&sb, h->h_name, strlen(h->h_name),
-		    h->h_value, strlen(h->h_value));
+		strbuf_add_header(&sb, h->h_name, strlen(h->h_name), h->h_value,
+		    strlen(h->h_value));
 	}
 	if (framing == TX_FRAME_LENGTH) {
 		strbuf_adds(&sb, "Content-Length: ");

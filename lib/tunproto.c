@@ -423,29 +423,27 @@ tunproto_type_lookup(const char *name, size_t len)
 	return (TUNPROTO_T_NONE);
 }
 
-/*
- * Value of each byte as a base64 character, or -1. Built on first use; two
- * loops racing to build it write the same values.
- */
-static signed char tunproto_b64_table[256];
-static int tunproto_b64_ready;
-
-/* The table, built if it is not yet. */
-static const signed char *
-tunproto_b64_values(void)
-{
-	int i;
-
-	if (!__atomic_load_n(&tunproto_b64_ready, __ATOMIC_ACQUIRE)) {
-		for (i = 0; i < 256; i++)
-			tunproto_b64_table[i] = -1;
-		for (i = 0; i < 64; i++)
-			tunproto_b64_table[(unsigned char)
-				tunproto_b64_alphabet[i]] = (signed char)i;
-		__atomic_store_n(&tunproto_b64_ready, 1, __ATOMIC_RELEASE);
-	}
-	return (tunproto_b64_table);
-}
+/* Value of each byte as a base64 character, or -1. */
+/* clang-format off */
+static const signed char tunproto_b64_table[256] = {
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, -1, -1, 63,
+	52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+	-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+	15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+	-1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+	41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* clang-format on */
 
 /* Length of the padded base64 form of n bytes, or SIZE_MAX if too long. */
 static size_t
@@ -492,7 +490,7 @@ tunproto_b64_encode(const uint8_t *in, size_t n, char *out)
 static int
 tunproto_b64_decode(const char *s, size_t len, uint8_t **out, size_t *outlen)
 {
-	const signed char *tab = tunproto_b64_values();
+	const signed char *tab = tunproto_b64_table;
 	const unsigned char *u = (const unsigned char *)s;
 	uint8_t *buf;
 	size_t i, o = 0;
@@ -1037,21 +1035,6 @@ tunproto_dec_members(
 	}
 }
 
-/*
- * Where jansson's time goes: it reads a string one character at a time
- * through several layers, so a 1 KiB body costs more than the rest of an
- * http_resp ten times over. tunproto_lift finds the top-level "body"
- * string of a frame without decoding it, so that jansson can parse the
- * frame with that string emptied and the body goes straight to the base64
- * decoder. It is a scan for string boundaries and nesting, not a JSON
- * parser: jansson still parses and checks every other byte, and the
- * lifted bytes are checked by the base64 decoder. It gives up (and jansson
- * reads the whole frame) unless the top level is an object whose keys hold
- * no escapes, with exactly one "body" member whose value is a string of
- * base64 characters only. Removing such characters from inside a string
- * leaves a valid document valid and an invalid one invalid, and with one
- * plain "body" key no other member can stand for it.
- */
 /* Shorter bodies are not worth the copy; tests set 0, or SIZE_MAX: never. */
 size_t tunproto_lift_min = 256;
 
@@ -1066,13 +1049,27 @@ tunproto_skip_ws(const char *p, size_t len, size_t i)
 }
 
 /*
- * Find the base64 text of the top-level "body" string in the len bytes at
- * p: sets *off and *n and returns 0, or returns -1 (read it all).
+ * Where jansson's time goes: it reads a string one character at a time
+ * through several layers, so a 1 KiB body costs more than the rest of an
+ * http_resp ten times over. tunproto_lift finds the top-level "body"
+ * string of a frame without decoding it, so that jansson can parse the
+ * frame with that string emptied and the body goes straight to the base64
+ * decoder. It is a scan for string boundaries and nesting, not a JSON
+ * parser: jansson still parses and checks every other byte, and the
+ * lifted bytes are checked by the base64 decoder. It gives up (and jansson
+ * reads the whole frame) unless the top level is an object whose keys hold
+ * no escapes, with exactly one "body" member whose value is a string of
+ * base64 characters only. Removing such characters from inside a string
+ * leaves a valid document valid and an invalid one invalid, and with one
+ * plain "body" key no other member can stand for it.
+ *
+ * Sets *off and *n to where the body's text is in the len bytes at p and
+ * returns 0, or returns -1: jansson reads it all.
  */
 static int
 tunproto_lift(const char *p, size_t len, size_t *off, size_t *n)
 {
-	const signed char *tab = tunproto_b64_values();
+	const signed char *tab = tunproto_b64_table;
 	size_t i, j, start, depth = 1;
 	int esc, found = 0;
 
@@ -1116,8 +1113,9 @@ tunproto_lift(const char *p, size_t len, size_t *off, size_t *n)
 		j = tunproto_skip_ws(p, len, j + 1);
 		if (found || j >= len || p[j] != '"')
 			return (-1);
-		for (i = j + 1; i < len &&
-		     (tab[(unsigned char)p[i]] >= 0 || p[i] == '='); i++)
+		for (i = j + 1;
+		     i < len && (tab[(unsigned char)p[i]] >= 0 || p[i] == '=');
+		     i++)
 			;
 		if (i >= len || p[i] != '"')
 			return (-1);
@@ -1195,8 +1193,9 @@ tunproto_msg_decode(
 		rv = TUNPROTO_DEC_MALFORMED;
 		goto out;
 	}
-	if (lifted && (m->m_type == TUNPROTO_T_HTTP_REQ ||
-			  m->m_type == TUNPROTO_T_HTTP_RESP) &&
+	if (lifted &&
+	    (m->m_type == TUNPROTO_T_HTTP_REQ ||
+		m->m_type == TUNPROTO_T_HTTP_RESP) &&
 	    tunproto_b64_decode(json + off, n, &m->m_body, &m->m_body_len) != 0)
 		bad = "body";
 	rv = TUNPROTO_DEC_OK;

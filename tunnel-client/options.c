@@ -797,8 +797,8 @@ options_pool(struct tun_options *o, const char *arg, char **cause)
 	}
 	len = strlen(arg);
 	v = strtoul(arg, NULL, 10);
-	if (len == 0 || len > 4 || strspn(arg, "0123456789") != len ||
-	    v < 1 || v > TUN_POOL_LIMIT) {
+	if (len == 0 || len > 4 || strspn(arg, "0123456789") != len || v < 1 ||
+	    v > TUN_POOL_LIMIT) {
 		xasprintf(cause,
 		    "invalid --target-connections '%s': use a count from 1 "
 		    "to %d",

@@ -639,8 +639,8 @@ test_target_connections(void **state)
 	parse_ok(&o, inflight, BASE_FLAGS, "--target-connections", "3", NULL);
 	assert_int_equal(o.target_connections, 3);
 	tun_options_free(&o);
-	parse_ok(&o, env_none, BASE_FLAGS, "--target-connections", "1024",
-	    NULL);
+	parse_ok(
+	    &o, env_none, BASE_FLAGS, "--target-connections", "1024", NULL);
 	assert_int_equal(o.target_connections, 1024);
 	tun_options_free(&o);
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
