@@ -5,7 +5,8 @@
 # untouched (19-21), bodiless answers, chunked and close-delimited bodies
 # streamed, server-sent events one by one (13), the target's base path, a
 # target that is down (10), max_inflight (17), the body limit (11), the
-# V1 fallback when the sandbox says no hello, and -v request lines.
+# V1 fallback when the sandbox says no hello, -v request lines, and the
+# pool of target connections (--target-connections).
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AKTUN" ] || fail "$AKTUN is not built"
@@ -25,12 +26,17 @@ run_case() {
 	spawn "$name" $PY "$MOCK" --port "$MP" --script "$T/$name.script"
 	mock=$LAST_PID
 	wait_port "$MP"
-	case "$*" in
-	*--target*) spawn "$name-tun" "$AKTUN" --gateway "127.0.0.1:$MP" \
-	    --sandbox sbx1 -v "$@" ;;
-	*) spawn "$name-tun" "$AKTUN" --gateway "127.0.0.1:$MP" \
-	    --sandbox sbx1 --target "http://127.0.0.1:$BE" -v "$@" ;;
-	esac
+	own=0
+	for a in "$@"; do
+		[ "$a" = --target ] && own=1
+	done
+	if [ $own = 1 ]; then
+		spawn "$name-tun" "$AKTUN" --gateway "127.0.0.1:$MP" \
+		    --sandbox sbx1 -v "$@"
+	else
+		spawn "$name-tun" "$AKTUN" --gateway "127.0.0.1:$MP" \
+		    --sandbox sbx1 --target "http://127.0.0.1:$BE" -v "$@"
+	fi
 	tun=$LAST_PID
 	wait "$mock" || fail "mock $name failed: $(grep 'mock:' "$T/$name.log")"
 	kill -TERM "$tun"
@@ -166,3 +172,45 @@ pings 3 30
 fetch new GET /echo expect=fast" --ping-interval 0.2
 assert_eq "connections" 1 "$(grep -c '"event": "accept"' "$T/cancel.log")"
 ok "a sandbox error cancels one stream; its late data is absorbed"
+
+# ports TAG: the distinct client ports of the target's requests tagged TAG.
+ports() {
+	grep "tag=$1\"" "$T/up.jsonl" | sed 's/.*"peer_port": \([0-9]*\).*/\1/' |
+	    sort -u | wc -l | tr -d ' '
+}
+
+# 9. The target pool: --target-connections 2 makes a third request wait
+# for a connection, and the two are kept alive for the next one.
+script="accept"
+for i in 1 2 3; do
+	script="$script
+req pa-$i GET /slow?ms=600&tag=pa"
+done
+for i in 1 2 3; do
+	script="$script
+expect http_resp - 5"
+done
+script="$script
+fetch new GET /slow?ms=1&tag=pa expect=fast status=200"
+run_case poola "$script" --target-connections 2
+assert_eq "requests at the target (pool of 2)" 4 "$(grep -c 'tag=pa"' "$T/up.jsonl")"
+assert_eq "target connections (pool of 2)" 2 "$(ports pa)"
+
+# By default as many connections as requests in flight (16), every one kept:
+# two rounds of 12 at once use 12 connections (the reference client's pool
+# of 10, 5 kept, would have queued two and opened new ones).
+script="accept"
+for r in 1 2; do
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+		script="$script
+req pb-$r-$i GET /slow?ms=400&tag=pb"
+	done
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+		script="$script
+expect http_resp - 5"
+	done
+done
+run_case poolb "$script"
+assert_eq "requests at the target (default pool)" 24 "$(grep -c 'tag=pb"' "$T/up.jsonl")"
+assert_eq "target connections (default pool)" 12 "$(ports pb)"
+ok "the target pool: bounded by --target-connections, idle ones kept alive"
