@@ -80,9 +80,18 @@ fail() {
 
 ok() { echo "ok: $*"; }
 
-# A free TCP port on 127.0.0.1.
+# A free TCP port on 127.0.0.1, never the same one twice in a test: the
+# kernel may hand out again a port nothing listens on yet, and two servers
+# would then fight over it (workers.sh once got its HTTPS port twice).
 free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	while :; do
+		_fp=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+		if ! grep -qx "$_fp" "$T/.ports" 2>/dev/null; then
+			echo "$_fp" >>"$T/.ports"
+			echo "$_fp"
+			return
+		fi
+	done
 }
 
 # Wait until something listens on 127.0.0.1:$1 (5 s at most).
