@@ -662,6 +662,7 @@ struct tunnel_dconn {
 #define TDC_F_LINGER 0x10 /* shut down, draining input */
 #define TDC_F_HTTP10 0x20 /* the request is HTTP/1.0 */
 #define TDC_F_NEXT 0x40 /* start the next head once output drains */
+#define TDC_F_READ_HELD 0x80 /* reading off: the input cannot move on */
 	char d_peer[64];
 	struct event *d_timer; /* head deadline, idle, linger */
 	struct http1_msg d_req;
@@ -721,6 +722,7 @@ void tunnel_xchg_fail(struct tunnel_xchg *, const struct gw_error *,
     __attribute__((format(printf, 4, 5)));
 int tunnel_hop_field(const char *);
 void tunnel_dconn_finish(struct tunnel_dconn *);
+void tunnel_dconn_read_resume(struct tunnel_dconn *);
 const struct tunproto_limits *tunnel_xchg_limits(const struct tunnel *);
 
 /* tunnel_body.c */

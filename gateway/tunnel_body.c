@@ -322,6 +322,7 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 	if (x->x_state != TX_S_SENT || !(x->x_flags & TX_F_STREAM_REQ) ||
 	    (x->x_flags & TX_F_UP_STOPPED))
 		return;
+	tunnel_dconn_read_resume(x->x_dconn);
 	if (tunnel_xchg_read_body(x) < 0)
 		return;
 	if (!(x->x_flags & TX_F_UP_WINDOW) || (l = tunnel_active(t)) == NULL)

@@ -721,8 +721,8 @@ tdc_next(struct tunnel_dconn *d)
 {
 	http1_msg_reset(&d->d_req);
 	d->d_left = 0;
-	d->d_flags &= ~(
-	    TDC_F_HEAD_STARTED | TDC_F_HEAD_REQ | TDC_F_HTTP10 | TDC_F_NEXT);
+	d->d_flags &= ~(TDC_F_HEAD_STARTED | TDC_F_HEAD_REQ | TDC_F_HTTP10 |
+	    TDC_F_NEXT | TDC_F_READ_HELD);
 	d->d_state = TDC_S_HEAD;
 	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);
 	bufferevent_set_timeouts(d->d_bev, NULL, NULL);
@@ -821,6 +821,41 @@ tdc_read_head(struct tunnel_dconn *d)
 	tdc_start(d);
 }
 
+/*
+ * libevent 2.1 runs a read callback again, deferred, whenever one returns
+ * with reading on and the input at its high watermark.  Input that cannot
+ * move on (the body's buffer is full, a streamed request waits for the
+ * link, the next request waits for output to drain) made the loop spin:
+ * 20,000 idle callbacks in a 256 MiB upload, a quarter of the gateway's
+ * CPU.  Stop reading until it can move.
+ */
+static void
+tdc_read_hold(struct tunnel_dconn *d)
+{
+	size_t hi = 0;
+
+	if (d->d_bev == NULL || (d->d_flags & TDC_F_READ_HELD) ||
+	    (d->d_state != TDC_S_HEAD && d->d_state != TDC_S_XCHG) ||
+	    bufferevent_getwatermark(d->d_bev, EV_READ, NULL, &hi) != 0 ||
+	    hi == 0 ||
+	    evbuffer_get_length(bufferevent_get_input(d->d_bev)) < hi)
+		return;
+	d->d_flags |= TDC_F_READ_HELD;
+	bufferevent_disable(d->d_bev, EV_READ);
+}
+
+/* The input may move on: read again, if tdc_read_hold stopped it. */
+void
+tunnel_dconn_read_resume(struct tunnel_dconn *d)
+{
+	if (d == NULL || !(d->d_flags & TDC_F_READ_HELD))
+		return;
+	d->d_flags &= ~TDC_F_READ_HELD;
+	if (d->d_bev != NULL &&
+	    (d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG))
+		bufferevent_enable(d->d_bev, EV_READ);
+}
+
 /* Bytes from the caller. */
 static void
 tdc_read_cb(struct bufferevent *bev, void *arg)
@@ -845,6 +880,7 @@ tdc_read_cb(struct bufferevent *bev, void *arg)
 	case TDC_S_DEAD:
 		break;
 	}
+	tdc_read_hold(d);
 }
 
 /* The output drained below its low watermark. */
