@@ -313,6 +313,40 @@ target_touch(struct tun_target *tt)
 	bufferevent_set_timeouts(tt->tt_bev, &tv, &tv);
 }
 
+/*
+ * libevent 2.1 runs a read callback again, deferred, whenever one returns
+ * with reading on and the input at its high watermark.  When the exchange
+ * could not take the input (no credits, the WebSocket full) that made the
+ * loop spin: 129,000 idle callbacks in a 256 MiB download.  Stop reading
+ * until the exchange moves (target_read_resume).
+ */
+static void
+target_read_hold(struct tun_target *tt)
+{
+	size_t hi = 0;
+
+	if (tt->tt_state != TT_S_BUSY || tt->tt_bev == NULL ||
+	    (tt->tt_flags & TT_F_READ_HELD) ||
+	    bufferevent_getwatermark(tt->tt_bev, EV_READ, NULL, &hi) != 0 ||
+	    hi == 0 ||
+	    evbuffer_get_length(bufferevent_get_input(tt->tt_bev)) < hi)
+		return;
+	tt->tt_flags |= TT_F_READ_HELD;
+	bufferevent_disable(tt->tt_bev, EV_READ);
+}
+
+/* The exchange may take input again: read, if target_read_hold stopped. */
+void
+target_read_resume(struct tun_target *tt)
+{
+	if (!(tt->tt_flags & TT_F_READ_HELD))
+		return;
+	tt->tt_flags &= ~TT_F_READ_HELD;
+	if (tt->tt_state == TT_S_BUSY && tt->tt_bev != NULL &&
+	    !(tt->tt_flags & TT_F_EOF))
+		bufferevent_enable(tt->tt_bev, EV_READ);
+}
+
 /* Data arrived for the exchange. */
 static void
 target_read_cb(struct bufferevent *bev, void *arg)
@@ -322,6 +356,7 @@ target_read_cb(struct bufferevent *bev, void *arg)
 	evio_read_more(bev);
 	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
 		xchg_target_readable(tt->tt_x);
+	target_read_hold(tt);
 }
 
 /* The output drained below TUN_TARGET_WRITE_LOWAT. */

@@ -373,6 +373,7 @@ struct tun_target {
 #define TT_F_EOF 0x01 /* the target closed its side */
 #define TT_F_BODY 0x02 /* a response body is being read */
 #define TT_F_BODY_DONE 0x04 /* ... and it is complete */
+#define TT_F_READ_HELD 0x08 /* reading off: the exchange is full */
 	struct dns_query *tt_query;
 	struct sockaddr_storage tt_addrs[DNS_MAX_ADDRS];
 	size_t tt_naddrs;
@@ -523,6 +524,7 @@ target_request_head(const struct tun *, const char *, const char *,
 void target_acquire(struct tun *, struct tun_xchg *);
 void target_release(struct tun_target *, int);
 void target_close(struct tun_target *, const char *);
+void target_read_resume(struct tun_target *);
 struct evbuffer *target_outbuf(struct tun_target *);
 size_t target_output(const struct tun_target *);
 int target_keepalive(const struct tun_target *, const struct http1_msg *);

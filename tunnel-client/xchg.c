@@ -989,6 +989,8 @@ xchg_pump(struct tun_xchg *x)
 	char *err = NULL;
 	int rv;
 
+	if (x->x_tt != NULL)
+		target_read_resume(x->x_tt);
 	if (x->x_state == TX_S_REQUEST) {
 		if (x->x_tt == NULL)
 			return;
