@@ -11,7 +11,8 @@ refused requests never did.
   /status/N    an empty response with status N
   /connection  JSON: the client port of this TCP connection
   /sink        like /echo's length and sha256, hashed while streaming, so a
-               huge upload is never held in memory
+               huge upload is never held in memory; ?wait= ms before the
+               first byte is read (0)
   /sse         a text/event-stream of ?n= events (3) ?delay= s apart (1),
                chunked, or ended by closing with ?eof=1
   /cookies     two Set-Cookie fields
@@ -81,6 +82,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def sink(self):
         """Hash the body as it arrives; never hold more than 64 KiB."""
+        time.sleep(int(self.query("wait", "0")) / 1000.0)
         h = hashlib.sha256()
         total = 0
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
