@@ -553,6 +553,7 @@ struct tunnel_link {
 #define TLINK_F_RESUMABLE 0x01 /* hello with resume and a session */
 #define TLINK_F_BLOCKED 0x02 /* data waits for on_writable */
 #define TLINK_F_CLOSED 0x04 /* on_close came; free pending */
+#define TLINK_F_TLS 0x08 /* wss: data chunks sized for TLS records */
 	uint64_t l_gen; /* generation */
 	char l_peer[64]; /* client ip:port */
 	int64_t l_since; /* wall clock seconds, for the admin API */

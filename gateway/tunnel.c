@@ -23,6 +23,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
@@ -854,6 +855,8 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 	l->l_last_rx = clock_mono_msec();
 	l->l_hello_by = l->l_last_rx + TUNNEL_HELLO_MS;
 	l->l_rtt_ms = -1;
+	if (bufferevent_openssl_get_ssl(bev) != NULL)
+		l->l_flags |= TLINK_F_TLS;
 	l->l_ws = wsconn_new(
 	    t->t_gw->g_base, bev, 0, &cbs, l, TUNNEL_MAX_MESSAGE);
 	if (l->l_ws == NULL) {

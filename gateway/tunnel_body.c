@@ -330,6 +330,8 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 	chunk = l->l_neg.l_max_stream_chunk;
 	if (chunk > TUNPROTO_CHUNK_CAP)
 		chunk = TUNPROTO_CHUNK_CAP;
+	if ((l->l_flags & TLINK_F_TLS) && chunk > TUNPROTO_CHUNK_TLS)
+		chunk = TUNPROTO_CHUNK_TLS;
 	while (x->x_up_credits > 0 && tunnel_data_ok(t)) {
 		fresh = 1;
 		len = 0;

@@ -39,6 +39,13 @@
 #define TUNPROTO_CHUNK_DEFAULT 65536
 #define TUNPROTO_CHUNK_MIN 1024
 #define TUNPROTO_CHUNK_CAP 65536
+/*
+ * The largest chunk whose whole frame (envelope with offset, WebSocket
+ * header with mask) fits 64 KiB: over TLS such a frame is four full
+ * records, where a 64 KiB chunk took a fifth record and write(2) for its
+ * 44 bytes of headers.
+ */
+#define TUNPROTO_CHUNK_TLS (65536 - TUNPROTO_ENV_PREFIX_MAX - 14)
 #define TUNPROTO_INFLIGHT_DEFAULT 16
 #define TUNPROTO_INFLIGHT_CAP 1024
 #define TUNPROTO_WINDOW_DEFAULT 16

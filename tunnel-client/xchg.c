@@ -909,11 +909,13 @@ xchg_stream(struct tun_xchg *x)
 	const struct tunproto_limits *l = tun_limits(t);
 	struct tun_chunks *kq = &x->x_kept;
 	uint64_t off, cap;
-	size_t moved, len;
+	size_t moved, len, chunk = (size_t)l->l_max_stream_chunk;
 	char *err = NULL;
 	int rv;
 
 	cap = 2 * l->l_stream_window_frames * l->l_max_stream_chunk;
+	if (t->t_gw_tls != NULL && chunk > TUNPROTO_CHUNK_TLS)
+		chunk = TUNPROTO_CHUNK_TLS;
 	for (;;) {
 		if (x->x_state == TX_S_DEAD || (x->x_flags & TX_F_REWIND) ||
 		    !tun_connected(t) || x->x_begin_gen == 0)
@@ -945,7 +947,7 @@ xchg_stream(struct tun_xchg *x)
 		 * goes at once (an SSE event is not held).
 		 */
 		if (x->x_credits < l->l_stream_window_frames &&
-		    target_body_short(x->x_tt, (size_t)l->l_max_stream_chunk))
+		    target_body_short(x->x_tt, chunk))
 			return;
 		/* Kept bytes the sandbox never acknowledges are let go. */
 		while (
@@ -953,8 +955,7 @@ xchg_stream(struct tun_xchg *x)
 			chunks_pop(kq, NULL);
 			x->x_unsent--;
 		}
-		rv = target_read_body(x->x_tt, t->t_tmp,
-		    (size_t)l->l_max_stream_chunk, &moved, &err);
+		rv = target_read_body(x->x_tt, t->t_tmp, chunk, &moved, &err);
 		if (rv < 0) {
 			evbuffer_drain(t->t_tmp, evbuffer_get_length(t->t_tmp));
 			xchg_fail(x, err);
