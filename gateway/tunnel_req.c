@@ -822,23 +822,16 @@ tdc_read_head(struct tunnel_dconn *d)
 }
 
 /*
- * libevent 2.1 runs a read callback again, deferred, whenever one returns
- * with reading on and the input at its high watermark.  Input that cannot
- * move on (the body's buffer is full, a streamed request waits for the
- * link, the next request waits for output to drain) made the loop spin:
- * 20,000 idle callbacks in a 256 MiB upload, a quarter of the gateway's
- * CPU.  Stop reading until it can move.
+ * Input that cannot move on yet (the body's buffer is full, a streamed
+ * request waits for the link, the next request waits for output to
+ * drain): stop reading, or libevent calls tdc_read_cb again on every loop
+ * pass (evio_input_full; 20,000 idle calls in a 256 MiB upload).
  */
 static void
 tdc_read_hold(struct tunnel_dconn *d)
 {
-	size_t hi = 0;
-
-	if (d->d_bev == NULL || (d->d_flags & TDC_F_READ_HELD) ||
-	    (d->d_state != TDC_S_HEAD && d->d_state != TDC_S_XCHG) ||
-	    bufferevent_getwatermark(d->d_bev, EV_READ, NULL, &hi) != 0 ||
-	    hi == 0 ||
-	    evbuffer_get_length(bufferevent_get_input(d->d_bev)) < hi)
+	if ((d->d_state != TDC_S_HEAD && d->d_state != TDC_S_XCHG) ||
+	    !evio_input_full(d->d_bev))
 		return;
 	d->d_flags |= TDC_F_READ_HELD;
 	bufferevent_disable(d->d_bev, EV_READ);

@@ -214,6 +214,25 @@ evio_read_more(struct bufferevent *bev)
 }
 
 /*
+ * Is bev reading, with its input at the read high watermark?  libevent
+ * 2.1.12 runs a read callback again, deferred, whenever one returns so
+ * (bufferevent_inbuf_wm_check): input its owner cannot move on yet (no
+ * credits, a full buffer downstream) makes the loop spin at a whole core.
+ * A read callback that leaves input behind asks this, and turns reading
+ * off until the input can move.
+ */
+int
+evio_input_full(struct bufferevent *bev)
+{
+	size_t hi = 0;
+
+	if (bev == NULL || !(bufferevent_get_enabled(bev) & EV_READ) ||
+	    bufferevent_getwatermark(bev, EV_READ, NULL, &hi) != 0 || hi == 0)
+		return (0);
+	return (evbuffer_get_length(bufferevent_get_input(bev)) >= hi);
+}
+
+/*
  * Keep I/O buffers on the heap.  glibc gives an allocation over 128 KiB its
  * own mmap and returns it at free, and gives the heap's top back past
  * 128 KiB too, so every 256 KiB read buffer of a bulk transfer cost fresh

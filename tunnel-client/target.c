@@ -314,22 +314,15 @@ target_touch(struct tun_target *tt)
 }
 
 /*
- * libevent 2.1 runs a read callback again, deferred, whenever one returns
- * with reading on and the input at its high watermark.  When the exchange
- * could not take the input (no credits, the WebSocket full) that made the
- * loop spin: 129,000 idle callbacks in a 256 MiB download.  Stop reading
- * until the exchange moves (target_read_resume).
+ * The exchange cannot take the input yet (no credits, the WebSocket
+ * full): stop reading until it moves (target_read_resume), or libevent
+ * calls target_read_cb again on every loop pass (evio_input_full; 129,000
+ * idle calls in a 256 MiB download).
  */
 static void
 target_read_hold(struct tun_target *tt)
 {
-	size_t hi = 0;
-
-	if (tt->tt_state != TT_S_BUSY || tt->tt_bev == NULL ||
-	    (tt->tt_flags & TT_F_READ_HELD) ||
-	    bufferevent_getwatermark(tt->tt_bev, EV_READ, NULL, &hi) != 0 ||
-	    hi == 0 ||
-	    evbuffer_get_length(bufferevent_get_input(tt->tt_bev)) < hi)
+	if (tt->tt_state != TT_S_BUSY || !evio_input_full(tt->tt_bev))
 		return;
 	tt->tt_flags |= TT_F_READ_HELD;
 	bufferevent_disable(tt->tt_bev, EV_READ);
