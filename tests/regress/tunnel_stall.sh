@@ -6,7 +6,8 @@
 # gateway and aktunnel spin at 100 % of a core while the other side was
 # slow.  Here the target reads nothing of a 16 MiB upload for 4 s, then
 # the sandbox caller reads nothing of a 16 MiB download for 4 s; meanwhile
-# each program must use less than a quarter of a core.
+# the gateway and that tunnel's aktunnel must each use less than a quarter
+# of a core.
 . "$(dirname "$0")/lib.sh"
 
 NS="akgw-stall-$$"
@@ -55,15 +56,19 @@ done
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# busy WHO PID: fail if PID used a quarter of a core or more over 2 s.
+# busy WHEN PID...: fail if any PID used a quarter of a core or more over
+# the same 2 s.
 busy() {
-	b=$(ticks "$2")
+	when=$1; shift
+	for p in "$@"; do ticks "$p" >"$T/ticks.$p"; done
 	sleep 2
-	a=$(ticks "$2")
-	used=$((a - b))
-	[ $((used * 4)) -lt $((HZ * 2)) ] ||
-		fail "$1 used $used of $((HZ * 2)) ticks (2 s) while the transfer was stalled"
-	echo "$1: $used ticks in 2 s while stalled"
+	for p in "$@"; do
+		used=$(($(ticks "$p") - $(cat "$T/ticks.$p")))
+		who="$(cat "/proc/$p/comm") ($when)"
+		[ $((used * 4)) -lt $((HZ * 2)) ] ||
+			fail "$who used $used of $((HZ * 2)) ticks (2 s) while the transfer was stalled"
+		echo "$who: $used ticks in 2 s while stalled"
+	done
 }
 
 # 1. Upload: the target sleeps 4 s before reading the body.
@@ -71,7 +76,7 @@ ip netns exec "$NS" curl -sS --max-time 60 --data-binary "@$T/www/big.bin" \
 	-o "$T/up.out" "http://127.0.0.1:8766/sink?wait=4000" &
 CURL=$!
 sleep 1
-busy "akgateway (upload)" "$GW_PID"
+busy upload "$GW_PID" "$UP_PID"
 wait "$CURL" || fail "the stalled upload failed"
 assert_contains "stalled upload, byte-exact" "\"body_sha256\": \"$want\"" "$(cat "$T/up.out")"
 ok "a 16 MiB upload the target does not read for 4 s: no spin, byte-exact"
@@ -94,7 +99,7 @@ EOP
 ip netns exec "$NS" $PY "$T/lazy.py" 9766 >"$T/down.out" &
 LAZY=$!
 sleep 1
-busy "aktunnel (download)" "$DOWN_PID"
+busy download "$GW_PID" "$DOWN_PID"
 wait "$LAZY" || fail "the stalled download failed"
 assert_eq "stalled download, byte-exact" "HTTP/1.1 200 OK 16777216 $want" "$(cat "$T/down.out")"
 ok "a 16 MiB download the caller does not read for 4 s: no spin, byte-exact"
