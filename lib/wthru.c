@@ -112,13 +112,28 @@ evio_tune(struct bufferevent *bev)
 	bufferevent_set_max_single_write(bev, EVIO_MAX_IO);
 }
 
+/* Does bev's socket hold bytes not read yet? */
+static int
+evio_socket_waiting(struct bufferevent *bev)
+{
+	int fd, avail = 0;
+
+	return ((fd = bufferevent_getfd(bev)) != -1 &&
+	    ioctl(fd, FIONREAD, &avail) == 0 && avail > 0);
+}
+
 /*
- * libevent 2.1 hands a TLS connection's read callback one record (16 KiB)
- * per read event, so an upload cost an epoll_wait, a callback and a write
- * upstream per record.  Decrypt what else the socket holds now, up to
- * EVIO_MAX_IO and the read high watermark, and always the rest of a
- * record begun (libevent would wait for the socket, which has no more of
- * it: the connection would stall).
+ * libevent 2.1 hands a TLS connection's read callback one record per read
+ * event.  An upload cost an epoll_wait, a callback and a write upstream
+ * per 16 KiB, and a tunnel link carrying many small messages went through
+ * the loop once per message, each answered with a record of its own.
+ * Decrypt what else the socket holds now, up to EVIO_MAX_IO and the read
+ * high watermark, and always the rest of a record begun (libevent would
+ * wait for the socket, which has no more of it: the connection would
+ * stall).  After a full record more is likely and is read at once; after
+ * a short one the socket is asked first, as a read that finds nothing
+ * costs two system calls.  A record only partly arrived stays in
+ * OpenSSL, and its rest makes the socket readable again.
  */
 static void
 evio_read_more_tls(struct bufferevent *bev, SSL *ssl)
@@ -126,21 +141,16 @@ evio_read_more_tls(struct bufferevent *bev, SSL *ssl)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_iovec v;
 	size_t len, hi = 0, room = EVIO_MAX_IO, want;
-	int r;
+	int r, full;
 
 	len = evbuffer_get_length(in);
-	/*
-	 * Less than a full record came: the peer paused, and reading would
-	 * only cost a read(2) that says EAGAIN.
-	 */
-	if (len < EVIO_TLS_RECORD && tls_pending(ssl) == 0)
-		return;
+	full = len >= EVIO_TLS_RECORD;
 	if (bufferevent_getwatermark(bev, EV_READ, NULL, &hi) == 0 && hi != 0)
 		room = len >= hi ? 0 : hi - len < room ? hi - len : room;
 	for (;;) {
 		want = tls_pending(ssl);
 		if (want == 0) {
-			if (room == 0)
+			if (room == 0 || (!full && !evio_socket_waiting(bev)))
 				break;
 			want = room < EVIO_TLS_RECORD ? room : EVIO_TLS_RECORD;
 		}
@@ -153,6 +163,7 @@ evio_read_more_tls(struct bufferevent *bev, SSL *ssl)
 		v.iov_len = (size_t)r;
 		evbuffer_commit_space(in, &v, 1);
 		room = (size_t)r >= room ? 0 : room - (size_t)r;
+		full = (size_t)r >= EVIO_TLS_RECORD;
 	}
 }
 
