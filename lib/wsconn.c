@@ -29,6 +29,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
@@ -85,6 +86,10 @@ struct wsconn {
 #define WSCONN_F_HAVE_CODE 0x10 /* ws_code and ws_reason are final */
 #define WSCONN_F_IN_RECV 0x20 /* inside wsconn_parse */
 #define WSCONN_F_IN_SEND 0x40 /* inside wslay_event_send */
+#define WSCONN_F_TLS 0x80 /* the bufferevent is TLS: see wsconn_gather */
+
+/* A TLS link's output chain for small frames (wsconn_gather). */
+#define WSCONN_TLS_GATHER (16 * 1024)
 	int ws_work; /* what ws_ev_work has to do */
 #define WSCONN_W_READ 0x01 /* parse the input */
 #define WSCONN_W_WRITE 0x02 /* output drained to its low watermark */
@@ -1517,6 +1522,8 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 		goto fail;
 
 	ws->ws_bev = bev;
+	if (bufferevent_openssl_get_ssl(bev) != NULL)
+		ws->ws_flags |= WSCONN_F_TLS;
 	bufferevent_setcb(
 	    bev, wsconn_readcb, wsconn_writecb, wsconn_eventcb, ws);
 	/* Input stays small: wslay takes it as it comes, or we pause. */
@@ -1580,6 +1587,26 @@ ws_cursor_put(struct ws_cursor *c, const uint8_t *src, size_t len,
 }
 
 /*
+ * Make room for a small frame of need bytes at the end of a TLS output,
+ * in a chain of WSCONN_TLS_GATHER bytes when the last has too little.
+ * libevent's TLS bufferevent encrypts each chain of its output as its
+ * own record and writes each record with its own write(2): frames in
+ * chains of their own (libevent sizes a new chain to what it must hold)
+ * made every small message on a busy tunnel link a record, a write and
+ * two reads at the peer.
+ */
+static void
+wsconn_gather(struct evbuffer *out, size_t need)
+{
+	struct evbuffer_iovec v;
+
+	if (evbuffer_get_length(out) != 0 &&
+	    evbuffer_reserve_space(out, 1, &v, 1) == 1 && v.iov_len >= need)
+		return;
+	(void)evbuffer_expand(out, WSCONN_TLS_GATHER);
+}
+
+/*
  * Append one whole data frame (FIN, opcode op) to the bufferevent's
  * output, its payload the plen bytes at pre and then the len bytes at
  * data, or (with src) at position pos of src: a client's masked with a
@@ -1628,6 +1655,8 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
 		h[1] |= 0x80;
 		hl += 4;
 	}
+	if ((ws->ws_flags & WSCONN_F_TLS) && hl + len < WSCONN_TLS_GATHER)
+		wsconn_gather(out, hl + len);
 	/* Two extents: the room left in the last chain is used, not copied. */
 	n = evbuffer_reserve_space(out, (ev_ssize_t)(hl + len), v, 2);
 	if (n <= 0)
