@@ -392,24 +392,63 @@ conn_path_prefix(const char *id, int port)
 }
 
 /*
+ * A request's address, parsed once for the tunnel routes and the port
+ * routes: the host form, and the path form when the host is not a port
+ * URL.  Ids and rest are xmalloc'd; whoever takes one sets it NULL.
+ */
+struct conn_addr {
+	enum route_result ca_host;
+	char *ca_host_id;
+	int ca_host_port;
+	enum route_result ca_path;
+	char *ca_path_id;
+	int ca_path_port;
+	char *ca_rest;
+};
+
+static void
+conn_addr_parse(struct conn *c, struct conn_addr *a)
+{
+	const struct gw_config *cf = c->c_gw->g_conf;
+
+	memset(a, 0, sizeof *a);
+	a->ca_host = a->ca_path = ROUTE_NONE;
+	if (c->c_host != NULL)
+		a->ca_host = route_parse_host(c->c_host, strlen(c->c_host),
+		    cf->cf_domains, cf->cf_ndomains, &a->ca_host_port,
+		    &a->ca_host_id);
+	if (a->ca_host == ROUTE_NONE)
+		a->ca_path = route_parse_path(
+		    c->c_target, &a->ca_path_id, &a->ca_path_port, &a->ca_rest);
+}
+
+static void
+conn_addr_clear(struct conn_addr *a)
+{
+	free(a->ca_host_id);
+	free(a->ca_path_id);
+	free(a->ca_rest);
+}
+
+/*
  * Find which sandbox and port the request is for: the host form first,
  * then the path form, whose prefix is stripped.  Returns the id
  * (xmalloc'd) or NULL after refusing the request.
  */
 static char *
-conn_find_route(struct conn *c)
+conn_find_route(struct conn *c, struct conn_addr *a)
 {
 	struct gw *g = c->c_gw;
 	const char *dom = g->g_conf->cf_domains[0];
-	enum route_result r = ROUTE_NONE;
-	char *id = NULL, *rest = NULL;
+	enum route_result r = a->ca_host;
+	char *id;
 
-	if (c->c_host != NULL)
-		r = route_parse_host(c->c_host, strlen(c->c_host),
-		    g->g_conf->cf_domains, g->g_conf->cf_ndomains, &c->c_port,
-		    &id);
-	if (r == ROUTE_OK)
+	if (r == ROUTE_OK) {
+		c->c_port = a->ca_host_port;
+		id = a->ca_host_id;
+		a->ca_host_id = NULL;
 		return (id);
+	}
 	if (r == ROUTE_BAD) {
 		conn_fail(c, gw_err_bad_host,
 		    "The host '%s' is not a port "
@@ -418,13 +457,16 @@ conn_find_route(struct conn *c)
 		    c->c_host, dom, dom);
 		return (NULL);
 	}
-	r = route_parse_path(c->c_target, &id, &c->c_port, &rest);
-	switch (r) {
+	switch (a->ca_path) {
 	case ROUTE_OK:
 		/* The upstream sees the rest; the prefix travels apart. */
+		c->c_port = a->ca_path_port;
+		id = a->ca_path_id;
+		a->ca_path_id = NULL;
 		c->c_prefix = conn_path_prefix(id, c->c_port);
 		free(c->c_target);
-		c->c_target = rest;
+		c->c_target = a->ca_rest;
+		a->ca_rest = NULL;
 		return (id);
 	case ROUTE_BAD:
 		conn_fail(c, gw_err_bad_path,
@@ -639,23 +681,17 @@ static const struct gw_port_rule conn_forward_rule = { 0, 0, 0, NULL };
  * (attached, proxied or refused).
  */
 static int
-conn_tunnel_route(struct conn *c)
+conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 {
 	struct gw *g = c->c_gw;
 	struct gw_sandbox *sb;
-	char *id = NULL, *rest = NULL;
+	char *id = NULL;
 	int ws_port = 0, lp = 0;
 	size_t i;
 
 	/* A host-form port URL keeps its whole path, /tunnel/ included. */
-	if (c->c_host != NULL &&
-	    route_parse_host(c->c_host, strlen(c->c_host),
-		g->g_conf->cf_domains, g->g_conf->cf_ndomains, &ws_port,
-		&id) != ROUTE_NONE) {
-		free(id);
+	if (a->ca_host != ROUTE_NONE)
 		return (0);
-	}
-	ws_port = 0;
 	switch (route_parse_tunnel(c->c_target, &id, &ws_port)) {
 	case ROUTE_OK:
 		break;
@@ -666,19 +702,17 @@ conn_tunnel_route(struct conn *c)
 		return (1);
 	default:
 		/* /{id}/{reverse_port}: only when that sandbox has it. */
-		if (route_parse_path(c->c_target, &id, &ws_port, &rest) !=
-		    ROUTE_OK)
+		if (a->ca_path != ROUTE_OK)
 			return (0);
-		free(rest);
-		sb = directory_find(gw_dir(g), id);
+		ws_port = a->ca_path_port;
+		sb = directory_find(gw_dir(g), a->ca_path_id);
 		for (i = 0; sb != NULL && i < sb->sb_ntunnel_ports; i++) {
 			if (sb->sb_tunnel_ports[i] - 1 == ws_port)
 				lp = sb->sb_tunnel_ports[i];
 		}
-		if (lp == 0) {
-			free(id);
+		if (lp == 0)
 			return (0);
-		}
+		id = xstrdup(a->ca_path_id);
 		break;
 	}
 	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
@@ -733,6 +767,7 @@ conn_route(struct conn *c)
 	struct gw *g = c->c_gw;
 	const struct http1_msg *m = &c->c_req;
 	struct gw_sandbox *sb;
+	struct conn_addr a;
 	uint64_t limit;
 	char *id;
 
@@ -740,9 +775,14 @@ conn_route(struct conn *c)
 	proxy_request_id(c);
 	if (conn_target(c) != 0)
 		return;
-	if (conn_tunnel_route(c))
+	conn_addr_parse(c, &a);
+	if (conn_tunnel_route(c, &a)) {
+		conn_addr_clear(&a);
 		return;
-	if ((id = conn_find_route(c)) == NULL)
+	}
+	id = conn_find_route(c, &a);
+	conn_addr_clear(&a);
+	if (id == NULL)
 		return;
 	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
 		conn_fail(c, gw_err_sandbox_not_found,
