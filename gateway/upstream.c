@@ -190,6 +190,7 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		up->u_state = UP_S_ACTIVE;
 		bufferevent_set_timeouts(up->u_bev, NULL, NULL);
+		evio_own_reads(up->u_bev);
 		proxy_upstream_ready(up);
 		return;
 	}
@@ -372,6 +373,7 @@ upstream_pipe(struct gw *g, struct conn *c, int fd)
 	up->u_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	evio_tune(up->u_bev);
 	wthru_attach(&up->u_wt, up->u_bev);
+	evio_own_reads(up->u_bev);
 	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
 	return (up);
 }

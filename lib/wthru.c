@@ -11,10 +11,13 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+
+#include <errno.h>
 
 #include <malloc.h>
 #include <stddef.h>
@@ -222,6 +225,112 @@ evio_read_more(struct bufferevent *bev)
 		evbuffer_commit_space(in, v, used);
 	}
 	evbuffer_freeze(in, 0);
+}
+
+/*
+ * A plain socket bufferevent's reads, without libevent's ioctl(FIONREAD)
+ * before each: evio_own_reads points the bufferevent's read event here.
+ * One readv takes up to EVIO_OWN_READ into the input and anything more
+ * (up to EVIO_MAX_IO) into a scratch buffer copied after it, so that a
+ * small request costs one small buffer and one system call.  Timeouts,
+ * and the odd case of input already at the high watermark, go to
+ * libevent's own callback.
+ */
+#define EVIO_OWN_READ (4096 - 64)
+
+static event_callback_fn evio_libevent_readcb;
+static __thread unsigned char evio_scratch[64 * 1024];
+
+static void
+evio_sock_readcb(evutil_socket_t fd, short what, void *arg)
+{
+	struct bufferevent *bev = arg;
+	struct evbuffer *in = bev->input;
+	struct evbuffer_iovec v;
+	struct iovec iov[2];
+	size_t len, room = EVIO_MAX_IO, hi = bev->wm_read.high, first;
+	ssize_t r;
+	int n = 1, err;
+
+	len = evbuffer_get_length(in);
+	if (!(what & EV_READ) || (hi != 0 && len >= hi)) {
+		evio_libevent_readcb(fd, what, arg);
+		return;
+	}
+	if (hi != 0 && hi - len < room)
+		room = hi - len;
+	first = room < EVIO_OWN_READ ? room : EVIO_OWN_READ;
+	evbuffer_unfreeze(in, 0);
+	if (evbuffer_reserve_space(in, (ev_ssize_t)first, &v, 1) != 1) {
+		evbuffer_freeze(in, 0);
+		evio_libevent_readcb(fd, what, arg);
+		return;
+	}
+	iov[0].iov_base = v.iov_base;
+	iov[0].iov_len = v.iov_len < first ? v.iov_len : first;
+	if (room > iov[0].iov_len) {
+		iov[1].iov_base = evio_scratch;
+		iov[1].iov_len = room - iov[0].iov_len;
+		if (iov[1].iov_len > sizeof evio_scratch)
+			iov[1].iov_len = sizeof evio_scratch;
+		n = 2;
+	}
+	r = readv(fd, iov, n);
+	err = errno;
+	if (r > 0) {
+		v.iov_len = (size_t)r < iov[0].iov_len ? (size_t)r
+						       : iov[0].iov_len;
+		evbuffer_commit_space(in, &v, 1);
+		if ((size_t)r > v.iov_len)
+			evbuffer_add(in, evio_scratch, (size_t)r - v.iov_len);
+		evbuffer_freeze(in, 0);
+		/* Last: the callback may free bev. */
+		bufferevent_trigger(bev, EV_READ, 0);
+		return;
+	}
+	evbuffer_freeze(in, 0);
+	if (r == -1 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
+		return;
+	bufferevent_disable(bev, EV_READ);
+	errno = err;
+	bufferevent_trigger_event(bev,
+	    BEV_EVENT_READING | (r == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), 0);
+}
+
+/*
+ * Read bev's socket with evio_sock_readcb from now on: libevent 2.1 asks
+ * ioctl(FIONREAD) before every read, a third of the system calls of a
+ * keep-alive request.  For a connected plain socket bufferevent without
+ * deferred callbacks; anything else is left as it is.  bufferevent_setfd
+ * and bufferevent_socket_connect give libevent its callback back.
+ */
+void
+evio_own_reads(struct bufferevent *bev)
+{
+	struct event *ev;
+	event_callback_fn cb;
+	int pending;
+
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
+	    bufferevent_get_underlying(bev) != NULL ||
+	    bufferevent_getfd(bev) == -1)
+		return;
+	ev = &bev->ev_read;
+	if ((cb = event_get_callback(ev)) == evio_sock_readcb)
+		return;
+	/* Every socket bufferevent has the same one (bufferevent_sock.c). */
+	if (evio_libevent_readcb == NULL)
+		__atomic_store_n(&evio_libevent_readcb, cb, __ATOMIC_RELAXED);
+	else if (cb != evio_libevent_readcb)
+		return;
+	pending = event_pending(ev, EV_READ, NULL);
+	event_del(ev);
+	event_assign(ev, event_get_base(ev), event_get_fd(ev),
+	    event_get_events(ev), evio_sock_readcb, bev);
+	if (pending)
+		event_add(ev,
+		    evutil_timerisset(&bev->timeout_read) ? &bev->timeout_read
+							  : NULL);
 }
 
 /*

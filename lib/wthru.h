@@ -26,6 +26,7 @@ void wthru_flush(struct wthru *);
 struct event_base *evio_base_new(void);
 void evio_tune(struct bufferevent *);
 void evio_read_more(struct bufferevent *);
+void evio_own_reads(struct bufferevent *);
 int evio_input_full(struct bufferevent *);
 void evio_malloc_tune(void);
 

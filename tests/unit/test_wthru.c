@@ -1,0 +1,304 @@
+/*
+ * Unit tests for evio_own_reads (lib/wthru.c): a plain socket
+ * bufferevent that reads its socket without libevent's ioctl(FIONREAD)
+ * must still deliver every byte in order, stop at its read high
+ * watermark, and report the end of the stream, an error and a read
+ * timeout the way libevent does.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_struct.h>
+#include <event2/event.h>
+
+#include "wthru.h"
+
+/* How long one wait for the loop may take before the test fails (ms). */
+#define TEST_WAIT 5000
+
+struct rd {
+	struct event_base *base;
+	struct bufferevent *bev;
+	int peer; /* the other end, written by the test */
+	unsigned char *got; /* everything the read callback took */
+	size_t ngot, cap;
+	size_t most; /* largest input the read callback saw */
+	int drain; /* the read callback takes the input */
+	short what; /* the event callback's, 0 until it runs */
+	int err; /* errno when it ran */
+	int reads; /* read callbacks */
+};
+
+static void
+rd_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct rd *r = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t n = evbuffer_get_length(in);
+
+	r->reads++;
+	if (n > r->most)
+		r->most = n;
+	if (!r->drain)
+		return;
+	if (r->ngot + n > r->cap) {
+		r->cap = (r->ngot + n) * 2;
+		r->got = realloc(r->got, r->cap);
+		assert_non_null(r->got);
+	}
+	assert_int_equal(evbuffer_remove(in, r->got + r->ngot, n), (int)n);
+	r->ngot += n;
+}
+
+static void
+rd_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct rd *r = arg;
+
+	(void)bev;
+	r->err = errno;
+	r->what = what;
+	event_base_loopbreak(r->base);
+}
+
+/* Run the loop until done() or TEST_WAIT. */
+static void
+rd_wait(struct rd *r, int (*done)(struct rd *, size_t), size_t arg)
+{
+	struct timeval tv = { 0, 10 * 1000 };
+	int i;
+
+	for (i = 0; i < TEST_WAIT / 10 && !done(r, arg); i++) {
+		event_base_loopexit(r->base, &tv);
+		event_base_dispatch(r->base);
+	}
+	assert_true(done(r, arg));
+}
+
+static int
+rd_has(struct rd *r, size_t n)
+{
+	return (r->ngot >= n);
+}
+
+static int
+rd_read_once(struct rd *r, size_t n)
+{
+	(void)n;
+	return (r->reads > 0);
+}
+
+static int
+rd_event(struct rd *r, size_t n)
+{
+	(void)n;
+	return (r->what != 0);
+}
+
+/* A bufferevent with evio_own_reads on fd, the test holding peer. */
+static void
+rd_setup(struct rd *r, int fd, int peer)
+{
+	event_callback_fn libevent_cb;
+
+	memset(r, 0, sizeof *r);
+	r->base = event_base_new();
+	assert_non_null(r->base);
+	r->peer = peer;
+	r->drain = 1;
+	evutil_make_socket_nonblocking(fd);
+	r->bev = bufferevent_socket_new(r->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	assert_non_null(r->bev);
+	bufferevent_setcb(r->bev, rd_read_cb, NULL, rd_event_cb, r);
+	libevent_cb = event_get_callback(&r->bev->ev_read);
+	evio_own_reads(r->bev);
+	/* The read event is ours now, and setting it twice changes nothing. */
+	assert_true(event_get_callback(&r->bev->ev_read) != libevent_cb);
+	evio_own_reads(r->bev);
+	bufferevent_enable(r->bev, EV_READ);
+}
+
+static void
+rd_teardown(struct rd *r)
+{
+	if (r->bev != NULL)
+		bufferevent_free(r->bev);
+	if (r->peer != -1)
+		close(r->peer);
+	event_base_free(r->base);
+	free(r->got);
+}
+
+static void
+rd_pair(struct rd *r)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	rd_setup(r, sv[0], sv[1]);
+}
+
+/* Write all of buf to the peer (blocking). */
+static void
+rd_feed(struct rd *r, const unsigned char *buf, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(r->peer, buf, len);
+		assert_true(n > 0);
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Small and large writes arrive whole and in order. */
+static void
+test_bytes_in_order(void **state)
+{
+	static const size_t sizes[] = { 1, 5, 4031, 4032, 4033, 70000 };
+	unsigned char *buf;
+	size_t i, j, total = 0, off = 0;
+	struct rd r;
+
+	(void)state;
+	rd_pair(&r);
+	for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+		total += sizes[i];
+	buf = malloc(total);
+	assert_non_null(buf);
+	for (j = 0; j < total; j++)
+		buf[j] = (unsigned char)(j * 7 + j / 251);
+	for (i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		rd_feed(&r, buf + off, sizes[i]);
+		off += sizes[i];
+		rd_wait(&r, rd_has, off);
+	}
+	assert_int_equal(r.ngot, total);
+	assert_memory_equal(r.got, buf, total);
+	assert_int_equal(r.what, 0);
+	free(buf);
+	rd_teardown(&r);
+}
+
+/* Input stops at the read high watermark, and goes on once taken. */
+static void
+test_high_watermark(void **state)
+{
+	unsigned char buf[20000];
+	struct rd r;
+
+	(void)state;
+	memset(buf, 'w', sizeof buf);
+	rd_pair(&r);
+	r.drain = 0;
+	bufferevent_setwatermark(r.bev, EV_READ, 0, 3000);
+	rd_feed(&r, buf, sizeof buf);
+	rd_wait(&r, rd_read_once, 0);
+	assert_true(r.most <= 3000);
+	assert_int_equal(
+	    evbuffer_get_length(bufferevent_get_input(r.bev)), 3000);
+	r.drain = 1;
+	evbuffer_drain(bufferevent_get_input(r.bev), 3000);
+	r.ngot = 3000;
+	rd_wait(&r, rd_has, sizeof buf);
+	assert_int_equal(r.ngot, sizeof buf);
+	assert_true(r.most <= 3000);
+	rd_teardown(&r);
+}
+
+/* The end of the stream, after the bytes before it. */
+static void
+test_eof(void **state)
+{
+	struct rd r;
+
+	(void)state;
+	rd_pair(&r);
+	rd_feed(&r, (const unsigned char *)"last", 4);
+	shutdown(r.peer, SHUT_WR);
+	rd_wait(&r, rd_event, 0);
+	assert_int_equal(r.what, BEV_EVENT_READING | BEV_EVENT_EOF);
+	assert_int_equal(r.ngot, 4);
+	assert_memory_equal(r.got, "last", 4);
+	assert_false(bufferevent_get_enabled(r.bev) & EV_READ);
+	rd_teardown(&r);
+}
+
+/* A TCP reset is an error while reading, with its errno. */
+static void
+test_reset(void **state)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof sin;
+	struct linger lg = { 1, 0 };
+	int l, c, a;
+	struct rd r;
+
+	(void)state;
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true((l = socket(AF_INET, SOCK_STREAM, 0)) != -1);
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof sin), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
+	assert_true((c = socket(AF_INET, SOCK_STREAM, 0)) != -1);
+	assert_int_equal(connect(c, (struct sockaddr *)&sin, sizeof sin), 0);
+	assert_true((a = accept(l, NULL, NULL)) != -1);
+	close(l);
+	rd_setup(&r, a, c);
+	assert_int_equal(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+	close(c);
+	r.peer = -1;
+	rd_wait(&r, rd_event, 0);
+	assert_int_equal(r.what, BEV_EVENT_READING | BEV_EVENT_ERROR);
+	assert_int_equal(r.err, ECONNRESET);
+	rd_teardown(&r);
+}
+
+/* A read timeout still fires (libevent's callback handles it). */
+static void
+test_timeout(void **state)
+{
+	struct timeval tv = { 0, 50 * 1000 };
+	struct rd r;
+
+	(void)state;
+	rd_pair(&r);
+	bufferevent_set_timeouts(r.bev, &tv, NULL);
+	rd_wait(&r, rd_event, 0);
+	assert_int_equal(r.what, BEV_EVENT_READING | BEV_EVENT_TIMEOUT);
+	rd_teardown(&r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bytes_in_order),
+		cmocka_unit_test(test_high_watermark),
+		cmocka_unit_test(test_eof),
+		cmocka_unit_test(test_reset),
+		cmocka_unit_test(test_timeout),
+	};
+
+	return (cmocka_run_group_tests(tests, NULL, NULL));
+}
