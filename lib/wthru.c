@@ -134,9 +134,9 @@ evio_socket_waiting(struct bufferevent *bev)
  * high watermark, and always the rest of a record begun (libevent would
  * wait for the socket, which has no more of it: the connection would
  * stall).  After a full record more is likely and is read at once; after
- * a short one the socket is asked first, as a read that finds nothing
- * costs two system calls.  A record only partly arrived stays in
- * OpenSSL, and its rest makes the socket readable again.
+ * a short one the socket is asked first (FIONREAD), as a read that finds
+ * nothing is a system call wasted.  A record only partly arrived stays
+ * in OpenSSL, and its rest makes the socket readable again.
  */
 static void
 evio_read_more_tls(struct bufferevent *bev, SSL *ssl)
@@ -238,6 +238,7 @@ evio_read_more(struct bufferevent *bev)
  */
 #define EVIO_OWN_READ (4096 - 64)
 
+/* libevent's, the same for every socket bufferevent (bufferevent_sock.c). */
 static event_callback_fn evio_libevent_readcb;
 static __thread unsigned char evio_scratch[64 * 1024];
 
@@ -249,12 +250,14 @@ evio_sock_readcb(evutil_socket_t fd, short what, void *arg)
 	struct evbuffer_iovec v;
 	struct iovec iov[2];
 	size_t len, room = EVIO_MAX_IO, hi = bev->wm_read.high, first;
+	event_callback_fn libevent_cb;
 	ssize_t r;
 	int n = 1, err;
 
+	libevent_cb = __atomic_load_n(&evio_libevent_readcb, __ATOMIC_RELAXED);
 	len = evbuffer_get_length(in);
 	if (!(what & EV_READ) || (hi != 0 && len >= hi)) {
-		evio_libevent_readcb(fd, what, arg);
+		libevent_cb(fd, what, arg);
 		return;
 	}
 	if (hi != 0 && hi - len < room)
@@ -263,7 +266,7 @@ evio_sock_readcb(evutil_socket_t fd, short what, void *arg)
 	evbuffer_unfreeze(in, 0);
 	if (evbuffer_reserve_space(in, (ev_ssize_t)first, &v, 1) != 1) {
 		evbuffer_freeze(in, 0);
-		evio_libevent_readcb(fd, what, arg);
+		libevent_cb(fd, what, arg);
 		return;
 	}
 	iov[0].iov_base = v.iov_base;
@@ -300,15 +303,16 @@ evio_sock_readcb(evutil_socket_t fd, short what, void *arg)
 /*
  * Read bev's socket with evio_sock_readcb from now on: libevent 2.1 asks
  * ioctl(FIONREAD) before every read, a third of the system calls of a
- * keep-alive request.  For a connected plain socket bufferevent without
- * deferred callbacks; anything else is left as it is.  bufferevent_setfd
- * and bufferevent_socket_connect give libevent its callback back.
+ * keep-alive request.  For a connected plain socket bufferevent; anything
+ * else is left as it is.  bufferevent_setfd and bufferevent_socket_connect
+ * give libevent its callback back, so a connecting one waits until it is
+ * connected.
  */
 void
 evio_own_reads(struct bufferevent *bev)
 {
 	struct event *ev;
-	event_callback_fn cb;
+	event_callback_fn cb, known;
 	int pending;
 
 	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL ||
@@ -318,10 +322,10 @@ evio_own_reads(struct bufferevent *bev)
 	ev = &bev->ev_read;
 	if ((cb = event_get_callback(ev)) == evio_sock_readcb)
 		return;
-	/* Every socket bufferevent has the same one (bufferevent_sock.c). */
-	if (evio_libevent_readcb == NULL)
+	known = __atomic_load_n(&evio_libevent_readcb, __ATOMIC_RELAXED);
+	if (known == NULL)
 		__atomic_store_n(&evio_libevent_readcb, cb, __ATOMIC_RELAXED);
-	else if (cb != evio_libevent_readcb)
+	else if (cb != known)
 		return;
 	pending = event_pending(ev, EV_READ, NULL);
 	event_del(ev);
