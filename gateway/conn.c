@@ -1082,7 +1082,7 @@ conn_setup(struct gw *g, struct conn *c, struct bufferevent *bev)
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-	wthru_attach(&c->c_wt, c->c_bev);
+	wthru_attach(&c->c_wt, c->c_bev, g->g_wq);
 	evio_own_reads(c->c_bev);
 	/* Input stops at the high watermark: a head, or body backpressure. */
 	high = g->g_conf->cf_max_header_size + 4096;

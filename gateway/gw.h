@@ -218,6 +218,7 @@ struct gw_shared {
  */
 struct gw {
 	struct event_base *g_base;
+	struct wthru_q *g_wq; /* the writes of a loop pass (wthru.h) */
 	struct gw_config *g_conf;
 	struct gw_shared *g_shared; /* NULL in tunnel-server */
 	size_t g_index; /* 0: the main loop */

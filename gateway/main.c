@@ -149,7 +149,8 @@ main(int argc, char **argv)
 	TAILQ_INIT(&g.g_idle);
 	g.g_splice = relay_splice_pool();
 	evio_malloc_tune();
-	if ((g.g_base = evio_base_new()) == NULL) {
+	if ((g.g_base = evio_base_new()) == NULL ||
+	    (g.g_wq = wthru_q_new(g.g_base)) == NULL) {
 		fprintf(stderr, "akgateway: cannot create the event loop\n");
 		return (1);
 	}
@@ -192,6 +193,7 @@ main(int argc, char **argv)
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
+	wthru_q_free(g.g_wq);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);

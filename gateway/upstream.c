@@ -164,7 +164,7 @@ upstream_connect(struct upstream *up)
 	up->u_bev = bufferevent_socket_new(
 	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
-	wthru_attach(&up->u_wt, up->u_bev);
+	wthru_attach(&up->u_wt, up->u_bev, g->g_wq);
 	evio_tune(up->u_bev);
 	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
 	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
@@ -372,7 +372,7 @@ upstream_pipe(struct gw *g, struct conn *c, int fd)
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
 	up->u_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	evio_tune(up->u_bev);
-	wthru_attach(&up->u_wt, up->u_bev);
+	wthru_attach(&up->u_wt, up->u_bev, g->g_wq);
 	evio_own_reads(up->u_bev);
 	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
 	return (up);

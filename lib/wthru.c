@@ -21,6 +21,7 @@
 
 #include <malloc.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "tls.h"
 #include "wthru.h"
@@ -29,6 +30,21 @@
 #define EVIO_LIBEVENT_READ 4096
 /* The largest TLS record's payload. */
 #define EVIO_TLS_RECORD 16384
+
+/*
+ * The writes one pass of the loop asks for.  A pass runs the callbacks of
+ * every event one epoll_wait found; wq_ev is made active when the first
+ * write is queued, so it runs after all of them (and after the callbacks
+ * they deferred before it), and makes the writes together.  The processes
+ * at the other ends are woken once per pass rather than once per write: a
+ * process asleep in epoll_wait on another CPU costs the writer an
+ * inter-processor interrupt, and every write that finds it awake again
+ * costs it a context switch more.
+ */
+struct wthru_q {
+	struct event *wq_ev;
+	TAILQ_HEAD(, wthru) wq_list;
+};
 
 /* Bytes were queued while EV_WRITE was held off: give it back. */
 static void
@@ -44,48 +60,20 @@ wthru_added(
 	bufferevent_enable(wt->wt_bev, EV_WRITE);
 }
 
-/* Watch bev's output; a TLS bufferevent is left alone. */
-void
-wthru_attach(struct wthru *wt, struct bufferevent *bev)
-{
-	wt->wt_bev = NULL;
-	wt->wt_cb = NULL;
-	wt->wt_held = 0;
-	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
-		return;
-	wt->wt_cb = evbuffer_add_cb(
-	    bufferevent_get_output(bev), wthru_added, wt);
-	if (wt->wt_cb != NULL)
-		wt->wt_bev = bev;
-}
-
-/* Stop watching (before the bufferevent changes hands or is freed). */
-void
-wthru_detach(struct wthru *wt)
-{
-	if (wt->wt_bev == NULL)
-		return;
-	evbuffer_remove_cb_entry(bufferevent_get_output(wt->wt_bev), wt->wt_cb);
-	if (wt->wt_held)
-		bufferevent_enable(wt->wt_bev, EV_WRITE);
-	wt->wt_bev = NULL;
-	wt->wt_cb = NULL;
-	wt->wt_held = 0;
-}
-
 /*
  * Write the output now.  When the socket takes all of it, EV_WRITE stays
- * off and the write callback runs from the loop, as if libevent had
- * written; otherwise libevent writes the rest (and reports any error).
+ * off and (with notify) the write callback runs from the loop, as if
+ * libevent had written; otherwise libevent writes the rest (and reports
+ * any error).
  */
-void
-wthru_flush(struct wthru *wt)
+static void
+wthru_write(struct wthru *wt, int notify)
 {
 	struct bufferevent *bev = wt->wt_bev;
 	struct evbuffer *out;
 	evutil_socket_t fd;
 
-	if (bev == NULL || wt->wt_held)
+	if (wt->wt_held)
 		return;
 	out = bufferevent_get_output(bev);
 	if (evbuffer_get_length(out) == 0 ||
@@ -102,7 +90,113 @@ wthru_flush(struct wthru *wt)
 		return;
 	}
 	wt->wt_held = 1;
-	bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+	if (notify)
+		bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* The end of a pass: make the writes it queued. */
+static void
+wthru_q_run(evutil_socket_t fd, short what, void *arg)
+{
+	struct wthru_q *q = arg;
+	struct wthru *wt;
+
+	(void)fd;
+	(void)what;
+	while ((wt = TAILQ_FIRST(&q->wq_list)) != NULL) {
+		TAILQ_REMOVE(&q->wq_list, wt, wt_entry);
+		wt->wt_queued = 0;
+		wthru_write(wt, 1);
+	}
+}
+
+/* A queue for the writes of base's passes; NULL when out of memory. */
+struct wthru_q *
+wthru_q_new(struct event_base *base)
+{
+	struct wthru_q *q;
+
+	if ((q = calloc(1, sizeof *q)) == NULL)
+		return (NULL);
+	TAILQ_INIT(&q->wq_list);
+	if ((q->wq_ev = event_new(base, -1, 0, wthru_q_run, q)) == NULL) {
+		free(q);
+		return (NULL);
+	}
+	return (q);
+}
+
+/* Free a queue: after every wthru on it is detached, before its base. */
+void
+wthru_q_free(struct wthru_q *q)
+{
+	if (q == NULL)
+		return;
+	event_free(q->wq_ev);
+	free(q);
+}
+
+/*
+ * Watch bev's output (a TLS bufferevent is left alone); q, if not NULL,
+ * gathers the writes of a pass.
+ */
+void
+wthru_attach(struct wthru *wt, struct bufferevent *bev, struct wthru_q *q)
+{
+	wt->wt_bev = NULL;
+	wt->wt_cb = NULL;
+	wt->wt_q = q;
+	wt->wt_held = 0;
+	wt->wt_queued = 0;
+	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
+		return;
+	wt->wt_cb = evbuffer_add_cb(
+	    bufferevent_get_output(bev), wthru_added, wt);
+	if (wt->wt_cb != NULL)
+		wt->wt_bev = bev;
+}
+
+/*
+ * Stop watching (before the bufferevent changes hands or is freed).  A
+ * write still queued is made now: the caller may be about to close.
+ */
+void
+wthru_detach(struct wthru *wt)
+{
+	if (wt->wt_bev == NULL)
+		return;
+	if (wt->wt_queued) {
+		TAILQ_REMOVE(&wt->wt_q->wq_list, wt, wt_entry);
+		wt->wt_queued = 0;
+		wthru_write(wt, 0);
+	}
+	evbuffer_remove_cb_entry(bufferevent_get_output(wt->wt_bev), wt->wt_cb);
+	if (wt->wt_held)
+		bufferevent_enable(wt->wt_bev, EV_WRITE);
+	wt->wt_bev = NULL;
+	wt->wt_cb = NULL;
+	wt->wt_held = 0;
+}
+
+/*
+ * Write the output without waiting for the loop to say the socket is
+ * writable: at the end of this pass with a queue, else at once.
+ */
+void
+wthru_flush(struct wthru *wt)
+{
+	struct wthru_q *q = wt->wt_q;
+
+	if (wt->wt_bev == NULL || wt->wt_held || wt->wt_queued)
+		return;
+	if (q == NULL) {
+		wthru_write(wt, 1);
+		return;
+	}
+	if (TAILQ_EMPTY(&q->wq_list))
+		event_active(q->wq_ev, 0, 0);
+	TAILQ_INSERT_TAIL(&q->wq_list, wt, wt_entry);
+	wt->wt_queued = 1;
 }
 
 /* Let bulk transfers move up to EVIO_MAX_IO per system call. */

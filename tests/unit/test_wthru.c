@@ -1,9 +1,15 @@
 /*
- * Unit tests for evio_own_reads (lib/wthru.c): a plain socket
- * bufferevent that reads its socket without libevent's ioctl(FIONREAD)
- * must still deliver every byte in order, stop at its read high
- * watermark, and report the end of the stream, an error and a read
- * timeout the way libevent does.
+ * Unit tests for lib/wthru.c.
+ *
+ * evio_own_reads: a plain socket bufferevent that reads its socket without
+ * libevent's ioctl(FIONREAD) must still deliver every byte in order, stop
+ * at its read high watermark, and report the end of the stream, an error
+ * and a read timeout the way libevent does.
+ *
+ * wthru_q: the writes asked for in one loop pass are made at the end of
+ * it, all of them, in order, with the write callback after; a write still
+ * queued when its bufferevent is detached is made then; without a queue a
+ * write is made at once.
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -289,6 +295,210 @@ test_timeout(void **state)
 	rd_teardown(&r);
 }
 
+/* Two plain socket bufferevents writing through a wthru_q. */
+struct wq {
+	struct event_base *base;
+	struct wthru_q *q;
+	struct bufferevent *bev[2];
+	struct wthru wt[2];
+	int peer[2];
+	int writecbs[2];
+	int early[2]; /* bytes a peer had before the pass ended */
+	int step;
+};
+
+static void
+wq_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct wq *w = arg;
+
+	w->writecbs[bev == w->bev[0] ? 0 : 1]++;
+}
+
+/* How many bytes wait at the peer, without taking them. */
+static int
+wq_waiting(int fd)
+{
+	char buf[256];
+	ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+
+	return (n < 0 ? 0 : (int)n);
+}
+
+/* Read exactly len bytes from fd (blocking) and compare them. */
+static void
+wq_expect(int fd, const char *want)
+{
+	char buf[256];
+	size_t len = strlen(want), got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		n = read(fd, buf + got, len - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf, want, len);
+	assert_int_equal(wq_waiting(fd), 0);
+}
+
+static void
+wq_setup(struct wq *w, int queue)
+{
+	int sv[2], i;
+
+	memset(w, 0, sizeof *w);
+	w->base = event_base_new();
+	assert_non_null(w->base);
+	if (queue) {
+		w->q = wthru_q_new(w->base);
+		assert_non_null(w->q);
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		evutil_make_socket_nonblocking(sv[0]);
+		w->peer[i] = sv[1];
+		w->bev[i] = bufferevent_socket_new(
+		    w->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+		assert_non_null(w->bev[i]);
+		bufferevent_setcb(w->bev[i], NULL, wq_write_cb, NULL, w);
+		wthru_attach(&w->wt[i], w->bev[i], w->q);
+	}
+}
+
+static void
+wq_teardown(struct wq *w)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		wthru_detach(&w->wt[i]);
+		bufferevent_free(w->bev[i]);
+		close(w->peer[i]);
+	}
+	wthru_q_free(w->q);
+	event_base_free(w->base);
+}
+
+/*
+ * Turn writing on, as a connection does when it starts: libevent adds its
+ * write event, which the pass's end removes again once the output is
+ * written, before epoll hears of either (the changelist).
+ */
+static void
+wq_enable(struct wq *w)
+{
+	bufferevent_enable(w->bev[0], EV_WRITE);
+	bufferevent_enable(w->bev[1], EV_WRITE);
+}
+
+/* Queue "a", "b" and "c" for two sockets; nothing goes out yet. */
+static void
+wq_pass_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wq *w = arg;
+
+	(void)fd;
+	(void)what;
+	wq_enable(w);
+	bufferevent_write(w->bev[0], "a", 1);
+	wthru_flush(&w->wt[0]);
+	bufferevent_write(w->bev[1], "b", 1);
+	wthru_flush(&w->wt[1]);
+	bufferevent_write(w->bev[0], "c", 1);
+	wthru_flush(&w->wt[0]);
+	w->early[0] = wq_waiting(w->peer[0]);
+	w->early[1] = wq_waiting(w->peer[1]);
+}
+
+/* Run cb as one event of a loop pass, and the rest of that pass. */
+static void
+wq_run_pass(struct wq *w, event_callback_fn cb)
+{
+	struct event *ev = event_new(w->base, -1, 0, cb, w);
+	int i;
+
+	assert_non_null(ev);
+	event_active(ev, 0, 0);
+	/* The pass, then the deferred write callbacks. */
+	for (i = 0; i < 3; i++)
+		event_base_loop(w->base, EVLOOP_NONBLOCK);
+	event_free(ev);
+}
+
+/* The pass's writes are made when it ends, each socket's in order. */
+static void
+test_queue_pass(void **state)
+{
+	struct wq w;
+
+	(void)state;
+	wq_setup(&w, 1);
+	wq_run_pass(&w, wq_pass_cb);
+	assert_int_equal(w.early[0], 0);
+	assert_int_equal(w.early[1], 0);
+	wq_expect(w.peer[0], "ac");
+	wq_expect(w.peer[1], "b");
+	/* Written whole: EV_WRITE is off, and each write callback ran once. */
+	assert_false(bufferevent_get_enabled(w.bev[0]) & EV_WRITE);
+	assert_int_equal(w.writecbs[0], 1);
+	assert_int_equal(w.writecbs[1], 1);
+	/* A second pass queues again. */
+	wq_run_pass(&w, wq_pass_cb);
+	wq_expect(w.peer[0], "ac");
+	wq_expect(w.peer[1], "b");
+	wq_teardown(&w);
+}
+
+/* Queue a write, then detach before the pass ends: it goes out at once. */
+static void
+wq_detach_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wq *w = arg;
+
+	(void)fd;
+	(void)what;
+	wq_enable(w);
+	bufferevent_write(w->bev[0], "last", 4);
+	wthru_flush(&w->wt[0]);
+	bufferevent_write(w->bev[1], "kept", 4);
+	wthru_flush(&w->wt[1]);
+	wthru_detach(&w->wt[0]);
+	w->early[0] = wq_waiting(w->peer[0]);
+	w->early[1] = wq_waiting(w->peer[1]);
+}
+
+static void
+test_queue_detach(void **state)
+{
+	struct wq w;
+
+	(void)state;
+	wq_setup(&w, 1);
+	wq_run_pass(&w, wq_detach_cb);
+	assert_int_equal(w.early[0], 4);
+	assert_int_equal(w.early[1], 0);
+	wq_expect(w.peer[0], "last");
+	wq_expect(w.peer[1], "kept");
+	wq_teardown(&w);
+}
+
+/* Without a queue, wthru_flush writes at once. */
+static void
+test_no_queue(void **state)
+{
+	struct wq w;
+
+	(void)state;
+	wq_setup(&w, 0);
+	wq_run_pass(&w, wq_pass_cb);
+	assert_int_equal(w.early[0], 2);
+	assert_int_equal(w.early[1], 1);
+	wq_expect(w.peer[0], "ac");
+	wq_expect(w.peer[1], "b");
+	wq_teardown(&w);
+}
+
 int
 main(void)
 {
@@ -298,6 +508,9 @@ main(void)
 		cmocka_unit_test(test_eof),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_queue_pass),
+		cmocka_unit_test(test_queue_detach),
+		cmocka_unit_test(test_no_queue),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
