@@ -655,6 +655,7 @@ struct tunnel_dconn {
 	struct tunnel *d_tunnel;
 	uint64_t d_id;
 	struct bufferevent *d_bev; /* NULL once handed to a wsconn */
+	struct wthru d_wt; /* writes to the caller at the pass's end */
 	enum tdc_state d_state;
 	int d_flags;
 #define TDC_F_KEEPALIVE 0x01 /* this exchange may keep the connection */

@@ -664,6 +664,7 @@ tdc_free_cb(evutil_socket_t fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	http1_msg_reset(&d->d_req);
+	wthru_detach(&d->d_wt);
 	if (d->d_bev != NULL)
 		bufferevent_free(d->d_bev);
 	event_free(d->d_timer);
@@ -706,6 +707,7 @@ tunnel_dconn_close(struct tunnel_dconn *d, const char *reason)
 			    "downstream request closed",
 			    "The caller closed the connection: %s.", reason);
 	}
+	wthru_detach(&d->d_wt);
 	if (d->d_bev != NULL)
 		bufferevent_disable(d->d_bev, EV_READ | EV_WRITE);
 	evtimer_del(d->d_timer);
@@ -1003,6 +1005,8 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	evio_tune(d->d_bev);
 	d->d_timer = evtimer_new(t->t_gw->g_base, tdc_timer_cb, d);
 	bufferevent_setcb(d->d_bev, tdc_read_cb, tdc_write_cb, tdc_event_cb, d);
+	wthru_attach(&d->d_wt, d->d_bev, t->t_gw->g_wq);
+	evio_own_reads(d->d_bev);
 	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);
 	bufferevent_setwatermark(d->d_bev, EV_WRITE, TDC_OUT_LOW, 0);
 	TAILQ_INSERT_TAIL(&t->t_dconns, d, d_entry);

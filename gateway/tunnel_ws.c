@@ -264,6 +264,7 @@ tws_open(struct tunnel_xchg *x)
 	evtimer_del(x->x_timer);
 	ws_write_accept_response(
 	    bufferevent_get_output(d->d_bev), x->x_ws_accept, NULL);
+	wthru_detach(&d->d_wt);
 	bev = d->d_bev;
 	d->d_bev = NULL;
 	d->d_state = TDC_S_WS;

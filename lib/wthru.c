@@ -2,11 +2,13 @@
  * Write-through for plain-socket bufferevents; see wthru.h.
  *
  * The invariant: while wt_held is set the output is empty and the
- * bufferevent's EV_WRITE is off, and the first byte added to the output
- * turns EV_WRITE back on (wthru_added), so libevent writes whatever a
- * caller queues without a wthru_flush.  With the epoll changelist
- * (evio_base_new) the write event libevent adds when bytes are queued and
- * the one wthru_flush removes cancel out before any system call.
+ * bufferevent's EV_WRITE is off (or was turned on by its owner with
+ * nothing to write), and the first byte added to the output turns
+ * EV_WRITE back on (wthru_added), so libevent writes whatever a caller
+ * queues even without a queue or a wthru_flush.  With the epoll
+ * changelist (evio_base_new) the write event libevent adds when bytes are
+ * queued and the one the pass's write removes cancel out before any
+ * system call.
  */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -46,7 +48,12 @@ struct wthru_q {
 	TAILQ_HEAD(, wthru) wq_list;
 };
 
-/* Bytes were queued while EV_WRITE was held off: give it back. */
+static void wthru_queue(struct wthru *);
+
+/*
+ * Bytes were queued while EV_WRITE was held off: give it back, and with a
+ * queue write them at the end of the pass, whoever queued them.
+ */
 static void
 wthru_added(
     struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
@@ -58,6 +65,8 @@ wthru_added(
 		return;
 	wt->wt_held = 0;
 	bufferevent_enable(wt->wt_bev, EV_WRITE);
+	if (wt->wt_q != NULL)
+		wthru_queue(wt);
 }
 
 /*
@@ -137,12 +146,15 @@ wthru_q_free(struct wthru_q *q)
 }
 
 /*
- * Watch bev's output (a TLS bufferevent is left alone); q, if not NULL,
- * gathers the writes of a pass.
+ * Watch bev's output (a TLS bufferevent is left alone).  With q, what is
+ * added to the output is written at the end of the pass that added it,
+ * without a wthru_flush; without, wthru_flush writes at once.
  */
 void
 wthru_attach(struct wthru *wt, struct bufferevent *bev, struct wthru_q *q)
 {
+	struct evbuffer *out;
+
 	wt->wt_bev = NULL;
 	wt->wt_cb = NULL;
 	wt->wt_q = q;
@@ -150,10 +162,16 @@ wthru_attach(struct wthru *wt, struct bufferevent *bev, struct wthru_q *q)
 	wt->wt_queued = 0;
 	if (bev == NULL || bufferevent_openssl_get_ssl(bev) != NULL)
 		return;
-	wt->wt_cb = evbuffer_add_cb(
-	    bufferevent_get_output(bev), wthru_added, wt);
-	if (wt->wt_cb != NULL)
-		wt->wt_bev = bev;
+	out = bufferevent_get_output(bev);
+	if ((wt->wt_cb = evbuffer_add_cb(out, wthru_added, wt)) == NULL)
+		return;
+	wt->wt_bev = bev;
+	/*
+	 * Held from the start, so that the first bytes are queued too.
+	 * EV_WRITE is the caller's to turn on or not: on with an empty
+	 * output it only costs libevent's write callback once.
+	 */
+	wt->wt_held = q != NULL && evbuffer_get_length(out) == 0;
 }
 
 /*
@@ -178,25 +196,35 @@ wthru_detach(struct wthru *wt)
 	wt->wt_held = 0;
 }
 
-/*
- * Write the output without waiting for the loop to say the socket is
- * writable: at the end of this pass with a queue, else at once.
- */
-void
-wthru_flush(struct wthru *wt)
+/* Write wt's output at the end of this pass. */
+static void
+wthru_queue(struct wthru *wt)
 {
 	struct wthru_q *q = wt->wt_q;
 
-	if (wt->wt_bev == NULL || wt->wt_held || wt->wt_queued)
+	if (wt->wt_queued)
 		return;
-	if (q == NULL) {
-		wthru_write(wt, 1);
-		return;
-	}
 	if (TAILQ_EMPTY(&q->wq_list))
 		event_active(q->wq_ev, 0, 0);
 	TAILQ_INSERT_TAIL(&q->wq_list, wt, wt_entry);
 	wt->wt_queued = 1;
+}
+
+/*
+ * Write the output without waiting for the loop to say the socket is
+ * writable: at the end of this pass with a queue, else at once.  With a
+ * queue, bytes added to an empty output are queued without being asked
+ * (wthru_added); this is for output that was not empty.
+ */
+void
+wthru_flush(struct wthru *wt)
+{
+	if (wt->wt_bev == NULL || wt->wt_held)
+		return;
+	if (wt->wt_q == NULL)
+		wthru_write(wt, 1);
+	else
+		wthru_queue(wt);
 }
 
 /* Let bulk transfers move up to EVIO_MAX_IO per system call. */

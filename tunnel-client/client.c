@@ -266,7 +266,8 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	    o->target.u_host, o->target.u_port, o->target.u_tls);
 	if ((t->t_tmp = evbuffer_new()) == NULL)
 		abort();
-	if ((t->t_retry = evtimer_new(base, client_retry_cb, t)) == NULL)
+	if ((t->t_retry = evtimer_new(base, client_retry_cb, t)) == NULL ||
+	    (t->t_wq = wthru_q_new(base)) == NULL)
 		abort();
 	return (t);
 
@@ -295,6 +296,7 @@ tun_free(struct tun *t)
 	tombs_clear(&t->t_tombs);
 	if (t->t_retry != NULL)
 		event_free(t->t_retry);
+	wthru_q_free(t->t_wq);
 	dns_free(t->t_dns);
 	tls_ctx_free(t->t_gw_tls);
 	tls_ctx_free(t->t_target_tls);

@@ -287,6 +287,7 @@ target_close(struct tun_target *tt, const char *reason)
 	}
 	if (tt->tt_ev != NULL)
 		event_del(tt->tt_ev);
+	wthru_detach(&tt->tt_wt);
 	if (tt->tt_bev != NULL) {
 		bufferevent_free(tt->tt_bev);
 		tt->tt_bev = NULL;
@@ -445,6 +446,8 @@ target_event_cb(struct bufferevent *bev, short what, void *arg)
 			return;
 		tt->tt_state = TT_S_BUSY;
 		tun_nodelay(tt->tt_bev);
+		wthru_attach(&tt->tt_wt, tt->tt_bev, tt->tt_tun->t_wq);
+		evio_own_reads(tt->tt_bev);
 		bufferevent_enable(tt->tt_bev, EV_READ);
 		if (x != NULL)
 			xchg_target_ready(x);
@@ -892,6 +895,7 @@ target_free_all(struct tun *t)
 		tt->tt_state = TT_S_DEAD;
 		if (tt->tt_query != NULL)
 			dns_cancel(tt->tt_query);
+		wthru_detach(&tt->tt_wt);
 		if (tt->tt_bev != NULL)
 			bufferevent_free(tt->tt_bev);
 		TAILQ_REMOVE(&t->t_targets, tt, tt_entry);

@@ -12,6 +12,7 @@
 #include "http1.h"
 #include "log.h"
 #include "tunproto.h"
+#include "wthru.h"
 
 struct bufferevent;
 struct event;
@@ -248,6 +249,7 @@ struct tun_stats {
 /* aktunnel: one process, one session, many connections over time. */
 struct tun {
 	struct event_base *t_base;
+	struct wthru_q *t_wq; /* writes to targets at a pass's end */
 	const struct tun_options *t_opts;
 	struct dns *t_dns;
 	SSL_CTX *t_gw_tls; /* NULL for ws:// */
@@ -380,6 +382,7 @@ struct tun_target {
 	size_t tt_next;
 	char *tt_error; /* why the last address failed */
 	struct bufferevent *tt_bev;
+	struct wthru tt_wt; /* plain targets: written at the pass's end */
 	struct tun_xchg *tt_x; /* the exchange it carries */
 	enum http1_body tt_framing; /* of the response body */
 	uint64_t tt_left; /* HTTP1_BODY_LENGTH: bytes still to read */

@@ -6,10 +6,11 @@
  * at its read high watermark, and report the end of the stream, an error
  * and a read timeout the way libevent does.
  *
- * wthru_q: the writes asked for in one loop pass are made at the end of
- * it, all of them, in order, with the write callback after; a write still
- * queued when its bufferevent is detached is made then; without a queue a
- * write is made at once.
+ * wthru_q: the writes asked for in one loop pass, and bytes added to an
+ * empty output without asking, are made at the end of it, all of them, in
+ * order, with the write callback after; a write still queued when its
+ * bufferevent is detached is made then; without a queue a write is made
+ * at once.
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -483,6 +484,37 @@ test_queue_detach(void **state)
 	wq_teardown(&w);
 }
 
+/* Bytes added with no wthru_flush go out at the pass's end too. */
+static void
+wq_auto_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wq *w = arg;
+
+	(void)fd;
+	(void)what;
+	bufferevent_write(w->bev[0], "no", 2);
+	bufferevent_write(w->bev[0], " flush", 6);
+	w->early[0] = wq_waiting(w->peer[0]);
+}
+
+static void
+test_queue_auto(void **state)
+{
+	struct wq w;
+
+	(void)state;
+	wq_setup(&w, 1);
+	wq_run_pass(&w, wq_auto_cb);
+	assert_int_equal(w.early[0], 0);
+	wq_expect(w.peer[0], "no flush");
+	assert_false(bufferevent_get_enabled(w.bev[0]) & EV_WRITE);
+	assert_int_equal(w.writecbs[0], 1);
+	wq_run_pass(&w, wq_auto_cb);
+	wq_expect(w.peer[0], "no flush");
+	assert_int_equal(w.writecbs[0], 2);
+	wq_teardown(&w);
+}
+
 /* Without a queue, wthru_flush writes at once. */
 static void
 test_no_queue(void **state)
@@ -510,6 +542,7 @@ main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_queue_pass),
 		cmocka_unit_test(test_queue_detach),
+		cmocka_unit_test(test_queue_auto),
 		cmocka_unit_test(test_no_queue),
 	};
 
