@@ -505,6 +505,8 @@ proxy_splice_start(struct conn *c, int dir, struct bufferevent *src,
 {
 	int sfd, dfd;
 
+	/* What the pass queued for dst goes first (wthru.h). */
+	wthru_write_now(dir == 1 ? &c->c_wt : &c->c_up->u_wt);
 	if (evbuffer_get_length(bufferevent_get_input(src)) != 0 ||
 	    proxy_out_len(dst) != 0 || (sfd = bufferevent_getfd(src)) == -1 ||
 	    (dfd = bufferevent_getfd(dst)) == -1)

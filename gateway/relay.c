@@ -170,6 +170,9 @@ relay_splice_try(struct conn *c)
 	    (c->c_flags & CONN_F_TLS) || c->c_state != CONN_S_UPGRADED ||
 	    up->u_state != UP_S_ACTIVE)
 		return;
+	/* What the pass queued goes first (wthru.h). */
+	wthru_write_now(&c->c_wt);
+	wthru_write_now(&up->u_wt);
 	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||

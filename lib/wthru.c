@@ -227,6 +227,20 @@ wthru_flush(struct wthru *wt)
 		wthru_queue(wt);
 }
 
+/*
+ * Make a queued write now: for an owner about to hand the socket to
+ * splice(2), which may start only once the output is empty.
+ */
+void
+wthru_write_now(struct wthru *wt)
+{
+	if (wt->wt_bev == NULL || !wt->wt_queued)
+		return;
+	TAILQ_REMOVE(&wt->wt_q->wq_list, wt, wt_entry);
+	wt->wt_queued = 0;
+	wthru_write(wt, 1);
+}
+
 /* Let bulk transfers move up to EVIO_MAX_IO per system call. */
 void
 evio_tune(struct bufferevent *bev)

@@ -36,6 +36,7 @@ void wthru_q_free(struct wthru_q *);
 void wthru_attach(struct wthru *, struct bufferevent *, struct wthru_q *);
 void wthru_detach(struct wthru *);
 void wthru_flush(struct wthru *);
+void wthru_write_now(struct wthru *);
 struct event_base *evio_base_new(void);
 void evio_tune(struct bufferevent *);
 void evio_read_more(struct bufferevent *);

@@ -2,7 +2,10 @@
 # Bulk transfers through the gateway: a 1 GiB download and 1 GiB uploads
 # (Content-Length and chunked) checked with sha256, and a slow consumer
 # downloading 1 GiB at 20 MB/s while the gateway's RSS is sampled every
-# 0.5 s: backpressure must keep it within 16 MiB of where it started.
+# 0.5 s: backpressure must keep it within 16 MiB of where it started.  The
+# full-speed download and the Content-Length upload must move with
+# splice(2): the gateway's own reads (rchar in /proc/PID/io) stay under
+# 16 MiB of the 1 GiB.
 #
 # Time on 2 cores: ~7 s to make the file, ~6 s to hash it, ~54 s for the
 # throttled download, ~10 s for each full-speed transfer; under 2 minutes.
@@ -52,6 +55,19 @@ rss() {
 	sed -n 's/^VmRSS:[^0-9]*\([0-9]*\) kB/\1/p' "/proc/$GW_PID/status"
 }
 
+# Bytes the gateway has read with read(2)-like calls (splice(2) is not
+# counted): a spliced body leaves this nearly unchanged.
+rchar() {
+	sed -n 's/^rchar: *//p' "/proc/$GW_PID/io"
+}
+# The gateway read at most SPLICE_SLACK of a body of $SIZE bytes itself.
+SPLICE_SLACK=16777216	# 16 MiB
+assert_spliced() {
+	read_by_us=$(($(rchar) - $2))
+	[ $read_by_us -lt $SPLICE_SLACK ] ||
+		fail "$1: the gateway read $read_by_us bytes itself; the body should move with splice(2)"
+}
+
 # Sample the gateway's RSS every 0.5 s into $T/rss.txt until $T/rss.stop
 # appears (5 minutes at most).
 start_sampler() {
@@ -94,20 +110,24 @@ ok "slow consumer: 1 GiB at $SLOW_RATE/s, RSS $base -> peak $peak KiB (+$grow Ki
 
 # --- 1 GiB download at full speed ---------------------------------------------
 start_sampler
+r0=$(rchar)
 got=$($C "$DL" | sha256sum | cut -d' ' -f1)
 stop_sampler
 assert_eq "1 GiB download checksum" "$want" "$got"
+assert_spliced "1 GiB download" "$r0"
 peak=$(max_rss)
 grow=$((peak - base))
 [ $grow -lt $RSS_SLACK_KB ] ||
 	fail "gateway RSS grew by ${grow} KiB (from $base to $peak KiB) during a 1 GiB download"
-ok "1 GiB download, RSS peak $peak KiB (+$grow KiB)"
+ok "1 GiB download, RSS peak $peak KiB (+$grow KiB), $read_by_us bytes read by the gateway"
 
 # --- 1 GiB uploads: Content-Length, then chunked ------------------------------------
 start_sampler
+r0=$(rchar)
 out=$($C -T "$T/www/big.bin" "$UPL?mode=length") || fail "1 GiB upload failed: $out"
 assert_contains "1 GiB upload checksum" "\"body_sha256\": \"$want\"" "$out"
 assert_contains "1 GiB upload length" "\"body_len\": $SIZE" "$out"
+assert_spliced "1 GiB Content-Length upload" "$r0"
 out=$($C -T - -H 'Transfer-Encoding: chunked' "$UPL?mode=chunked" <"$T/www/big.bin") ||
 	fail "1 GiB chunked upload failed: $out"
 assert_contains "1 GiB chunked upload checksum" "\"body_sha256\": \"$want\"" "$out"

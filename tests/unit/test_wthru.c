@@ -484,6 +484,38 @@ test_queue_detach(void **state)
 	wq_teardown(&w);
 }
 
+/* wthru_write_now makes a queued write at once, and only once. */
+static void
+wq_now_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct wq *w = arg;
+
+	(void)fd;
+	(void)what;
+	bufferevent_write(w->bev[0], "now", 3);
+	bufferevent_write(w->bev[1], "kept", 4);
+	wthru_write_now(&w->wt[0]);
+	w->early[0] = wq_waiting(w->peer[0]);
+	w->early[1] = wq_waiting(w->peer[1]);
+}
+
+static void
+test_queue_write_now(void **state)
+{
+	struct wq w;
+
+	(void)state;
+	wq_setup(&w, 1);
+	wq_run_pass(&w, wq_now_cb);
+	assert_int_equal(w.early[0], 3);
+	assert_int_equal(w.early[1], 0);
+	wq_expect(w.peer[0], "now");
+	wq_expect(w.peer[1], "kept");
+	assert_int_equal(w.writecbs[0], 1);
+	assert_int_equal(w.writecbs[1], 1);
+	wq_teardown(&w);
+}
+
 /* Bytes added with no wthru_flush go out at the pass's end too. */
 static void
 wq_auto_cb(evutil_socket_t fd, short what, void *arg)
@@ -543,6 +575,7 @@ main(void)
 		cmocka_unit_test(test_queue_pass),
 		cmocka_unit_test(test_queue_detach),
 		cmocka_unit_test(test_queue_auto),
+		cmocka_unit_test(test_queue_write_now),
 		cmocka_unit_test(test_no_queue),
 	};
 
