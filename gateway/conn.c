@@ -684,7 +684,7 @@ static int
 conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 {
 	struct gw *g = c->c_gw;
-	struct gw_sandbox *sb;
+	struct gw_sandbox *sb = NULL;
 	char *id = NULL;
 	int ws_port = 0, lp = 0;
 	size_t i;
@@ -712,10 +712,9 @@ conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 		}
 		if (lp == 0)
 			return (0);
-		id = xstrdup(a->ca_path_id);
-		break;
+		break; /* sb is the sandbox */
 	}
-	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
+	if (id != NULL && (sb = directory_find(gw_dir(g), id)) == NULL) {
 		conn_fail(c, gw_err_sandbox_not_found,
 		    "No sandbox '%s' is "
 		    "known to this gateway.",

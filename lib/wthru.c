@@ -103,6 +103,15 @@ wthru_write(struct wthru *wt, int notify)
 		bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
 }
 
+/* Take wt off its queue and make its write now. */
+static void
+wthru_unqueue_write(struct wthru *wt, int notify)
+{
+	TAILQ_REMOVE(&wt->wt_q->wq_list, wt, wt_entry);
+	wt->wt_queued = 0;
+	wthru_write(wt, notify);
+}
+
 /* The end of a pass: make the writes it queued. */
 static void
 wthru_q_run(evutil_socket_t fd, short what, void *arg)
@@ -112,11 +121,8 @@ wthru_q_run(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	while ((wt = TAILQ_FIRST(&q->wq_list)) != NULL) {
-		TAILQ_REMOVE(&q->wq_list, wt, wt_entry);
-		wt->wt_queued = 0;
-		wthru_write(wt, 1);
-	}
+	while ((wt = TAILQ_FIRST(&q->wq_list)) != NULL)
+		wthru_unqueue_write(wt, 1);
 }
 
 /* A queue for the writes of base's passes; NULL when out of memory. */
@@ -183,11 +189,8 @@ wthru_detach(struct wthru *wt)
 {
 	if (wt->wt_bev == NULL)
 		return;
-	if (wt->wt_queued) {
-		TAILQ_REMOVE(&wt->wt_q->wq_list, wt, wt_entry);
-		wt->wt_queued = 0;
-		wthru_write(wt, 0);
-	}
+	if (wt->wt_queued)
+		wthru_unqueue_write(wt, 0);
 	evbuffer_remove_cb_entry(bufferevent_get_output(wt->wt_bev), wt->wt_cb);
 	if (wt->wt_held)
 		bufferevent_enable(wt->wt_bev, EV_WRITE);
@@ -234,11 +237,8 @@ wthru_flush(struct wthru *wt)
 void
 wthru_write_now(struct wthru *wt)
 {
-	if (wt->wt_bev == NULL || !wt->wt_queued)
-		return;
-	TAILQ_REMOVE(&wt->wt_q->wq_list, wt, wt_entry);
-	wt->wt_queued = 0;
-	wthru_write(wt, 1);
+	if (wt->wt_bev != NULL && wt->wt_queued)
+		wthru_unqueue_write(wt, 1);
 }
 
 /* Let bulk transfers move up to EVIO_MAX_IO per system call. */
