@@ -39,17 +39,11 @@
 #include <wslay/wslay.h>
 
 #include "alloc.h"
+#include "evb.h"
 #include "http1.h"
 #include "log.h"
 #include "wsconn.h"
 #include "wthru.h"
-
-/*
- * A masked message at least this long goes to on_message_buf in the buffer
- * it was unmasked into; a shorter one is copied, which costs less than
- * allocating its buffer again.
- */
-#define WSCONN_HANDOVER_MIN 4096
 
 /* The GUID of RFC 6455 section 1.3. */
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -90,6 +84,8 @@ struct wsconn {
 
 /* A TLS link's output chain for small frames (wsconn_gather). */
 #define WSCONN_TLS_GATHER (16 * 1024)
+/* A payload from an evbuffer at least this long is shared, not copied. */
+#define WSCONN_SHARE_MIN (8 * 1024)
 	int ws_work; /* what ws_ev_work has to do */
 #define WSCONN_W_READ 0x01 /* parse the input */
 #define WSCONN_W_WRITE 0x02 /* output drained to its low watermark */
@@ -126,9 +122,9 @@ struct wsconn {
 	uint8_t ws_rkoff; /* ... and its next byte uses key byte ws_rkoff */
 	uint8_t ws_rkey[4];
 	/*
-	 * The message for on_message_buf: unmasked frames move here from
-	 * the input chain by chain; a masked message is unmasked into
-	 * ws_rbuf, which is then handed over whole as a reference chain.
+	 * The message for on_message_buf: frames move here from the input
+	 * chain by chain (evb_take), masked ones unmasked where they lie.
+	 * ws_rbuf is for on_message only.
 	 */
 	struct evbuffer *ws_rmsg;
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
@@ -841,20 +837,45 @@ wsconn_deliver(struct wsconn *ws, uint8_t op, const uint8_t *data, size_t len)
 		wsconn_flush(ws);
 }
 
-/* Free a message buffer handed to the owner, once libevent is done. */
-static void
-wsconn_rbuf_free_cb(const void *data, size_t len, void *arg)
-{
-	(void)len;
-	(void)arg;
-	free((void *)(uintptr_t)data);
-}
-
-/* Does the payload of the current frame move to ws_rmsg as it is? */
+/*
+ * Does the payload of the current frame move to ws_rmsg from the input,
+ * unmasked where it lies?
+ */
 static int
 wsconn_moves(const struct wsconn *ws)
 {
-	return (!ws->ws_rmasked && ws->ws_cbs.on_message_buf != NULL);
+	return (ws->ws_cbs.on_message_buf != NULL);
+}
+
+/*
+ * Unmask the first len bytes of the input where they lie, from key byte
+ * ws_rkoff on: the bytes were just read, so they are in the cache, and
+ * unmasked they move on without a copy (evb_take).
+ */
+static void
+wsconn_unmask_in(struct wsconn *ws, struct evbuffer *in, size_t len)
+{
+	struct evbuffer_iovec v[8];
+	struct evbuffer_ptr ptr;
+	size_t m;
+	int i, n;
+
+	if (evbuffer_ptr_set(in, &ptr, 0, EVBUFFER_PTR_SET) != 0)
+		return;
+	while (len > 0) {
+		if ((n = evbuffer_peek(in, (ev_ssize_t)len, &ptr, v, 8)) <= 0)
+			return;
+		for (i = 0; i < n && i < 8 && len > 0; i++) {
+			m = v[i].iov_len < len ? v[i].iov_len : len;
+			ws->ws_rkoff = (uint8_t)ws_mask(v[i].iov_base,
+			    v[i].iov_base, m, ws->ws_rkey, ws->ws_rkoff);
+			len -= m;
+			if (evbuffer_ptr_set(in, &ptr, m, EVBUFFER_PTR_ADD) !=
+				0 &&
+			    len > 0)
+				return;
+		}
+	}
 }
 
 /* One whole message or control frame from wslay. */
@@ -1024,25 +1045,7 @@ wsconn_frame_end(struct wsconn *ws)
 		wsconn_deliver(ws, op, ws->ws_rbuf, len);
 		return;
 	}
-	/*
-	 * Unmasked frames are in ws_rmsg already.  A masked message is
-	 * ws_rbuf's: a big one is handed over without a copy (ws_rbuf is
-	 * allocated again for the next), a small one copied.
-	 */
-	if (!wsconn_moves(ws) && len != 0) {
-		if (len >= WSCONN_HANDOVER_MIN) {
-			if (evbuffer_add_reference(ws->ws_rmsg, ws->ws_rbuf,
-				len, wsconn_rbuf_free_cb, NULL) != 0) {
-				log_error("wsconn: cannot queue a message");
-				abort();
-			}
-			ws->ws_rbuf = NULL;
-			ws->ws_rcap = 0;
-		} else if (evbuffer_add(ws->ws_rmsg, ws->ws_rbuf, len) != 0) {
-			log_error("wsconn: cannot queue a message");
-			abort();
-		}
-	}
+	/* The message's frames are in ws_rmsg already. */
 	wsconn_deliver_rmsg(ws, op);
 }
 
@@ -1127,12 +1130,16 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 	ws->ws_rleft = len;
 
 	/*
-	 * A whole unmasked message already in the input (a client's
-	 * usual case) goes to the owner from where it lies.
+	 * A whole message already in the input goes to the owner from
+	 * where it lies: unmasked there first, if it is masked and the
+	 * owner takes it as an evbuffer.
 	 */
-	if (!masked && ws->ws_rfin && op != 0 && len != 0 && avail >= len) {
-		moves = ws->ws_cbs.on_message_buf != NULL &&
-		    ws->ws_state == WSCONN_S_OPEN;
+	moves = ws->ws_cbs.on_message_buf != NULL &&
+	    ws->ws_state == WSCONN_S_OPEN;
+	if ((!masked || moves) && ws->ws_rfin && op != 0 && len != 0 &&
+	    avail >= len) {
+		if (masked)
+			wsconn_unmask_in(ws, in, (size_t)len);
 		p = NULL;
 		if ((op == WSLAY_TEXT_FRAME || !moves) &&
 		    (p = evbuffer_pullup(in, (ev_ssize_t)len)) == NULL)
@@ -1146,9 +1153,8 @@ wsconn_take_header(struct wsconn *ws, struct evbuffer *in)
 			return (1);
 		}
 		if (moves) {
-			/* Whole chains move; only partial ones are copied. */
-			if (evbuffer_remove_buffer(in, ws->ws_rmsg,
-				(size_t)len) != (int)len)
+			/* Whole chains move; a chain's part is shared. */
+			if (evb_take(in, ws->ws_rmsg, (size_t)len) != (int)len)
 				return (-1);
 			wsconn_deliver_rmsg(ws, op);
 			return (1);
@@ -1196,6 +1202,8 @@ wsconn_take_payload(struct wsconn *ws, struct evbuffer *in)
 		want = (size_t)ws->ws_rleft;
 	if (wsconn_moves(ws)) {
 		/* Chains move; a text frame is checked where it lies. */
+		if (ws->ws_rmasked)
+			wsconn_unmask_in(ws, in, want);
 		if (ws->ws_rop == WSLAY_TEXT_FRAME) {
 			if ((dst = evbuffer_pullup(in, (ev_ssize_t)want)) ==
 			    NULL)
@@ -1205,8 +1213,7 @@ wsconn_take_payload(struct wsconn *ws, struct evbuffer *in)
 				return (1);
 			}
 		}
-		if (evbuffer_remove_buffer(in, ws->ws_rmsg, want) !=
-		    (int)want)
+		if (evb_take(in, ws->ws_rmsg, want) != (int)want)
 			return (-1);
 		done = want;
 		goto taken;
@@ -1607,6 +1614,33 @@ wsconn_gather(struct evbuffer *out, size_t need)
 }
 
 /*
+ * Append a frame whose header is the hl bytes at h, and whose payload is
+ * the plen bytes at pre and then len bytes at position pos of src, shared
+ * with src rather than copied (evb_share): an unmasked frame on a plain
+ * socket, the gateway's side of a tunnel upload.  (A TLS bufferevent
+ * encrypts each chain as a record of its own, so there the payload is
+ * copied into records it fills.)  Returns 0, or -1 with nothing added.
+ */
+static int
+wsconn_put_shared(struct wsconn *ws, const uint8_t *h, size_t hl,
+    const uint8_t *pre, size_t plen, struct evbuffer *src, size_t pos,
+    size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(ws->ws_bev);
+	struct evbuffer *tmp;
+	int rv = -1;
+
+	if ((tmp = evbuffer_new()) == NULL)
+		return (-1);
+	if (evbuffer_add(tmp, h, hl) == 0 &&
+	    (plen == 0 || evbuffer_add(tmp, pre, plen) == 0) &&
+	    evb_share(src, pos, len, tmp) == 0)
+		rv = evbuffer_add_buffer(out, tmp);
+	evbuffer_free(tmp);
+	return (rv);
+}
+
+/*
  * Append one whole data frame (FIN, opcode op) to the bufferevent's
  * output, its payload the plen bytes at pre and then the len bytes at
  * data, or (with src) at position pos of src: a client's masked with a
@@ -1655,6 +1689,10 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
 		h[1] |= 0x80;
 		hl += 4;
 	}
+	if (src != NULL && key == NULL && !(ws->ws_flags & WSCONN_F_TLS) &&
+	    len - plen >= WSCONN_SHARE_MIN)
+		return (wsconn_put_shared(
+		    ws, h, hl, pre, plen, src, pos, len - plen));
 	if ((ws->ws_flags & WSCONN_F_TLS) && hl + len < WSCONN_TLS_GATHER)
 		wsconn_gather(out, hl + len);
 	/* Two extents: the room left in the last chain is used, not copied. */

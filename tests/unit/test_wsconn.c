@@ -1772,6 +1772,50 @@ test_send_ev(void **state)
 	pair_close(&p);
 }
 
+/*
+ * A big payload a server sends from an evbuffer is shared with it, not
+ * copied: the frame still goes out whole and right after the source lets
+ * the bytes go (a tunnel's acknowledgement) and is freed before the loop
+ * writes it.  ASan checks the memory lives that long.
+ */
+static void
+test_send_ev_source_gone(void **state)
+{
+	struct pair p;
+	struct evbuffer *src;
+	uint8_t *blob, hdr[5] = { 1, 2, 3, 4, 5 }, *want;
+	size_t total = 300000, len = 150000, pos = 12345, i;
+
+	(void)state;
+	pair_open(&p, 0, 0, 0, 0);
+	blob = pattern(total, 7);
+	want = malloc(sizeof hdr + len);
+	assert_non_null(want);
+	memcpy(want, hdr, sizeof hdr);
+	memcpy(want + sizeof hdr, blob + pos, len);
+	src = evbuffer_new();
+	assert_non_null(src);
+	/* Chains of our own, of odd sizes. */
+	for (i = 0; i < total; i += 70001)
+		assert_int_equal(evbuffer_add(src, blob + i,
+				     total - i < 70001 ? total - i : 70001),
+		    0);
+	assert_int_equal(
+	    wsconn_send_ev(p.srv.p_ws, 1, hdr, sizeof hdr, src, pos, len), 0);
+	/* The source is as it was, then gone. */
+	assert_int_equal(evbuffer_get_length(src), total);
+	evbuffer_drain(src, pos + len);
+	evbuffer_free(src);
+	memset(blob, 0, total);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 1);
+	assert_int_equal(p.cli.p_last_len, sizeof hdr + len);
+	assert_memory_equal(p.cli.p_last, want, sizeof hdr + len);
+	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	free(want);
+	free(blob);
+	pair_close(&p);
+}
+
 int
 main(void)
 {
@@ -1806,6 +1850,7 @@ main(void)
 		cmocka_unit_test(test_frames_sent),
 		cmocka_unit_test(test_roundtrip_sizes),
 		cmocka_unit_test(test_send_ev),
+		cmocka_unit_test(test_send_ev_source_gone),
 		/* The same again, messages handed over as evbuffers. */
 		cmocka_unit_test_setup_teardown(
 		    test_roundtrip, test_setup_buf, test_teardown_buf),
@@ -1819,14 +1864,16 @@ main(void)
 		    test_split_everywhere, test_setup_buf, test_teardown_buf),
 		cmocka_unit_test_setup_teardown(
 		    test_masked_reads, test_setup_buf, test_teardown_buf),
-		cmocka_unit_test_setup_teardown(test_fragments_and_ping,
-		    test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(
+		    test_fragments_and_ping, test_setup_buf, test_teardown_buf),
 		cmocka_unit_test_setup_teardown(
 		    test_refused_frames, test_setup_buf, test_teardown_buf),
 		cmocka_unit_test_setup_teardown(
 		    test_roundtrip_sizes, test_setup_buf, test_teardown_buf),
 		cmocka_unit_test_setup_teardown(
 		    test_send_ev, test_setup_buf, test_teardown_buf),
+		cmocka_unit_test_setup_teardown(test_send_ev_source_gone,
+		    test_setup_buf, test_teardown_buf),
 	};
 
 	/* Writes to a peer that has gone must fail, not kill us. */
