@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "evb.h"
 #include "gw.h"
 #include "splicer.h"
 #include "tls.h"
@@ -133,7 +134,7 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
 		if (n > PROXY_STEP)
 			n = PROXY_STEP;
 		if (n > 0) {
-			evbuffer_remove_buffer(src, dst, n);
+			evb_take(src, dst, n);
 			b->b_left -= n;
 			b->b_total += n;
 		}
@@ -146,7 +147,7 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
 			return (0);
 		if (b->b_out_chunked)
 			http1_chunk_header(dst, n);
-		evbuffer_remove_buffer(src, dst, n);
+		evb_take(src, dst, n);
 		if (b->b_out_chunked)
 			http1_chunk_trailer(dst);
 		b->b_total += n;

@@ -21,6 +21,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "evb.h"
 #include "gw.h"
 
 /* A streamed upload holds at most this much unacknowledged or unsent. */
@@ -258,7 +259,7 @@ tunnel_xchg_read_body(struct tunnel_xchg *x)
 			moved = (size_t)d->d_left;
 		if (moved > room)
 			moved = room;
-		evbuffer_remove_buffer(in, x->x_body, moved);
+		evb_take(in, x->x_body, moved);
 		d->d_left -= moved;
 		if (d->d_left == 0)
 			x->x_flags |= TX_F_UP_DONE;
@@ -743,7 +744,7 @@ tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env,
 	before = evbuffer_get_length(out);
 	if ((x->x_flags & TX_F_RESP_CHUNKED) && len > 0)
 		http1_chunk_header(out, (size_t)len);
-	if (evbuffer_remove_buffer(payload, out, (size_t)len) != (int)len) {
+	if (evb_take(payload, out, (size_t)len) != (int)len) {
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
 		    "downstream response closed",
 		    "Out of memory for the response body.");

@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "evb.h"
 #include "http1.h"
 #include "strbuf.h"
 
@@ -914,7 +915,7 @@ http1_chunked_decode(struct http1_chunked *ck, struct evbuffer *in,
 				n = HTTP1_MAX_MOVE;
 			if (n == 0)
 				return (0);
-			if (evbuffer_remove_buffer(in, out, n) != (int)n) {
+			if (evb_take(in, out, n) != (int)n) {
 				e = HTTP1_E_BAD_CHUNK;
 				goto fail;
 			}

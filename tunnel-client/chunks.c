@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 
 #include "alloc.h"
+#include "evb.h"
 #include "tun.h"
 
 /* Make an empty queue for at most cap chunks starting at offset 0. */
@@ -62,7 +63,7 @@ chunks_push(struct tun_chunks *cq, struct evbuffer *src, size_t n)
 {
 	if (cq->cq_count == cq->cq_cap)
 		chunks_grow(cq);
-	evbuffer_remove_buffer(src, cq->cq_buf, n);
+	evb_take(src, cq->cq_buf, n);
 	cq->cq_len[(cq->cq_head + cq->cq_count) % cq->cq_cap] = (uint32_t)n;
 	cq->cq_count++;
 }
@@ -92,7 +93,7 @@ chunks_pop(struct tun_chunks *cq, struct evbuffer *dst)
 		return (0);
 	n = cq->cq_len[cq->cq_head];
 	if (dst != NULL)
-		evbuffer_remove_buffer(cq->cq_buf, dst, n);
+		evb_take(cq->cq_buf, dst, n);
 	else
 		evbuffer_drain(cq->cq_buf, n);
 	cq->cq_head = (cq->cq_head + 1) % cq->cq_cap;

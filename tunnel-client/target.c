@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "evb.h"
 #include "strbuf.h"
 #include "tls.h"
 #include "tun.h"
@@ -820,7 +821,7 @@ target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
 		if (n > tt->tt_left)
 			n = (size_t)tt->tt_left;
 		if (n != 0)
-			evbuffer_remove_buffer(in, out, n);
+			evb_take(in, out, n);
 		*moved = n;
 		tt->tt_left -= n;
 		rv = tt->tt_left == 0;
@@ -853,7 +854,7 @@ target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
 	default: /* HTTP1_BODY_EOF */
 		n = avail < max ? avail : max;
 		if (n != 0)
-			evbuffer_remove_buffer(in, out, n);
+			evb_take(in, out, n);
 		*moved = n;
 		rv = eof && evbuffer_get_length(in) == 0;
 		break;
