@@ -112,10 +112,10 @@ void ws_random_key(char out[WS_KEY_LEN + 1]);
  * (and is not NUL-terminated).  Text messages are valid UTF-8 (we check).
  *
  * on_message_buf, if set, is called instead of on_message: msg holds the
- * whole message and nothing else.  The owner may remove or move any of it
- * (evbuffer_remove_buffer moves whole chains without copying); whatever
- * is left is dropped when the call returns.  msg is ours: do not free it
- * or keep it.
+ * whole message and nothing else, in the chains it was read into (a
+ * masked one unmasked there).  The owner may remove or move any of it
+ * (evb_take moves it without copying); whatever is left is dropped when
+ * the call returns.  msg is ours: do not free it or keep it.
  *
  * on_close is called exactly once, from the event loop, when the
  * connection is over and the transport has been closed: after a close
@@ -163,9 +163,11 @@ int wsconn_send(struct wsconn *, int is_binary, const uint8_t *, size_t);
 /*
  * Queue one message made of the hlen bytes at hdr (hdr may be NULL when
  * hlen is 0) followed by the len bytes at position pos of src, copied
- * (and, as a client, masked) straight from src's chains into the output;
- * src is not drained.  Returns 0, or -1 as wsconn_send, or if src holds
- * fewer than pos + len bytes.
+ * (and, as a client, masked) straight from src's chains into the output,
+ * or, a server's of 8 KiB or more on a plain socket, shared with src
+ * (evb_share: src must hold no chain added by evbuffer_add_buffer_reference,
+ * and may drain or free the bytes at once).  src keeps its bytes.  Returns
+ * 0, or -1 as wsconn_send, or if src holds fewer than pos + len bytes.
  */
 int wsconn_send_ev(struct wsconn *, int is_binary, const uint8_t *hdr,
     size_t hlen, struct evbuffer *src, size_t pos, size_t len);
