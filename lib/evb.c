@@ -129,6 +129,7 @@ evb_take(struct evbuffer *src, struct evbuffer *dst, size_t len)
  * copy, src keeping them: the range is cut out of src (evb_take), added
  * to dst as libevent's reference chains (evbuffer_add_buffer_reference,
  * which keeps a chain's memory until both have let it go), and put back.
+ * libevent refuses a range holding such reference chains itself.
  * Returns 0, or -1 with dst unchanged and src as it was.
  */
 int

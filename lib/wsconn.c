@@ -1689,10 +1689,11 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
 		h[1] |= 0x80;
 		hl += 4;
 	}
+	/* Shared if it can be (evb_share), else copied below. */
 	if (src != NULL && key == NULL && !(ws->ws_flags & WSCONN_F_TLS) &&
-	    len - plen >= WSCONN_SHARE_MIN)
-		return (wsconn_put_shared(
-		    ws, h, hl, pre, plen, src, pos, len - plen));
+	    len - plen >= WSCONN_SHARE_MIN &&
+	    wsconn_put_shared(ws, h, hl, pre, plen, src, pos, len - plen) == 0)
+		return (0);
 	if ((ws->ws_flags & WSCONN_F_TLS) && hl + len < WSCONN_TLS_GATHER)
 		wsconn_gather(out, hl + len);
 	/* Two extents: the room left in the last chain is used, not copied. */

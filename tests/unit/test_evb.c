@@ -285,6 +285,10 @@ test_share(void **state)
 	assert_int_equal(evb_share(src, 100000, 50001, d2), -1);
 	expect(d2, 30000, 90000);
 	expect(src, 0, 150000);
+	/* libevent shares no whole chain that is shared already: refused. */
+	assert_int_equal(evb_share(d1, 0, 90000, d2), -1);
+	expect(d1, 30000, 90000);
+	expect(d2, 30000, 90000);
 	/* src lets the bytes go (an acknowledgement): d1 and d2 keep them. */
 	evbuffer_drain(src, 120000);
 	expect(src, 120000, 30000);

@@ -1782,8 +1782,8 @@ static void
 test_send_ev_source_gone(void **state)
 {
 	struct pair p;
-	struct evbuffer *src;
-	uint8_t *blob, hdr[5] = { 1, 2, 3, 4, 5 }, *want;
+	struct evbuffer *src, *twice;
+	uint8_t *blob, *blob2, hdr[5] = { 1, 2, 3, 4, 5 }, *want;
 	size_t total = 300000, len = 150000, pos = 12345, i;
 
 	(void)state;
@@ -1810,7 +1810,23 @@ test_send_ev_source_gone(void **state)
 	RUN_UNTIL(&p, p.cli.p_nmsg == 1);
 	assert_int_equal(p.cli.p_last_len, sizeof hdr + len);
 	assert_memory_equal(p.cli.p_last, want, sizeof hdr + len);
+	/* A source libevent will not share again is copied instead. */
+	blob2 = pattern(len, 9);
+	src = evbuffer_new();
+	twice = evbuffer_new();
+	assert_non_null(src);
+	assert_non_null(twice);
+	assert_int_equal(evbuffer_add(src, blob2, len), 0);
+	assert_int_equal(evbuffer_add_buffer_reference(twice, src), 0);
+	assert_int_equal(
+	    wsconn_send_ev(p.srv.p_ws, 1, NULL, 0, twice, 0, len), 0);
+	evbuffer_free(twice);
+	evbuffer_free(src);
+	RUN_UNTIL(&p, p.cli.p_nmsg == 2);
+	assert_int_equal(p.cli.p_last_len, len);
+	assert_memory_equal(p.cli.p_last, blob2, len);
 	assert_int_equal(p.srv.p_closed + p.cli.p_closed, 0);
+	free(blob2);
 	free(want);
 	free(blob);
 	pair_close(&p);
