@@ -1,6 +1,6 @@
 /*
- * WebSocket connections: the HTTP/1.1 handshake checks and a connection
- * object that glues wslay's event API to a bufferevent.
+ * WebSocket connections: a connection object that glues wslay's event API
+ * to a bufferevent.  The HTTP/1.1 handshake checks are in wshandshake.c.
  *
  * Data frames (text, binary, continuation) we parse, unmask, reassemble and
  * write ourselves, a machine word at a time: wslay unmasks and masks byte
@@ -20,12 +20,10 @@
  */
 #include <sys/types.h>
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -33,7 +31,6 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
-#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include <wslay/wslay.h>
@@ -44,9 +41,6 @@
 #include "log.h"
 #include "wsconn.h"
 #include "wthru.h"
-
-/* The GUID of RFC 6455 section 1.3. */
-static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /* Where a connection is in its life. */
 enum wsconn_state {
@@ -136,29 +130,6 @@ static void wsconn_kick(struct wsconn *, int);
 static void wsconn_flush(struct wsconn *);
 static void wsconn_set_code(struct wsconn *, uint16_t, const char *, size_t);
 
-/* Is c a character of the base64 alphabet (padding excluded)? */
-static int
-ws_is_b64(int c)
-{
-	return ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	    (c >= '0' && c <= '9') || c == '+' || c == '/');
-}
-
-/* Is key 16 bytes in padded base64, i.e. 22 characters and "=="? */
-static int
-ws_key_valid(const char *key)
-{
-	size_t i;
-
-	if (strlen(key) != WS_KEY_LEN)
-		return (0);
-	for (i = 0; i < WS_KEY_LEN - 2; i++) {
-		if (!ws_is_b64((unsigned char)key[i]))
-			return (0);
-	}
-	return (key[22] == '=' && key[23] == '=');
-}
-
 /* Fill buf with len random bytes; returns 0, or -1 if OpenSSL fails. */
 static int
 ws_random(uint8_t *buf, size_t len)
@@ -187,259 +158,6 @@ ws_mask_key(uint8_t key[4])
 	memcpy(key, pool + sizeof pool - left, 4);
 	memset(pool + sizeof pool - left, 0, 4);
 	left -= 4;
-	return (0);
-}
-
-/* Compute the Sec-WebSocket-Accept value for client_key into out. */
-int
-ws_accept_key(const char *client_key, char out[WS_ACCEPT_LEN + 1])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx;
-	int ok;
-
-	if ((ctx = EVP_MD_CTX_new()) == NULL)
-		return (-1);
-	ok = EVP_DigestInit_ex(ctx, EVP_sha1(), NULL) == 1 &&
-	    EVP_DigestUpdate(ctx, client_key, strlen(client_key)) == 1 &&
-	    EVP_DigestUpdate(ctx, ws_guid, sizeof ws_guid - 1) == 1 &&
-	    EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 20;
-	EVP_MD_CTX_free(ctx);
-	if (!ok)
-		return (-1);
-	/* 20 bytes are 28 base64 characters; EVP_EncodeBlock adds the NUL. */
-	if (EVP_EncodeBlock((unsigned char *)out, md, 20) != WS_ACCEPT_LEN)
-		return (-1);
-	return (0);
-}
-
-/* Put a fresh random Sec-WebSocket-Key into out. */
-void
-ws_random_key(char out[WS_KEY_LEN + 1])
-{
-	uint8_t raw[16];
-
-	if (ws_random(raw, sizeof raw) != 0) {
-		log_error("wsconn: no random bytes for a WebSocket key");
-		abort();
-	}
-	EVP_EncodeBlock((unsigned char *)out, raw, sizeof raw);
-}
-
-/* Set *why to a sentence for the caller and return -1. */
-static int __attribute__((format(printf, 2, 3)))
-ws_refuse(char **why, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	xvasprintf(why, fmt, ap);
-	va_end(ap);
-	return (-1);
-}
-
-/* How many header fields are named name; *first gets the first one. */
-static size_t
-ws_count(const struct http1_msg *m, const char *name,
-    const struct http1_header **first)
-{
-	size_t i, n = 0;
-
-	*first = NULL;
-	for (i = 0; i < m->m_nheaders; i++) {
-		if (strcasecmp(m->m_headers[i].name, name) != 0)
-			continue;
-		if (n++ == 0)
-			*first = &m->m_headers[i];
-	}
-	return (n);
-}
-
-/* Does any field named name list token (case-insensitive)? */
-static int
-ws_list_has(const struct http1_msg *m, const char *name, const char *token)
-{
-	const struct http1_header *h;
-	size_t i;
-
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
-		if (strcasecmp(h->name, name) == 0 &&
-		    http1_list_has(h->value, h->value_len, token))
-			return (1);
-	}
-	return (0);
-}
-
-/* Check that a request head asks for a WebSocket we can accept. */
-int
-ws_check_upgrade_request(
-    const struct http1_msg *m, const char **key, char **why)
-{
-	const struct http1_header *h;
-	size_t n;
-
-	*key = NULL;
-	*why = NULL;
-	if (m->m_method == NULL || strcmp(m->m_method, "GET") != 0)
-		return (ws_refuse(why, "a WebSocket upgrade must use GET"));
-	if (m->m_minor != 1)
-		return (ws_refuse(why, "a WebSocket upgrade needs HTTP/1.1"));
-	if (m->m_body != HTTP1_BODY_NONE)
-		return (ws_refuse(
-		    why, "a WebSocket upgrade request must not have a body"));
-	if (!ws_list_has(m, "connection", "upgrade"))
-		return (ws_refuse(why, "Connection does not list upgrade"));
-	if (!ws_list_has(m, "upgrade", "websocket"))
-		return (ws_refuse(why, "Upgrade does not list websocket"));
-
-	n = ws_count(m, "sec-websocket-version", &h);
-	if (n == 0)
-		return (ws_refuse(why, "Sec-WebSocket-Version is missing"));
-	if (n > 1)
-		return (ws_refuse(
-		    why, "Sec-WebSocket-Version appears more than once"));
-	if (strcmp(h->value, "13") != 0)
-		return (ws_refuse(why,
-		    "Sec-WebSocket-Version %.16s is not supported (only 13)",
-		    h->value));
-
-	n = ws_count(m, "sec-websocket-key", &h);
-	if (n == 0)
-		return (ws_refuse(why, "Sec-WebSocket-Key is missing"));
-	if (n > 1)
-		return (
-		    ws_refuse(why, "Sec-WebSocket-Key appears more than once"));
-	if (!ws_key_valid(h->value))
-		return (ws_refuse(
-		    why, "Sec-WebSocket-Key is not 16 bytes in base64"));
-	*key = h->value;
-	return (0);
-}
-
-/* Append the 101 response that accepts an upgrade. */
-void
-ws_write_accept_response(
-    struct evbuffer *out, const char *accept_key, const char *extra_headers)
-{
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 101 Switching Protocols\r\n"
-	    "Upgrade: websocket\r\n"
-	    "Connection: Upgrade\r\n"
-	    "Sec-WebSocket-Accept: %s\r\n"
-	    "%s\r\n",
-	    accept_key, extra_headers != NULL ? extra_headers : "");
-}
-
-/* Is s non-empty and free of controls, spaces, DEL and non-ASCII? */
-static int
-ws_token_safe(const char *s)
-{
-	const unsigned char *p;
-
-	if (*s == '\0')
-		return (0);
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
-		if (*p <= 0x20 || *p >= 0x7f)
-			return (0);
-	}
-	return (1);
-}
-
-/* Is s a "Name: value" line without CR, LF or other controls but tab? */
-static int
-ws_header_safe(const char *s)
-{
-	const unsigned char *p;
-	const char *colon;
-
-	if ((colon = strchr(s, ':')) == NULL || colon == s)
-		return (0);
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
-		if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-			return (0);
-		if ((const char *)p < colon && (*p == ' ' || *p == '\t'))
-			return (0);
-	}
-	return (1);
-}
-
-/* Build the client's upgrade request; NULL if an input is unsafe. */
-char *
-ws_client_request(const char *host_header, const char *path, const char *key,
-    const char *const *extra_headers)
-{
-	struct evbuffer *b;
-	char *s;
-	size_t i, len;
-
-	if (!ws_token_safe(host_header) || !ws_token_safe(path) ||
-	    path[0] != '/' || !ws_key_valid(key))
-		return (NULL);
-	for (i = 0; extra_headers != NULL && extra_headers[i] != NULL; i++) {
-		if (!ws_header_safe(extra_headers[i]))
-			return (NULL);
-	}
-	if ((b = evbuffer_new()) == NULL)
-		return (NULL);
-	evbuffer_add_printf(b,
-	    "GET %s HTTP/1.1\r\n"
-	    "Host: %s\r\n"
-	    "Upgrade: websocket\r\n"
-	    "Connection: Upgrade\r\n"
-	    "Sec-WebSocket-Key: %s\r\n"
-	    "Sec-WebSocket-Version: 13\r\n",
-	    path, host_header, key);
-	for (i = 0; extra_headers != NULL && extra_headers[i] != NULL; i++)
-		evbuffer_add_printf(b, "%s\r\n", extra_headers[i]);
-	evbuffer_add(b, "\r\n", 2);
-	len = evbuffer_get_length(b);
-	s = xmalloc(len + 1);
-	evbuffer_remove(b, s, len);
-	s[len] = '\0';
-	evbuffer_free(b);
-	return (s);
-}
-
-/* Check that a response head accepts the upgrade we asked for with key. */
-int
-ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
-{
-	const struct http1_header *h;
-	char want[WS_ACCEPT_LEN + 1];
-	size_t n;
-
-	*why = NULL;
-	if (m->m_status != 101)
-		return (ws_refuse(why,
-		    "the server answered %d instead of 101 Switching Protocols",
-		    m->m_status));
-	if (!ws_list_has(m, "upgrade", "websocket"))
-		return (ws_refuse(why,
-		    "the 101 response has no Upgrade: "
-		    "websocket"));
-	if (!ws_list_has(m, "connection", "upgrade"))
-		return (ws_refuse(why,
-		    "the 101 response has no Connection: "
-		    "upgrade"));
-	n = ws_count(m, "sec-websocket-accept", &h);
-	if (n == 0)
-		return (ws_refuse(why, "Sec-WebSocket-Accept is missing"));
-	if (n > 1)
-		return (ws_refuse(
-		    why, "Sec-WebSocket-Accept appears more than once"));
-	if (ws_accept_key(key, want) != 0)
-		return (ws_refuse(why, "cannot compute Sec-WebSocket-Accept"));
-	if (strcmp(h->value, want) != 0)
-		return (ws_refuse(
-		    why, "Sec-WebSocket-Accept does not match our key"));
-	if (ws_count(m, "sec-websocket-extensions", &h) != 0)
-		return (ws_refuse(why,
-		    "the server chose a WebSocket extension we did not offer"));
-	if (ws_count(m, "sec-websocket-protocol", &h) != 0)
-		return (ws_refuse(
-		    why, "the server chose a subprotocol we did not offer"));
 	return (0);
 }
 
