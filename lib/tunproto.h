@@ -205,7 +205,11 @@ void tunproto_msg_set_body(struct tunproto_msg *, const void *, size_t);
 int tunproto_window_check(const struct tunproto_msg *, char **);
 void tunproto_msg_free(struct tunproto_msg *);
 
-/* tunproto.c: limits and negotiation */
+/* tunproto.c and tunlimits.c: *err (if err is not NULL) set, -1 returned */
+int
+tunproto_fail(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+
+/* tunlimits.c: limits and negotiation */
 void tunproto_limits_default(struct tunproto_limits *);
 int tunproto_hello(const struct tunproto_limits *, const char *,
     struct tunproto_msg *, char **);
