@@ -575,12 +575,13 @@ wsconn_unmask_in(struct wsconn *ws, struct evbuffer *in, size_t len)
 {
 	struct evbuffer_iovec v[8];
 	struct evbuffer_ptr ptr;
-	size_t m;
+	size_t m, before;
 	int i, n;
 
 	if (evbuffer_ptr_set(in, &ptr, 0, EVBUFFER_PTR_SET) != 0)
 		return;
-	while (len > 0) {
+	for (before = 0; len > 0 && len != before;) {
+		before = len;
 		if ((n = evbuffer_peek(in, (ev_ssize_t)len, &ptr, v, 8)) <= 0)
 			return;
 		for (i = 0; i < n && i < 8 && len > 0; i++) {
