@@ -165,9 +165,9 @@ int wsconn_send(struct wsconn *, int is_binary, const uint8_t *, size_t);
  * hlen is 0) followed by the len bytes at position pos of src, copied
  * (and, as a client, masked) straight from src's chains into the output,
  * or, a server's of 8 KiB or more on a plain socket, shared with src
- * (evb_share: src must hold no chain added by evbuffer_add_buffer_reference,
- * and may drain or free the bytes at once).  src keeps its bytes.  Returns
- * 0, or -1 as wsconn_send, or if src holds fewer than pos + len bytes.
+ * (evb_share; src may drain or free the bytes at once, and a range libevent
+ * will not share is copied).  src keeps its bytes.  Returns 0, or -1 as
+ * wsconn_send, or if src holds fewer than pos + len bytes.
  */
 int wsconn_send_ev(struct wsconn *, int is_binary, const uint8_t *hdr,
     size_t hlen, struct evbuffer *src, size_t pos, size_t len);
