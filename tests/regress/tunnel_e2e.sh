@@ -51,7 +51,7 @@ sandboxes:
   - id: files
     netns: /run/netns/$NS
     tunnel:
-      listen_port: [9766, 7766, 6766, 5766]
+      listen_port: [9766, 7766, 6766, 5766, 4766]
       token: $TOKEN
 EOF
 wait_port "$GWS"
@@ -75,6 +75,16 @@ spawn tun2 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files \
 got=$(nsc http://127.0.0.1:9766/big.bin | sha256sum | cut -d' ' -f1)
 assert_eq "100 MiB download through the tunnel" "$want" "$got"
 ok "100 MiB download through a plain ws tunnel"
+
+# Uploads over plain ws too: there the gateway's frames share their payload
+# with the buffer it keeps for a resume instead of copying it.
+spawn tun3 "$AKTUN" --gateway "127.0.0.1:$GW" --sandbox files --listen-port 4766 \
+	--target "http://127.0.0.1:$TARGET" --token "$TOKEN" --allow-plaintext-token
+out=$(nsc --data-binary "@$T/www/big.bin" http://127.0.0.1:4766/sink)
+assert_contains "100 MiB upload through a plain ws tunnel" "$want" "$out"
+out=$(nsc -H 'Transfer-Encoding: chunked' --data-binary "@$T/www/big.bin" http://127.0.0.1:4766/sink)
+assert_contains "100 MiB chunked upload through a plain ws tunnel" "$want" "$out"
+ok "100 MiB uploads through a plain ws tunnel, byte-exact"
 
 # An HTTPS target, verified with the development CA; without it the
 # sandbox caller gets 502 with the reason, and nothing reaches the target.
