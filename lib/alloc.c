@@ -1,4 +1,5 @@
 /* Allocation helpers: every failure is fatal, so callers never check. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,6 +82,20 @@ xstrndup(const char *s, size_t n)
 	if ((p = strndup(s, n)) == NULL)
 		alloc_fatal("xstrndup", n + 1);
 	return (p);
+}
+
+/* A copy of s without leading and trailing white space. */
+char *
+xstrtrim(const char *s)
+{
+	size_t len;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	len = strlen(s);
+	while (len > 0 && isspace((unsigned char)s[len - 1]))
+		len--;
+	return (xstrndup(s, len));
 }
 
 /* Format into a new string; returns its length. */

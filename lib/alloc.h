@@ -11,6 +11,7 @@ void *xrealloc(void *, size_t);
 void *xreallocarray(void *, size_t, size_t);
 char *xstrdup(const char *);
 char *xstrndup(const char *, size_t);
+char *xstrtrim(const char *);
 int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
 int xvasprintf(char **, const char *, va_list)
     __attribute__((format(printf, 2, 0)));

@@ -7,7 +7,6 @@
  */
 #include <sys/types.h>
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -199,20 +198,6 @@ tunproto_problem(char **problems, const char *fmt, ...)
 	*problems = joined;
 }
 
-/* Copy of s without leading and trailing white space. */
-static char *
-tunproto_trim(const char *s)
-{
-	size_t len;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	len = strlen(s);
-	while (len > 0 && isspace((unsigned char)s[len - 1]))
-		len--;
-	return (xstrndup(s, len));
-}
-
 /*
  * Read a positive integer variable as the reference client does: unset
  * gives def; otherwise an optionally signed decimal integer (white space
@@ -232,7 +217,7 @@ tunproto_env_uint(const char *(*get)(const char *, void *), void *arg,
 	*out = def < max ? def : max;
 	if ((raw = get(name, arg)) == NULL)
 		return (0);
-	t = tunproto_trim(raw);
+	t = xstrtrim(raw);
 	p = t;
 	if (*p == '+' || *p == '-')
 		neg = (*p++ == '-');
@@ -274,7 +259,7 @@ tunproto_env_timeout(const char *(*get)(const char *, void *), void *arg,
 	*out = TUNPROTO_HTTP_TIMEOUT_DEFAULT;
 	if ((raw = get(name, arg)) == NULL)
 		return (0);
-	t = tunproto_trim(raw);
+	t = xstrtrim(raw);
 	end = t;
 	if (*t != '\0' && strspn(t, "0123456789.eE+-") == strlen(t))
 		v = strtod(t, &end);

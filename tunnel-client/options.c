@@ -104,20 +104,6 @@ options_getenv(char *const *envp, const char *name)
 	return (NULL);
 }
 
-/* Return an xmalloc'd copy of s without leading and trailing white space. */
-static char *
-options_trim(const char *s)
-{
-	size_t len;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	len = strlen(s);
-	while (len > 0 && isspace((unsigned char)s[len - 1]))
-		len--;
-	return (xstrndup(s, len));
-}
-
 /* Return the trimmed value of a variable, or NULL if it is unset or blank. */
 static char *
 options_getenv_trimmed(char *const *envp, const char *name)
@@ -127,7 +113,7 @@ options_getenv_trimmed(char *const *envp, const char *name)
 
 	if ((v = options_getenv(envp, name)) == NULL)
 		return (NULL);
-	t = options_trim(v);
+	t = xstrtrim(v);
 	if (*t == '\0') {
 		free(t);
 		return (NULL);
@@ -142,7 +128,7 @@ options_word(const char *s, const char *const *words)
 	char *t;
 	int found = 0;
 
-	t = options_trim(s);
+	t = xstrtrim(s);
 	for (; *words != NULL; words++) {
 		if (strcasecmp(t, *words) == 0) {
 			found = 1;
@@ -339,7 +325,7 @@ options_url(struct tun_url *u, const char *s, int target, char **cause)
 	size_t i, len;
 
 	memset(u, 0, sizeof *u);
-	t = options_trim(s);
+	t = xstrtrim(s);
 	if (*t == '\0') {
 		xasprintf(cause, "the address is empty");
 		goto fail;
