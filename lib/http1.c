@@ -243,7 +243,7 @@ http1_scan(struct evbuffer *in, const struct http1_limits *lim, int request,
 	struct evbuffer_iovec v;
 	const u_char *p;
 	u_char b[4];
-	size_t len, off, lead, i, n;
+	size_t len, off, lead, i, j, n, safe, stop;
 	int c, c1, c2;
 	enum http1_err e, bad_line;
 
@@ -293,6 +293,34 @@ http1_scan(struct evbuffer *in, const struct http1_limits *lim, int request,
 		if (n == 0)
 			break;
 		for (i = 0; i < n; i++, off++) {
+			/*
+			 * A run of bytes above CR (no CR or LF among them)
+			 * after anything but a CR can fail only a limit, so
+			 * it is skipped up to the first byte that a limit
+			 * refuses, which the checks below then see.
+			 */
+			if (c1 != '\r' && p[i] > '\r') {
+				safe = lim->max_head;
+				if (m->m_line == 0 &&
+				    lim->max_line <= SIZE_MAX - lead &&
+				    lim->max_line + lead < safe)
+					safe = lim->max_line + lead;
+				stop = n;
+				if (off >= safe)
+					stop = i;
+				else if (safe - off < n - i)
+					stop = i + (safe - off);
+				for (j = i; j < stop && p[j] > '\r'; j++)
+					/* nothing */;
+				if (j != i) {
+					c2 = j - i >= 2 ? p[j - 2] : c1;
+					c1 = p[j - 1];
+					off += j - i;
+					i = j;
+					if (i == n)
+						break;
+				}
+			}
 			c = p[i];
 			if (off >= lim->max_head)
 				e = HTTP1_E_HEAD_TOO_LARGE;

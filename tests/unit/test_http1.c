@@ -319,6 +319,100 @@ test_head_too_large(void **state)
 	http1_msg_reset(&t.msg);
 }
 
+/*
+ * Parse len bytes of s as a request, added as two chains cut at cut, so
+ * the scan resumes mid-run where the first chain ended.
+ */
+static int
+test_parse_cut(struct test_parse *t, const char *s, size_t len, size_t cut,
+    const struct http1_limits *lim)
+{
+	struct evbuffer *in;
+
+	memset(t, 0, sizeof *t);
+	in = evbuffer_new();
+	assert_non_null(in);
+	evbuffer_add_reference(in, s, cut, NULL, NULL);
+	t->rv = http1_parse_request(in, lim, &t->msg, &t->err);
+	if (t->rv == 0) {
+		evbuffer_add_reference(in, s + cut, len - cut, NULL, NULL);
+		t->rv = http1_parse_request(in, lim, &t->msg, &t->err);
+	}
+	t->left = evbuffer_get_length(in);
+	http1_msg_reset(&t->msg);
+	evbuffer_free(in);
+	return (t->rv);
+}
+
+/*
+ * The limits refuse exactly the first byte past them, whatever the run of
+ * ordinary bytes around it and wherever the input is cut: every prefix of a
+ * long start line and of a long field, under every small limit.
+ */
+static void
+test_limits_exact(void **state)
+{
+	static const char *leads[] = { "", "\r\n", "\r\n\r\n" };
+	struct http1_limits lim = test_limits;
+	struct test_parse t;
+	char buf[128];
+	size_t lead, lim_v, k, cut;
+	int rv, want;
+	u_int l;
+
+	(void)state;
+	for (l = 0; l < 3; l++) {
+		lead = strlen(leads[l]);
+		memset(buf, 'a', sizeof buf);
+		memcpy(buf, leads[l], lead);
+		memcpy(buf + lead, "GET /", 5);
+		for (lim_v = 6; lim_v < 60; lim_v++) {
+			lim = test_limits;
+			lim.max_line = lim_v;
+			for (k = 1; k <= 80; k++) {
+				want = k > lim_v + lead ? -1 : 0;
+				for (cut = 0; cut <= k; cut += 7) {
+					rv = test_parse_cut(
+					    &t, buf, k, cut, &lim);
+					assert_int_equal(rv, want);
+					if (rv == -1)
+						assert_int_equal(t.err,
+						    HTTP1_E_LINE_TOO_LONG);
+				}
+			}
+		}
+	}
+
+	/* The head limit in a field, and ahead of the line limit. */
+	memset(buf, 'b', sizeof buf);
+	memcpy(buf, "GET / HTTP/1.1\r\nX: ", 19);
+	for (lim_v = 19; lim_v < 100; lim_v++) {
+		lim = test_limits;
+		lim.max_head = lim_v;
+		for (k = 1; k <= sizeof buf; k++) {
+			for (cut = 0; cut <= k; cut += 5) {
+				rv = test_parse_cut(&t, buf, k, cut, &lim);
+				assert_int_equal(rv, k > lim_v ? -1 : 0);
+				if (rv == -1)
+					assert_int_equal(
+					    t.err, HTTP1_E_HEAD_TOO_LARGE);
+			}
+		}
+	}
+	lim = test_limits;
+	lim.max_head = 10;
+	lim.max_line = 10;
+	assert_int_equal(
+	    test_parse_len(&t, "GET /aaaaaaaa", 11, 1, 0, &lim), -1);
+	assert_int_equal(t.err, HTTP1_E_HEAD_TOO_LARGE);
+
+	/* A CR ends a run: the byte after it is checked, not skipped. */
+	assert_int_equal(
+	    test_parse_cut(&t, "GET /a\rbcdef HTTP/1.1", 22, 7, &test_limits),
+	    -1);
+	assert_int_equal(t.err, HTTP1_E_BARE_CR);
+}
+
 /* More than max_headers fields is a 431. */
 static void
 test_too_many_headers(void **state)
@@ -1356,6 +1450,7 @@ main(void)
 		cmocka_unit_test(test_request_version),
 		cmocka_unit_test(test_request_line_too_long),
 		cmocka_unit_test(test_head_too_large),
+		cmocka_unit_test(test_limits_exact),
 		cmocka_unit_test(test_too_many_headers),
 		cmocka_unit_test(test_bare_cr),
 		cmocka_unit_test(test_bare_lf),
