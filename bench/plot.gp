@@ -15,7 +15,7 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set grid ytics
-set key top right horizontal
+set key top right horizontal reverse Left samplen 2 width 1
 set xtics rotate by -15 scale 0
 set yrange [0:*]
 set bmargin 5
