@@ -368,11 +368,10 @@ evio_read_more(struct bufferevent *bev)
  * before each: evio_own_reads points the bufferevent's read event here.
  * One readv takes up to EVIO_OWN_READ into the input and anything more
  * (up to EVIO_MAX_IO) into a scratch buffer copied after it, so that a
- * small request costs one small buffer and one system call.  Timeouts,
- * and the odd case of input already at the high watermark, go to
- * libevent's own callback.
+ * request or a response up to 16 KiB costs one buffer and one system
+ * call.  Timeouts, and the odd case of input already at the high
+ * watermark, go to libevent's own callback.
  */
-#define EVIO_OWN_READ (4096 - 64)
 
 /* libevent's, the same for every socket bufferevent (bufferevent_sock.c). */
 static event_callback_fn evio_libevent_readcb;

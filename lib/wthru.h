@@ -51,4 +51,14 @@ void evio_malloc_tune(void);
  */
 #define EVIO_MAX_IO (256 * 1024)
 
+/*
+ * What evio_own_reads reads into the input directly, sized so that the
+ * input chain is one 16 KiB allocation: a 16 KiB response arrives without
+ * a copy.  More goes to a scratch buffer and is copied after it.  An
+ * idle connection holds none of it; one that has sent part of a head
+ * holds one such buffer (libevent may grow it to 32 KiB), while the limit
+ * on a head (32 KiB by default) bounds what it may send.
+ */
+#define EVIO_OWN_READ (16384 - 64)
+
 #endif

@@ -180,7 +180,8 @@ rd_feed(struct rd *r, const unsigned char *buf, size_t len)
 static void
 test_bytes_in_order(void **state)
 {
-	static const size_t sizes[] = { 1, 5, 4031, 4032, 4033, 70000 };
+	static const size_t sizes[] = { 1, 5, EVIO_OWN_READ - 1, EVIO_OWN_READ,
+		EVIO_OWN_READ + 1, 70000, 4096, 100000 };
 	unsigned char *buf;
 	size_t i, j, total = 0, off = 0;
 	struct rd r;
