@@ -81,6 +81,7 @@ struct admin_conn {
 #define ADMIN_F_BODY_DONE 0x08 /* the request body was read in full */
 #define ADMIN_F_CLIENT_EOF 0x10 /* the client shut its side */
 #define ADMIN_F_LINGER 0x20 /* shut down, draining input */
+#define ADMIN_F_READ_HELD 0x40 /* reading off: the input cannot move on */
 	char ac_peer[64]; /* ip:port */
 	struct http1_msg ac_req;
 	struct http1_chunked ac_chunked;
@@ -124,27 +125,6 @@ admin_state_name(enum admin_state s)
 		return ("dead");
 	}
 	return ("?");
-}
-
-/* Reason phrase for a status the admin API sends. */
-static const char *
-admin_reason(int status)
-{
-	switch (status) {
-	case 100:
-		return ("Continue");
-	case 200:
-		return ("OK");
-	case 201:
-		return ("Created");
-	case 204:
-		return ("No Content");
-	case 405:
-		return ("Method Not Allowed");
-	case 409:
-		return ("Conflict");
-	}
-	return (errpage_reason(status));
 }
 
 /* Arm the connection timer for ms milliseconds. */
@@ -234,7 +214,7 @@ admin_reply(struct admin_conn *ac, int status, const char *ctype,
 	    (ac->ac_flags & ADMIN_F_BODY_DONE) &&
 	    !(ac->ac_flags & ADMIN_F_CLIENT_EOF);
 	evbuffer_add_printf(
-	    out, "HTTP/1.1 %d %s\r\n", status, admin_reason(status));
+	    out, "HTTP/1.1 %d %s\r\n", status, http1_reason(status));
 	if (status != 204)
 		evbuffer_add_printf(out,
 		    "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype,
@@ -296,7 +276,7 @@ admin_error(struct admin_conn *ac, int status, const char *code,
 	    "{s:i, s:s, s:s}", "status", status, "code", code, "message", msg);
 	if (obj == NULL) /* the message quotes bytes that are not UTF-8 */
 		obj = json_pack("{s:i, s:s, s:s}", "status", status, "code",
-		    code, "message", admin_reason(status));
+		    code, "message", http1_reason(status));
 	free(msg);
 	admin_reply_json(ac, status, obj, extra, code);
 }
@@ -814,6 +794,7 @@ admin_next(struct admin_conn *ac)
 {
 	ac->ac_state = ADMIN_S_HEAD;
 	admin_timer_set(ac, ac->ac_admin->a_gw->g_conf->cf_keepalive_timeout);
+	ac->ac_flags &= ~ADMIN_F_READ_HELD;
 	bufferevent_enable(ac->ac_bev, EV_READ);
 	/* A pipelined request may already be buffered. */
 	admin_read_head(ac);
@@ -841,6 +822,9 @@ admin_read_cb(struct bufferevent *bev, void *arg)
 	case ADMIN_S_DEAD:
 		break;
 	}
+	/* The same rule as every HTTP/1 loop: no reading what cannot move. */
+	if (ac->ac_state == ADMIN_S_HEAD || ac->ac_state == ADMIN_S_BODY)
+		evio_read_hold(bev, &ac->ac_flags, ADMIN_F_READ_HELD);
 }
 
 /* The output drained: go on with the next request, or close. */

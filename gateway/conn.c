@@ -96,12 +96,15 @@ conn_reset_exchange(struct conn *c)
 	c->c_rule = NULL;
 	c->c_port = 0;
 	c->c_status = 0;
+	c->c_interim = 0;
+	c->c_interim_bytes = 0;
 	c->c_err_code = NULL;
 	c->c_request_id[0] = '\0';
 	c->c_up_start_us = 0;
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
-	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE);
+	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE |
+	    CONN_F_LOGGED | CONN_F_READ_HELD);
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -133,10 +136,15 @@ conn_close(struct conn *c, const char *reason)
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
 	    reason);
 	if ((c->c_flags & (CONN_F_UPGRADED | CONN_F_HANDED)) ==
-	    CONN_F_UPGRADED) {
+	    CONN_F_UPGRADED)
 		GW_ADD(g->g_metrics.m_ws_active, -1);
+	/*
+	 * A request cut short (a client gone mid-body, an upstream gone
+	 * mid-response) or a WebSocket ending gets its line here.
+	 */
+	if (c->c_method != NULL &&
+	    !(c->c_flags & (CONN_F_LOGGED | CONN_F_HANDED)))
 		conn_log_access(c, reason);
-	}
 	c->c_flags &= ~CONN_F_UPGRADED;
 	relay_splice_stop(c);
 	if (c->c_up != NULL)
@@ -166,6 +174,7 @@ conn_log_access(struct conn *c, const char *close)
 	uint64_t now = clock_mono_usec(), us = now - c->c_start_us;
 	json_t *f;
 
+	c->c_flags |= CONN_F_LOGGED;
 	metrics_request(c->c_gw, c->c_status, c->c_err_code, us);
 	GW_ADD(m->m_bytes_in, c->c_req_body.b_total);
 	GW_ADD(m->m_bytes_out, c->c_resp_body.b_total);
@@ -283,6 +292,7 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	if (c->c_flags & CONN_F_RESP_STARTED) {
 		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
 		    c->c_peer_ip, code, msg);
+		c->c_err_code = code;
 		conn_close(c, code);
 		free(msg);
 		return;
@@ -304,8 +314,8 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	log_debug("conn %llu %s: refused %d %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
 	free(msg);
-	if (c->c_req.m_buf != NULL)
-		conn_log_access(c, keep ? "keep-alive" : "close");
+	/* Refused heads too: a 400, 408, 429 or 431 leaves its line. */
+	conn_log_access(c, keep ? "keep-alive" : "close");
 	if (keep)
 		conn_next(c);
 	else
@@ -878,6 +888,14 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 
 	evio_read_more(bev);
 	conn_read(c, bev);
+	/*
+	 * Input that cannot move on (a pipelined request while one is in
+	 * flight, a body while the upstream connects): stop reading until
+	 * something consumes it, or libevent calls back on every loop pass.
+	 */
+	if (c->c_state == CONN_S_HEAD || c->c_state == CONN_S_BODY ||
+	    c->c_state == CONN_S_WAIT)
+		evio_read_hold(bev, &c->c_flags, CONN_F_READ_HELD);
 	/* Send what this input made at once (wthru.h). */
 	if ((up = c->c_up) != NULL && up->u_state == UP_S_ACTIVE)
 		wthru_flush(&up->u_wt);

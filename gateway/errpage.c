@@ -37,43 +37,6 @@ const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
-/* Reason phrase for a status the gateway sends. */
-const char *
-errpage_reason(int status)
-{
-	switch (status) {
-	case 400:
-		return ("Bad Request");
-	case 401:
-		return ("Unauthorized");
-	case 403:
-		return ("Forbidden");
-	case 404:
-		return ("Not Found");
-	case 408:
-		return ("Request Timeout");
-	case 426:
-		return ("Upgrade Required");
-	case 413:
-		return ("Content Too Large");
-	case 429:
-		return ("Too Many Requests");
-	case 431:
-		return ("Request Header Fields Too Large");
-	case 501:
-		return ("Not Implemented");
-	case 502:
-		return ("Bad Gateway");
-	case 503:
-		return ("Service Unavailable");
-	case 504:
-		return ("Gateway Timeout");
-	case 505:
-		return ("HTTP Version Not Supported");
-	}
-	return ("Error");
-}
-
 /* Escape text for HTML. */
 static void
 errpage_html_escape(struct evbuffer *out, const char *s)
@@ -143,8 +106,8 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 		    "<!DOCTYPE html>\n<html><head>"
 		    "<meta charset=\"utf-8\"><title>%d %s</title></head>\n"
 		    "<body><h1>%d %s</h1>\n<p>",
-		    status, errpage_reason(status), status,
-		    errpage_reason(status));
+		    status, http1_reason(status), status,
+		    http1_reason(status));
 		errpage_html_escape(body, message);
 		evbuffer_add_printf(body,
 		    "</p>\n<p><code>%s</code></p>\n"
@@ -155,7 +118,7 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 		    code, "message", message);
 		if (obj == NULL) /* message not UTF-8 */
 			obj = json_pack("{s:i, s:s, s:s}", "status", status,
-			    "code", code, "message", errpage_reason(status));
+			    "code", code, "message", http1_reason(status));
 		js = json_dumps(obj, JSON_COMPACT);
 		evbuffer_add_printf(body, "%s\n", js);
 		free(js);
@@ -170,7 +133,7 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 	    "%s%s%s"
 	    "%s%s"
 	    "\r\n",
-	    status, errpage_reason(status),
+	    status, http1_reason(status),
 	    html ? "text/html; charset=utf-8" : "application/json",
 	    evbuffer_get_length(body), code,
 	    request_id != NULL ? "X-Request-Id: " : "",

@@ -298,6 +298,8 @@ struct conn {
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
 #define CONN_F_REQ_WHOLE 0x8000 /* the request, body included, was read */
+#define CONN_F_LOGGED 0x10000 /* this exchange has its access line */
+#define CONN_F_READ_HELD 0x20000 /* reading off: the input cannot move on */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -316,6 +318,8 @@ struct conn {
 	uint64_t c_start_us;
 	uint64_t c_up_start_us; /* upstream asked for, for upstream_ms */
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
+	unsigned c_interim; /* interim (1xx) responses relayed */
+	uint64_t c_interim_bytes; /* ... and their head bytes */
 	int c_status; /* status sent, for the log */
 	const char *c_err_code; /* gateway error code sent, or NULL */
 	char *c_method;
@@ -469,6 +473,7 @@ void relay_idle(struct conn *);
 /* metrics.c */
 void metrics_request(
     struct gw *, int status, const char *code, uint64_t duration_us);
+void metrics_code(struct gw *, const char *code);
 void metrics_render(const struct gw *, struct evbuffer *);
 
 /*
@@ -766,7 +771,6 @@ void errpage_redirect(struct evbuffer *, const char *request_id,
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);
-const char *errpage_reason(int status);
 
 /* auth.c */
 /*

@@ -13,6 +13,26 @@
 static const double metrics_bounds[GW_DURATION_BUCKETS] = { 0.005, 0.01, 0.025,
 	0.05, 0.1, 0.25, 0.5, 1, 5, 30 };
 
+/* Count one answer of the gateway's own by its error code (NULL: none). */
+void
+metrics_code(struct gw *g, const char *code)
+{
+	struct gw_metrics *m = &g->g_metrics;
+	size_t i;
+
+	if (code == NULL)
+		return;
+	for (i = 0; i < GW_METRIC_CODES; i++) {
+		/* The main loop may read the table while we write. */
+		if (m->m_codes[i] == NULL)
+			__atomic_store_n(&m->m_codes[i], code, __ATOMIC_RELEASE);
+		if (m->m_codes[i] == code || strcmp(m->m_codes[i], code) == 0) {
+			GW_ADD(m->m_code_counts[i], 1);
+			break;
+		}
+	}
+}
+
 /*
  * Count a finished request: its status class, the gateway error code that
  * answered it (NULL when the upstream did), and its duration.
@@ -26,19 +46,7 @@ metrics_request(
 
 	if (status >= 100 && status < 600)
 		GW_ADD(m->m_requests[status / 100], 1);
-	if (code != NULL) {
-		for (i = 0; i < GW_METRIC_CODES; i++) {
-			/* The main loop may read the table while we write. */
-			if (m->m_codes[i] == NULL)
-				__atomic_store_n(
-				    &m->m_codes[i], code, __ATOMIC_RELEASE);
-			if (m->m_codes[i] == code ||
-			    strcmp(m->m_codes[i], code) == 0) {
-				GW_ADD(m->m_code_counts[i], 1);
-				break;
-			}
-		}
-	}
+	metrics_code(g, code);
 	for (i = 0; i < GW_DURATION_BUCKETS; i++) {
 		if ((double)duration_us / 1e6 <= metrics_bounds[i])
 			break;

@@ -30,6 +30,9 @@
 #define PROXY_STEP (256 * 1024)
 /* A TLS response up to this size is sent as one record (one write). */
 #define PROXY_TLS_SMALL (12 * 1024)
+/* Interim (1xx) responses relayed for one request, at most. */
+#define PROXY_INTERIM_MAX 1024
+#define PROXY_INTERIM_BYTES (1024 * 1024)
 /* Bodies with less than this left are not worth a splice(2) set-up. */
 #define PROXY_SPLICE_MIN (256 * 1024)
 
@@ -38,6 +41,7 @@ static void proxy_upstream_read(struct upstream *, struct bufferevent *);
 static void proxy_splice_try(struct conn *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
+static int proxy_add_response_start(struct strbuf *, const struct http1_msg *);
 
 struct proxy_name {
 	const char *pn_name;
@@ -282,16 +286,19 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	strbuf_add(sb, " ", 1);
 	strbuf_adds(sb, c->c_target);
 	strbuf_add(sb, " HTTP/1.1\r\n", 11);
+	/*
+	 * Host is the gateway's to write: the authority of an absolute-form
+	 * target replaces the client's field (RFC 9112 section 3.2.2), and
+	 * a Connection field naming Host cannot remove it.
+	 */
+	if (pr->pr_host_rewrite == NULL && c->c_host != NULL)
+		strbuf_add_header(sb, "Host", 4, c->c_host, strlen(c->c_host));
 	for (i = 0; i < m->m_nheaders; i++) {
 		h = &m->m_headers[i];
 		if (proxy_is_hop(m, h, nconn))
 			continue;
-		if (proxy_named(h, "host", 4)) {
-			if (pr->pr_host_rewrite == NULL)
-				strbuf_add_header(
-				    sb, "Host", 4, h->value, h->value_len);
-			continue;
-		}
+		if (proxy_named(h, "host", 4))
+			continue; /* written above */
 		if (proxy_named(h, "x-forwarded-for", 15) ||
 		    proxy_named(h, "via", 3) ||
 		    proxy_named(h, "x-request-id", 12))
@@ -358,13 +365,57 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	evbuffer_add(out, sb->sb_buf, sb->sb_len);
 }
 
+/*
+ * Check the chunked framing of the body bytes that arrived with the head,
+ * on a copy, before anything goes upstream: a malformed body is refused
+ * before the upstream sees a head it would then see cut short.  Returns 0,
+ * or -1 with *err set.
+ */
+static int
+proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
+{
+	struct evbuffer *in = bufferevent_get_input(c->c_bev), *copy, *sink;
+	struct http1_chunked ck;
+	size_t n, moved, before;
+	char *buf;
+	int r = 0;
+
+	if ((n = evbuffer_get_length(in)) == 0)
+		return (0);
+	buf = xmalloc(n);
+	evbuffer_copyout(in, buf, n);
+	copy = evbuffer_new();
+	sink = evbuffer_new();
+	evbuffer_add_reference(copy, buf, n, NULL, NULL);
+	memset(&ck, 0, sizeof ck);
+	do {
+		before = evbuffer_get_length(copy);
+		r = http1_chunked_decode(&ck, copy, sink, PROXY_STEP, &moved,
+		    err);
+		evbuffer_drain(sink, evbuffer_get_length(sink));
+	} while (r == 0 && evbuffer_get_length(copy) != before &&
+	    evbuffer_get_length(copy) != 0);
+	evbuffer_free(sink);
+	evbuffer_free(copy);
+	free(buf);
+	return (r < 0 ? -1 : 0);
+}
+
 /* Begin relaying the current request of conn c. */
 void
 proxy_start(struct conn *c)
 {
 	struct gw_body *b = &c->c_req_body;
+	enum http1_err err = HTTP1_E_NONE;
 	struct timeval tv;
 
+	if (c->c_req.m_body == HTTP1_BODY_CHUNKED &&
+	    !(c->c_flags & CONN_F_RETRIED) &&
+	    proxy_check_buffered_chunks(c, &err) != 0) {
+		c->c_flags &= ~CONN_F_KEEPALIVE;
+		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
+		return;
+	}
 	memset(b, 0, sizeof *b);
 	b->b_kind = c->c_req.m_body;
 	b->b_left = c->c_req.m_content_length;
@@ -476,8 +527,10 @@ proxy_request_body(struct conn *c)
 		}
 		if (c->c_flags & CONN_F_RESP_DONE)
 			conn_response_done(c);
-	} else
+	} else {
+		c->c_flags &= ~CONN_F_READ_HELD;
 		bufferevent_enable(c->c_bev, EV_READ);
+	}
 }
 
 /* The upstream output drained below the low watermark. */
@@ -579,8 +632,15 @@ proxy_client_drained(struct conn *c)
 
 	if (up == NULL || up->u_state != UP_S_ACTIVE)
 		return;
-	if (!(c->c_flags & CONN_F_RESP_STARTED))
+	if (!(c->c_flags & CONN_F_RESP_STARTED)) {
+		/* Interim responses waited for the client (proxy_interim). */
+		if (!(bufferevent_get_enabled(up->u_bev) & EV_READ) &&
+		    (up->u_flags & UP_F_SENT)) {
+			bufferevent_enable(up->u_bev, EV_READ);
+			proxy_upstream_read(up, up->u_bev);
+		}
 		return;
+	}
 	proxy_response_body(c);
 	if (c->c_up == up)
 		proxy_splice_try(c);
@@ -632,6 +692,36 @@ proxy_write_small_tls(struct conn *c, struct upstream *up)
 	return (1);
 }
 
+/*
+ * Append a response's status line and its end-to-end fields to sb: the
+ * upstream's reason phrase, or the registered one when it sent none (an
+ * empty reason is valid, RFC 9112 section 4).  Returns whether an
+ * X-Request-Id of the upstream's went with the fields.
+ */
+static int
+proxy_add_response_start(struct strbuf *sb, const struct http1_msg *m)
+{
+	const struct http1_header *h;
+	size_t i, nconn = proxy_nconnection(m);
+	int own_id = 0;
+
+	strbuf_add(sb, "HTTP/1.1 ", 9);
+	strbuf_add_u64(sb, (uint64_t)m->m_status);
+	strbuf_add(sb, " ", 1);
+	strbuf_adds(sb,
+	    m->m_reason[0] != '\0' ? m->m_reason : http1_reason(m->m_status));
+	strbuf_add(sb, "\r\n", 2);
+	for (i = 0; i < m->m_nheaders; i++) {
+		h = &m->m_headers[i];
+		if (proxy_is_hop(m, h, nconn))
+			continue;
+		own_id |= proxy_named(h, "x-request-id", 12);
+		strbuf_add_header(
+		    sb, h->name, h->name_len, h->value, h->value_len);
+	}
+	return (own_id);
+}
+
 /* Write the response head for the client. */
 static void
 proxy_write_response_head(
@@ -640,22 +730,10 @@ proxy_write_response_head(
 	const struct http1_header *h;
 	struct gw_body *b = &c->c_resp_body;
 	struct strbuf *sb = &c->c_gw->g_head;
-	size_t i, nconn = proxy_nconnection(m);
+	int own_id;
 
 	strbuf_reset(sb);
-	strbuf_add(sb, "HTTP/1.1 ", 9);
-	strbuf_add_u64(sb, (uint64_t)m->m_status);
-	strbuf_add(sb, " ", 1);
-	strbuf_adds(sb,
-	    m->m_reason[0] != '\0' ? m->m_reason : errpage_reason(m->m_status));
-	strbuf_add(sb, "\r\n", 2);
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
-		if (proxy_is_hop(m, h, nconn))
-			continue;
-		strbuf_add_header(
-		    sb, h->name, h->name_len, h->value, h->value_len);
-	}
+	own_id = proxy_add_response_start(sb, m);
 	switch (b->b_kind) {
 	case HTTP1_BODY_LENGTH:
 		strbuf_add(sb, "Content-Length: ", 16);
@@ -675,7 +753,7 @@ proxy_write_response_head(
 			strbuf_adds(sb, "Transfer-Encoding: chunked\r\n");
 		break;
 	}
-	if (http1_msg_find(m, "x-request-id") == NULL)
+	if (!own_id)
 		strbuf_add_header(sb, "X-Request-Id", 12, c->c_request_id,
 		    strlen(c->c_request_id));
 	if (m->m_status == 101)
@@ -884,6 +962,45 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 		proxy_splice_try(c);
 }
 
+/*
+ * Pass an interim (1xx) response on to an HTTP/1.1 client with its fields
+ * (hop-by-hop ones dropped); an HTTP/1.0 client gets none (RFC 9110
+ * section 15.2).  An upstream that sends more than PROXY_INTERIM_MAX of
+ * them, or PROXY_INTERIM_BYTES, for one request is cut off with a 502.
+ * Returns 0 to read on, -1 after refusing.
+ */
+static int
+proxy_interim(struct conn *c, struct upstream *up)
+{
+	struct strbuf *sb = &c->c_gw->g_head;
+
+	c->c_interim++;
+	c->c_interim_bytes += up->u_resp.m_head_len;
+	if (c->c_interim > PROXY_INTERIM_MAX ||
+	    c->c_interim_bytes > PROXY_INTERIM_BYTES) {
+		up->u_flags |= UP_F_NO_REUSE;
+		log_warn("conn %llu: sandbox '%s' port %d sent %u interim "
+			 "responses (%llu bytes) for one request; cut off",
+		    (unsigned long long)c->c_id, c->c_sandbox->sb_id,
+		    c->c_port, c->c_interim,
+		    (unsigned long long)c->c_interim_bytes);
+		conn_fail(c, gw_err_bad_response,
+		    "Sandbox '%s' port %d sent more interim (1xx) responses "
+		    "than the %d (or %d bytes) the gateway relays for one "
+		    "request.",
+		    c->c_sandbox->sb_id, c->c_port, PROXY_INTERIM_MAX,
+		    PROXY_INTERIM_BYTES);
+		return (-1);
+	}
+	if (c->c_req.m_minor != 1)
+		return (0);
+	strbuf_reset(sb);
+	proxy_add_response_start(sb, &up->u_resp);
+	strbuf_add(sb, "\r\n", 2);
+	evbuffer_add(bufferevent_get_output(c->c_bev), sb->sb_buf, sb->sb_len);
+	return (0);
+}
+
 /* Response bytes from an active upstream. */
 static void
 proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
@@ -896,6 +1013,14 @@ proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 	if (up->u_state != UP_S_ACTIVE || c == NULL)
 		return;
 	while (!(c->c_flags & CONN_F_RESP_STARTED)) {
+		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
+			/*
+			 * Interim responses the client has not read yet:
+			 * read on from proxy_client_drained.
+			 */
+			bufferevent_disable(bev, EV_READ);
+			return;
+		}
 		r = http1_parse_response(in, &c->c_gw->g_limits,
 		    c->c_flags & CONN_F_HEAD_REQ, &up->u_resp, &err);
 		if (r == 0)
@@ -911,14 +1036,8 @@ proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 		up->u_flags |= UP_F_GOT_BYTES;
 		if (up->u_resp.m_status >= 100 && up->u_resp.m_status < 200 &&
 		    up->u_resp.m_status != 101) {
-			/* Interim response: pass it on to HTTP/1.1 clients. */
-			if (c->c_req.m_minor == 1)
-				evbuffer_add_printf(
-				    bufferevent_get_output(c->c_bev),
-				    "HTTP/1.1 %d %s\r\n\r\n",
-				    up->u_resp.m_status,
-				    up->u_resp.m_status == 100 ? "Continue"
-							       : "Early Hints");
+			if (proxy_interim(c, up) != 0)
+				return;
 			http1_msg_reset(&up->u_resp);
 			continue;
 		}

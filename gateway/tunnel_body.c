@@ -48,43 +48,6 @@ tx_timer_set(struct event *ev, uint64_t ms)
 	evtimer_add(ev, &tv);
 }
 
-/* Reason phrase for a status line. */
-static const char *
-tx_reason(int status)
-{
-	switch (status) {
-	case 200:
-		return ("OK");
-	case 201:
-		return ("Created");
-	case 202:
-		return ("Accepted");
-	case 204:
-		return ("No Content");
-	case 206:
-		return ("Partial Content");
-	case 301:
-		return ("Moved Permanently");
-	case 302:
-		return ("Found");
-	case 303:
-		return ("See Other");
-	case 304:
-		return ("Not Modified");
-	case 307:
-		return ("Temporary Redirect");
-	case 308:
-		return ("Permanent Redirect");
-	case 500:
-		return ("Internal Server Error");
-	case 503:
-		return ("Service Unavailable");
-	}
-	if (status >= 400)
-		return (errpage_reason(status));
-	return ("");
-}
-
 /* Is name listed in a Connection field of the response frame? */
 static int
 tx_resp_conn_named(const struct tunproto_msg *m, const char *name)
@@ -195,7 +158,7 @@ tx_write_head(struct tunnel_xchg *x, int status, const struct tunproto_msg *m,
 	strbuf_add(&sb, "HTTP/1.1 ", 9);
 	strbuf_add_u64(&sb, (uint64_t)status);
 	strbuf_add(&sb, " ", 1);
-	strbuf_adds(&sb, tx_reason(status));
+	strbuf_adds(&sb, http1_reason(status));
 	strbuf_add(&sb, "\r\n", 2);
 	for (i = 0; i < m->m_nheaders; i++) {
 		h = &m->m_headers[i];

@@ -52,6 +52,8 @@
 #define TDC_OUT_LOW (64 * 1024)
 /* Connections on one Port B. */
 #define TDC_MAX 1024
+/* Connections past TDC_MAX that get a 429 before they close. */
+#define TDC_MAX_OVER 64
 
 static const struct http1_limits tdc_limits = { TDC_HEAD_MAX, TDC_LINE_MAX,
 	TDC_HEADERS_MAX };
@@ -254,6 +256,8 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 	evtimer_del(x->x_timer);
 	t->t_requests++;
 	GW_ADD(t->t_gw->g_metrics.m_tunnel_requests, 1);
+	if (x->x_err != NULL)
+		metrics_code(t->t_gw, x->x_err->e_code);
 	tx_log(x, how);
 	if (x->x_dconn != NULL) {
 		x->x_dconn->d_x = NULL;
@@ -319,9 +323,40 @@ static void
 tdc_reply_error(
     struct tunnel_dconn *d, int status, const char *code, const char *msg)
 {
-	log_info("tunnel %s:%d: conn %llu %s: %d %s: %s", d->d_tunnel->t_name,
-	    d->d_tunnel->t_port, (unsigned long long)d->d_id, d->d_peer, status,
-	    code, msg);
+	struct tunnel *t = d->d_tunnel;
+	const struct http1_msg *m = &d->d_req;
+	const char *q = NULL;
+	json_t *f;
+
+	log_debug("tunnel %s:%d: conn %llu %s: %d %s: %s", t->t_name,
+	    t->t_port, (unsigned long long)d->d_id, d->d_peer, status, code,
+	    msg);
+	/* A refusal before any exchange is counted and logged like one. */
+	t->t_requests++;
+	t->t_errors++;
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_requests, 1);
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_errors, 1);
+	metrics_code(t->t_gw, code);
+	if (log_enabled(LOG_LVL_INFO)) {
+		f = json_object();
+		json_object_set_new(f, "sandbox", json_string(t->t_name));
+		json_object_set_new(f, "listen_port", json_integer(t->t_port));
+		json_object_set_new(f, "id", json_null());
+		json_object_set_new(f, "method",
+		    m->m_buf != NULL ? json_stringn(m->m_method, m->m_method_len)
+				     : json_null());
+		if (m->m_buf != NULL && (q = memchr(m->m_target, '?',
+					     m->m_target_len)) == NULL)
+			q = m->m_target + m->m_target_len;
+		json_object_set_new(f, "path",
+		    m->m_buf != NULL
+			? json_stringn(m->m_target, (size_t)(q - m->m_target))
+			: json_null());
+		json_object_set_new(f, "status", json_integer(status));
+		json_object_set_new(f, "error", json_string(code));
+		json_object_set_new(f, "end", json_string("refused"));
+		log_event(LOG_LVL_INFO, "tunnel_access", f);
+	}
 	errpage_write(bufferevent_get_output(d->d_bev), NULL, status, code, msg,
 	    0, d->d_flags & TDC_F_HEAD_REQ, 0);
 	d->d_flags &= ~TDC_F_KEEPALIVE;
@@ -832,23 +867,17 @@ tdc_read_head(struct tunnel_dconn *d)
 static void
 tdc_read_hold(struct tunnel_dconn *d)
 {
-	if ((d->d_state != TDC_S_HEAD && d->d_state != TDC_S_XCHG) ||
-	    !evio_input_full(d->d_bev))
-		return;
-	d->d_flags |= TDC_F_READ_HELD;
-	bufferevent_disable(d->d_bev, EV_READ);
+	if (d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG)
+		evio_read_hold(d->d_bev, &d->d_flags, TDC_F_READ_HELD);
 }
 
 /* The input may move on: read again, if tdc_read_hold stopped it. */
 void
 tunnel_dconn_read_resume(struct tunnel_dconn *d)
 {
-	if (d == NULL || !(d->d_flags & TDC_F_READ_HELD))
-		return;
-	d->d_flags &= ~TDC_F_READ_HELD;
-	if (d->d_bev != NULL &&
-	    (d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG))
-		bufferevent_enable(d->d_bev, EV_READ);
+	if (d != NULL)
+		evio_read_release(d->d_bev, &d->d_flags, TDC_F_READ_HELD,
+		    d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG);
 }
 
 /* Bytes from the caller. */
@@ -989,9 +1018,11 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	struct tunnel_dconn *d;
 	int one = 1;
 
-	if (t->t_ndconns >= TDC_MAX) {
-		log_warn("tunnel %s:%d: %d connections open; closing a new one",
-		    t->t_name, t->t_port, TDC_MAX);
+	if (t->t_ndconns >= TDC_MAX + TDC_MAX_OVER) {
+		/* Past even the refusals' room: close at once. */
+		log_warn("tunnel %s:%d: %zu connections open; closing a new "
+			 "one",
+		    t->t_name, t->t_port, t->t_ndconns);
 		close(fd);
 		return;
 	}
@@ -1016,4 +1047,8 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	bufferevent_enable(d->d_bev, EV_READ | EV_WRITE);
 	log_debug("tunnel %s:%d: conn %llu %s: accepted", t->t_name, t->t_port,
 	    (unsigned long long)d->d_id, d->d_peer);
+	if (t->t_ndconns > TDC_MAX)
+		tdc_reply_error(d, 429, "too_many_connections",
+		    "The tunnel has its limit of connections open; try again "
+		    "shortly.");
 }

@@ -133,6 +133,13 @@ int http1_err_status(enum http1_err);
 const char *http1_err_code(enum http1_err);
 const char *http1_err_message(enum http1_err);
 
+/*
+ * The registered reason phrase of a status code (RFC 9110 section 15 and
+ * the IANA registry), or "" for a code without one: a status line may end
+ * after the code's space.
+ */
+const char *http1_reason(int status);
+
 /* Incremental decoder for the chunked transfer coding. */
 struct http1_chunked {
 	int ck_state;

@@ -492,6 +492,37 @@ evio_input_full(struct bufferevent *bev)
 }
 
 /*
+ * Stop reading bev when its input is at the high watermark (a read
+ * callback that cannot consume it would otherwise run on every loop pass,
+ * evio_input_full) and mark *flags with flag.  Returns 1 when it stopped.
+ */
+int
+evio_read_hold(struct bufferevent *bev, int *flags, int flag)
+{
+	if (!evio_input_full(bev))
+		return (0);
+	*flags |= flag;
+	bufferevent_disable(bev, EV_READ);
+	return (1);
+}
+
+/*
+ * The input may move on: if evio_read_hold stopped reading bev (flag in
+ * *flags), clear the mark and, when read is non-zero, read again.  Returns
+ * 1 when the mark was set.
+ */
+int
+evio_read_release(struct bufferevent *bev, int *flags, int flag, int read)
+{
+	if (!(*flags & flag))
+		return (0);
+	*flags &= ~flag;
+	if (read && bev != NULL)
+		bufferevent_enable(bev, EV_READ);
+	return (1);
+}
+
+/*
  * Keep I/O buffers on the heap.  glibc gives an allocation over 128 KiB its
  * own mmap and returns it at free, and gives the heap's top back past
  * 128 KiB too, so every 256 KiB read buffer of a bulk transfer cost fresh

@@ -42,6 +42,9 @@ void evio_tune(struct bufferevent *);
 void evio_read_more(struct bufferevent *);
 void evio_own_reads(struct bufferevent *);
 int evio_input_full(struct bufferevent *);
+int evio_read_hold(struct bufferevent *, int *flags, int flag);
+int evio_read_release(
+    struct bufferevent *, int *flags, int flag, int read);
 void evio_malloc_tune(void);
 
 /*

@@ -324,22 +324,16 @@ target_touch(struct tun_target *tt)
 static void
 target_read_hold(struct tun_target *tt)
 {
-	if (tt->tt_state != TT_S_BUSY || !evio_input_full(tt->tt_bev))
-		return;
-	tt->tt_flags |= TT_F_READ_HELD;
-	bufferevent_disable(tt->tt_bev, EV_READ);
+	if (tt->tt_state == TT_S_BUSY)
+		evio_read_hold(tt->tt_bev, &tt->tt_flags, TT_F_READ_HELD);
 }
 
 /* The exchange may take input again: read, if target_read_hold stopped. */
 void
 target_read_resume(struct tun_target *tt)
 {
-	if (!(tt->tt_flags & TT_F_READ_HELD))
-		return;
-	tt->tt_flags &= ~TT_F_READ_HELD;
-	if (tt->tt_state == TT_S_BUSY && tt->tt_bev != NULL &&
-	    !(tt->tt_flags & TT_F_EOF))
-		bufferevent_enable(tt->tt_bev, EV_READ);
+	evio_read_release(tt->tt_bev, &tt->tt_flags, TT_F_READ_HELD,
+	    tt->tt_state == TT_S_BUSY && !(tt->tt_flags & TT_F_EOF));
 }
 
 /* Data arrived for the exchange. */
