@@ -1439,6 +1439,32 @@ test_chunk_writers(void **state)
 }
 
 /* Run every test. */
+/* Reason phrases: the registered ones, "" for the rest, for every code. */
+static void
+test_reason(void **state)
+{
+	int st, n;
+
+	(void)state;
+	assert_string_equal(http1_reason(200), "OK");
+	assert_string_equal(http1_reason(100), "Continue");
+	assert_string_equal(http1_reason(102), "Processing");
+	assert_string_equal(http1_reason(103), "Early Hints");
+	assert_string_equal(http1_reason(308), "Permanent Redirect");
+	assert_string_equal(http1_reason(413), "Content Too Large");
+	assert_string_equal(http1_reason(511), "Network Authentication Required");
+	assert_string_equal(http1_reason(299), "");
+	assert_string_equal(http1_reason(0), "");
+	assert_string_equal(http1_reason(999), "");
+	/*
+	 * The binary search finds every one of the 60 registered codes: a
+	 * table out of order would lose some.
+	 */
+	for (st = 100, n = 0; st < 600; st++)
+		n += http1_reason(st)[0] != '\0';
+	assert_int_equal(n, 60);
+}
+
 int
 main(void)
 {
@@ -1486,6 +1512,7 @@ main(void)
 		cmocka_unit_test(test_chunked_next_message),
 		cmocka_unit_test(test_chunked_max),
 		cmocka_unit_test(test_chunk_writers),
+		cmocka_unit_test(test_reason),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
