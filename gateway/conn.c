@@ -503,7 +503,7 @@ conn_auth(struct conn *c)
 	struct gw *g = c->c_gw;
 	struct auth_req aq;
 	struct auth_result ar;
-	int r, keep;
+	int r, keep, page;
 
 	memset(&aq, 0, sizeof aq);
 	aq.aq_msg = &c->c_req;
@@ -522,10 +522,13 @@ conn_auth(struct conn *c)
 	if (r > 0) {
 		keep = (c->c_flags & CONN_F_KEEPALIVE) &&
 		    c->c_req.m_body == HTTP1_BODY_NONE;
+		/* A page has a body, which HEAD must not get: a 303 then. */
+		page = (ar.ar_flags & AUTH_R_F_PAGE) &&
+		    !(c->c_flags & CONN_F_HEAD_REQ);
 		errpage_redirect(bufferevent_get_output(c->c_bev),
-		    c->c_request_id, ar.ar_location, ar.ar_set_cookie,
-		    ar.ar_flags & AUTH_R_F_PAGE, keep);
-		c->c_status = ar.ar_flags & AUTH_R_F_PAGE ? 200 : 303;
+		    c->c_request_id, ar.ar_location, ar.ar_set_cookie, page,
+		    keep);
+		c->c_status = page ? 200 : 303;
 		conn_log_access(c, keep ? "keep-alive" : "close");
 		auth_result_free(&ar);
 		if (keep)

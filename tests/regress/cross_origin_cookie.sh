@@ -126,6 +126,8 @@ hdrs=$($CS -D "$T/hdrs" -o "$T/body" -H 'Sec-Fetch-Mode: navigate' -H 'Sec-Fetch
 assert_contains "landing 200" "HTTP/1.1 200 OK" "$hdrs"
 assert_contains "landing cookie" "Set-Cookie: __Host-akgw_token=" "$hdrs"
 assert_contains "landing refresh" '<meta http-equiv="refresh" content="0;url=/page?x=1">' "$(cat "$T/body")"
+hdrs=$($CS -I -H 'Sec-Fetch-Mode: navigate' -H 'Sec-Fetch-Site: cross-site' "$US/page?access_token=$tok")
+assert_contains "HEAD gets the 303, no body" "HTTP/1.1 303" "$hdrs"
 ok "HTTPS: __Host- and Secure; a link from another site lands on a page of ours"
 
 # The path form: one origin for every sandbox, so no cookie by default.
