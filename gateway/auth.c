@@ -290,8 +290,8 @@ auth_cookie_is_ours(
 		if (len != plen + cc->cc_name_len)
 			continue;
 		if ((cc->cc_prefix != NULL
-			? memcmp(name, prefixes[i], plen)
-			: strncasecmp(name, prefixes[i], plen)) != 0)
+			    ? memcmp(name, prefixes[i], plen)
+			    : strncasecmp(name, prefixes[i], plen)) != 0)
 			continue;
 		if (memcmp(name + plen, cc->cc_name, cc->cc_name_len) == 0)
 			return (1);
@@ -519,7 +519,8 @@ auth_from_own_origin(const struct auth_req *aq, const char **why,
 
 	for (i = 0; i < aq->aq_msg->m_nheaders; i++) {
 		h = &aq->aq_msg->m_headers[i];
-		if (h->name_len == 6 && strncasecmp(h->name, "origin", 6) == 0 &&
+		if (h->name_len == 6 &&
+		    strncasecmp(h->name, "origin", 6) == 0 &&
 		    !auth_origin_is_own(aq, h->value, h->value_len))
 			*is_origin = 1;
 		else if (h->name_len == 14 &&
@@ -568,8 +569,9 @@ auth_refuse_cross_origin(struct auth_result *res, const struct gw_sandbox *sb,
 	    "%s, and this request came from %s%.*s%s: a page of another "
 	    "origin cannot use it. Send the token in Authorization: Bearer "
 	    "or X-Access-Token instead, or open the port's address directly.",
-	    port, sb->sb_id, own, is_origin ? "" : "another site (Sec-Fetch-Site: ",
-	    len, why, is_origin ? "" : ")");
+	    port, sb->sb_id, own,
+	    is_origin ? "" : "another site (Sec-Fetch-Site: ", len, why,
+	    is_origin ? "" : ")");
 	free(own);
 	return (-1);
 }

@@ -120,8 +120,8 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 		    "\"><title>Signed in</title></head>\n"
 		    "<body><p>Signed in; <a href=\"");
 		errpage_html_escape(body, location);
-		evbuffer_add_printf(body,
-		    "\">continue</a>.</p></body></html>\n");
+		evbuffer_add_printf(
+		    body, "\">continue</a>.</p></body></html>\n");
 	}
 	evbuffer_add_printf(out,
 	    "HTTP/1.1 %s\r\n"
@@ -134,8 +134,9 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 	    "%s%s%s"
 	    "%s"
 	    "\r\n",
-	    page ? "200 OK" : "303 See Other", page ? "" : "Location: ",
-	    page ? "" : location, page ? "" : "\r\n", set_cookie,
+	    page ? "200 OK" : "303 See Other",
+	    page ? "" : "Location: ", page ? "" : location, page ? "" : "\r\n",
+	    set_cookie,
 	    page ? "Content-Type: text/html; charset=utf-8\r\n" : "",
 	    evbuffer_get_length(body),
 	    request_id != NULL ? "X-Request-Id: " : "",

@@ -802,8 +802,7 @@ extern const struct gw_error gw_err_credentials_need_tls[]; /* 403 */
 extern const struct gw_error gw_err_cross_origin_credential[]; /* 403 */
 extern const struct gw_error gw_err_host_form_required[]; /* 403 */
 int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
-    const struct gw_port_rule *, const struct auth_req *,
-    struct auth_result *);
+    const struct gw_port_rule *, const struct auth_req *, struct auth_result *);
 void auth_result_free(struct auth_result *);
 int auth_is_credential_header(
     const struct gw_config *, const struct http1_header *);

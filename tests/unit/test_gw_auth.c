@@ -165,8 +165,8 @@ mint(const char *id, const char *scope)
  */
 static int
 check_at(const struct fixture *f, int port, const char *const *lines,
-    const char *target, const char *host, const char *prefix, int tls,
-    int nav, struct auth_result *res)
+    const char *target, const char *host, const char *prefix, int tls, int nav,
+    struct auth_result *res)
 {
 	struct auth_req aq;
 	struct req r;
@@ -179,8 +179,8 @@ check_at(const struct fixture *f, int port, const char *const *lines,
 	aq.aq_prefix = prefix;
 	aq.aq_now = NOW;
 	aq.aq_flags = (tls ? AUTH_F_TLS : 0) | (nav ? AUTH_F_NAVIGATION : 0);
-	return (auth_check(f->cf, f->sb, port, port == 8080 ? f->priv : f->pub,
-	    &aq, res));
+	return (auth_check(
+	    f->cf, f->sb, port, port == 8080 ? f->priv : f->pub, &aq, res));
 }
 
 /* Run auth_check for port 8080 or 3000 at its host-form address. */
@@ -466,8 +466,10 @@ test_cookie(void **state)
 	expect_allowed(f, 8080, lines, "/", 1, NULL);
 	expect_refusal(f, 8080, lines, "/", 0, 401, "unauthorized", NULL);
 	free(h1);
-	xasprintf(&h1, "Cookie: akgw_token=%s; __Secure-akgw_token=%s; "
-	    "__host-akgw_token=%s", t, t, t);
+	xasprintf(&h1,
+	    "Cookie: akgw_token=%s; __Secure-akgw_token=%s; "
+	    "__host-akgw_token=%s",
+	    t, t, t);
 	lines[0] = h1;
 	expect_refusal(f, 8080, lines, "/", 1, 401, "unauthorized", NULL);
 	free(h1);
@@ -751,8 +753,8 @@ test_credential_header(void **state)
 /* Expect a refusal at host (and prefix) with status, code and message. */
 static void
 expect_refusal_at(const struct fixture *f, const char *const *lines,
-    const char *target, const char *host, const char *prefix, int tls,
-    int nav, const char *code, const char *message)
+    const char *target, const char *host, const char *prefix, int tls, int nav,
+    const char *code, const char *message)
 {
 	struct auth_result res;
 
@@ -836,16 +838,16 @@ test_cookie_origin(void **state)
 	/* One bad field is enough, in any order. */
 	lines[1] = own[0];
 	lines[2] = "Sec-Fetch-Site: same-site";
-	expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
-	    "cross_origin_credential", NULL);
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
 	lines[1] = "Origin: null";
 	lines[2] = own[2];
-	expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
-	    "cross_origin_credential", NULL);
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
 	lines[1] = own[0];
 	lines[2] = "Origin: http://8080-other.localhost:18080";
-	expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
-	    "cross_origin_credential", NULL);
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
 	lines[2] = NULL;
 
 	/* The sentences. */
@@ -870,14 +872,14 @@ test_cookie_origin(void **state)
 
 	/* Default ports are implied, on each side; the scheme is TLS's. */
 	lines[1] = "Origin: http://8080-alice-at-box-one.localhost";
-	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost:80",
-	    NULL, 0);
+	expect_allowed_at(
+	    f, lines, "8080-alice-at-box-one.localhost:80", NULL, 0);
 	lines[1] = "Origin: http://8080-alice-at-box-one.localhost:80";
 	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost", NULL, 0);
 	lines[0] = hcookie;
 	lines[1] = "Origin: https://8080-alice-at-box-one.localhost";
-	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost:443",
-	    NULL, 1);
+	expect_allowed_at(
+	    f, lines, "8080-alice-at-box-one.localhost:443", NULL, 1);
 	lines[1] = "Origin: https://8080-alice-at-box-one.localhost:443";
 	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost", NULL, 1);
 	lines[1] = "Origin: http://8080-alice-at-box-one.localhost";
@@ -891,8 +893,8 @@ test_cookie_origin(void **state)
 	    "cross_origin_credential", NULL);
 	/* Without a Host, an Origin cannot be the request's own. */
 	lines[1] = "Origin: https://[::1]";
-	expect_refusal_at(f, lines, "/", NULL, NULL, 1, 0,
-	    "cross_origin_credential", NULL);
+	expect_refusal_at(
+	    f, lines, "/", NULL, NULL, 1, 0, "cross_origin_credential", NULL);
 
 	/* Header tokens do not care where the page is. */
 	free(cookie);
@@ -910,9 +912,8 @@ test_cookie_origin(void **state)
 	{
 		struct auth_result res;
 
-		assert_int_equal(check_at(f, 3000, lines, "/", HOST, NULL, 1,
-				     0, &res),
-		    0);
+		assert_int_equal(
+		    check_at(f, 3000, lines, "/", HOST, NULL, 1, 0, &res), 0);
 		auth_result_free(&res);
 	}
 	free(cookie);
@@ -975,8 +976,8 @@ test_path_form(void **state)
 	/* The cookie, from any page, and the query-to-cookie flow: no. */
 	xasprintf(&h, "Cookie: akgw_token=%s", t);
 	lines[0] = h;
-	expect_refusal_at(f, lines, "/", "127.0.0.1:18080", "/alice@box.one/8080",
-	    0, 0, "host_form_required", want);
+	expect_refusal_at(f, lines, "/", "127.0.0.1:18080",
+	    "/alice@box.one/8080", 0, 0, "host_form_required", want);
 	free(h);
 	xasprintf(&h, "Cookie: __Secure-akgw_token=%s", t);
 	lines[0] = h;
@@ -1003,11 +1004,13 @@ test_path_form(void **state)
 	free(target);
 	xasprintf(&h, "Authorization: Bearer %s", t);
 	lines[0] = h;
-	expect_allowed_at(f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 0);
+	expect_allowed_at(
+	    f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 0);
 	free(h);
 	xasprintf(&h, "X-Access-Token: %s", t);
 	lines[0] = h;
-	expect_allowed_at(f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 1);
+	expect_allowed_at(
+	    f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 1);
 	free(h);
 	free(t);
 }
@@ -1104,8 +1107,8 @@ test_strip_cookie(void **state)
 	expect_cookie(f, "", "");
 	expect_cookie(f, "a=%3B; akgw_token=t", "a=%3B");
 	/* Every prefixed form goes, the prefix in any case. */
-	expect_cookie(f, "__Host-akgw_token=t; a=1; __Secure-akgw_token=u",
-	    "a=1");
+	expect_cookie(
+	    f, "__Host-akgw_token=t; a=1; __Secure-akgw_token=u", "a=1");
 	expect_cookie(f, "__host-akgw_token=t; __SECURE-akgw_token=u", NULL);
 	expect_cookie(f, "__Host-akgw_token2=t; __Hostakgw_token=u",
 	    "__Host-akgw_token2=t; __Hostakgw_token=u");
@@ -1118,8 +1121,8 @@ test_strip_cookie_custom(void **state)
 
 	expect_cookie(f, "akgw_token=1; sbx_auth=2", "akgw_token=1");
 	expect_cookie(f, "sbx_auth=2", NULL);
-	expect_cookie(f, "__Host-akgw_token=1; __Host-sbx_auth=2",
-	    "__Host-akgw_token=1");
+	expect_cookie(
+	    f, "__Host-akgw_token=1; __Host-sbx_auth=2", "__Host-akgw_token=1");
 }
 
 static void
