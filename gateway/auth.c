@@ -3,7 +3,12 @@
  * Authorization: Bearer, X-Access-Token, the access_token query parameter
  * or the gateway's cookie; this file finds it, checks it, and tells the
  * caller whether to forward, redirect (to turn a query token into a
- * cookie) or refuse.  Credentials never travel further than the gateway:
+ * cookie) or refuse.  The cookie is the one credential a browser attaches
+ * by itself, so it counts only for requests from the port URL's own
+ * origin (Origin, Sec-Fetch-Site), and not at all on path-form URLs,
+ * which every sandbox shares one origin with, unless
+ * auth.path_form_cookies says every sandbox trusts every other; see
+ * docs/security.md.  Credentials never travel further than the gateway:
  * the caller drops the headers auth_is_credential_header names, forwards
  * the Cookie header auth_strip_cookie returns and the target in ar_target.
  * Nothing here logs, and no message repeats a token.
@@ -22,10 +27,22 @@ const struct gw_error gw_err_unauthorized[] = { { 401, "unauthorized" } };
 const struct gw_error gw_err_forbidden[] = { { 403, "forbidden" } };
 const struct gw_error gw_err_credentials_need_tls[] = { { 403,
     "credentials_need_tls" } };
+const struct gw_error gw_err_cross_origin_credential[] = { { 403,
+    "cross_origin_credential" } };
+const struct gw_error gw_err_host_form_required[] = { { 403,
+    "host_form_required" } };
 
 /* The query parameter that carries a token. */
 #define AUTH_QUERY_PARAM "access_token"
 #define AUTH_QUERY_PARAM_LEN (sizeof AUTH_QUERY_PARAM - 1)
+
+/*
+ * The prefixes a cookie name may carry: __Host- (HTTPS, host form: the
+ * browser keeps it to this host, Path=/ and Secure, and no sibling name
+ * can set it) and __Secure- (HTTPS, path form, whose Path is the prefix).
+ */
+#define AUTH_COOKIE_HOST "__Host-"
+#define AUTH_COOKIE_SECURE "__Secure-"
 
 /* Where a token came from, in the order the sources are consulted. */
 enum auth_source {
@@ -245,18 +262,41 @@ auth_cookie_pairs(const char *value, size_t len,
 struct auth_cookie_ctx {
 	const char *cc_name;
 	size_t cc_name_len;
+	const char *cc_prefix; /* collecting: the prefix; stripping: NULL */
 	struct auth_found *cc_found; /* collecting tokens, or NULL */
 	char *cc_out; /* rebuilding a Cookie value, or NULL */
 	size_t cc_out_len;
 	int cc_removed;
 };
 
-/* Is the cookie named name (len bytes) the gateway's token cookie? */
+/*
+ * Is the cookie named name (len bytes) the gateway's token cookie?  While
+ * collecting, only with the prefix the request's address uses; while
+ * stripping, with any prefix (in any case), so none travels upstream.
+ */
 static int
 auth_cookie_is_ours(
     const struct auth_cookie_ctx *cc, const char *name, size_t len)
 {
-	return (len == cc->cc_name_len && memcmp(name, cc->cc_name, len) == 0);
+	static const char *const prefixes[] = { AUTH_COOKIE_HOST,
+		AUTH_COOKIE_SECURE, "" };
+	size_t i, plen;
+
+	for (i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+		if (cc->cc_prefix != NULL &&
+		    strcmp(cc->cc_prefix, prefixes[i]) != 0)
+			continue;
+		plen = strlen(prefixes[i]);
+		if (len != plen + cc->cc_name_len)
+			continue;
+		if ((cc->cc_prefix != NULL
+			    ? memcmp(name, prefixes[i], plen)
+			    : strncasecmp(name, prefixes[i], plen)) != 0)
+			continue;
+		if (memcmp(name + plen, cc->cc_name, cc->cc_name_len) == 0)
+			return (1);
+	}
+	return (0);
 }
 
 /* Collect the token from a cookie pair if it is ours. */
@@ -303,11 +343,25 @@ auth_cookie_strip_cb(const char *name, size_t name_len, const char *pair,
 	cc->cc_out_len += pair_len;
 }
 
-/* Find every token of ours in req and target, in source order. */
-static void
-auth_collect(const struct gw_config *cf, const struct http1_msg *req,
-    const char *target, struct auth_found *f)
+/*
+ * The prefix of the gateway's cookie at the request's address: __Host- on
+ * the host form over TLS, __Secure- on the path form over TLS, none on
+ * plain HTTP (where a browser allows neither).
+ */
+static const char *
+auth_cookie_prefix(const struct auth_req *aq)
 {
+	if (!(aq->aq_flags & AUTH_F_TLS))
+		return ("");
+	return (aq->aq_prefix != NULL ? AUTH_COOKIE_SECURE : AUTH_COOKIE_HOST);
+}
+
+/* Find every token of ours in the request, in source order. */
+static void
+auth_collect(
+    const struct gw_config *cf, const struct auth_req *aq, struct auth_found *f)
+{
+	const struct http1_msg *req = aq->aq_msg;
 	struct auth_cookie_ctx cc;
 	const struct http1_header *h;
 	const char *tok;
@@ -324,11 +378,12 @@ auth_collect(const struct gw_config *cf, const struct http1_msg *req,
 			auth_found_add(
 			    f, AUTH_SRC_HEADER, h->value, h->value_len);
 	}
-	if (target != NULL)
-		auth_query(f, target);
+	if (aq->aq_target != NULL)
+		auth_query(f, aq->aq_target);
 	memset(&cc, 0, sizeof cc);
 	cc.cc_name = cf->cf_auth_cookie;
 	cc.cc_name_len = strlen(cf->cf_auth_cookie);
+	cc.cc_prefix = auth_cookie_prefix(aq);
 	cc.cc_found = f;
 	for (i = 0; i < req->m_nheaders; i++) {
 		h = &req->m_headers[i];
@@ -375,55 +430,243 @@ auth_refuse_token(struct auth_result *res, const struct gw_sandbox *sb,
 }
 
 /*
- * Build the 303 answer that turns a valid query token into a cookie: the
- * target without access_token, and a host-scoped HttpOnly cookie that
- * lives as long as the token.  Returns 1.
+ * Split an authority "host[:port]" (an IPv6 literal in brackets) of len
+ * bytes into the host and its port, or defport when there is none.
+ * Returns -1 when it is malformed.
+ */
+static int
+auth_authority(const char *s, size_t len, int defport, const char **host,
+    size_t *hlen, int *port)
+{
+	const char *end = s + len, *colon;
+	long v = 0;
+
+	if (len > 0 && *s == '[') {
+		if ((colon = memchr(s, ']', len)) == NULL)
+			return (-1);
+		colon++;
+		if (colon != end && *colon != ':')
+			return (-1);
+	} else if ((colon = memchr(s, ':', len)) == NULL)
+		colon = end;
+	*host = s;
+	*hlen = (size_t)(colon - s);
+	*port = defport;
+	if (*hlen == 0)
+		return (-1);
+	if (colon == end)
+		return (0);
+	if (++colon == end || end - colon > 5)
+		return (-1);
+	for (; colon < end; colon++) {
+		if (*colon < '0' || *colon > '9')
+			return (-1);
+		v = v * 10 + (*colon - '0');
+	}
+	if (v < 1 || v > 65535)
+		return (-1);
+	*port = (int)v;
+	return (0);
+}
+
+/*
+ * Is origin (len bytes, an Origin field's value) the origin the request
+ * addressed: the listener's scheme and the Host as the client sent it,
+ * host names compared without regard to case, default ports implied?
+ * "null" and anything with a path are not.
+ */
+static int
+auth_origin_is_own(const struct auth_req *aq, const char *origin, size_t len)
+{
+	const char *oh, *hh;
+	size_t ohlen, hhlen, slen;
+	int tls = (aq->aq_flags & AUTH_F_TLS) != 0, oport, hport;
+
+	slen = tls ? 8 : 7;
+	if (aq->aq_host == NULL || len <= slen ||
+	    strncasecmp(origin, tls ? "https://" : "http://", slen) != 0)
+		return (0);
+	if (auth_authority(origin + slen, len - slen, tls ? 443 : 80, &oh,
+		&ohlen, &oport) != 0 ||
+	    auth_authority(aq->aq_host, strlen(aq->aq_host), tls ? 443 : 80,
+		&hh, &hhlen, &hport) != 0)
+		return (0);
+	return (ohlen == hhlen && strncasecmp(oh, hh, ohlen) == 0 &&
+	    oport == hport);
+}
+
+/* Is a Sec-Fetch-Site value (len bytes) one that allows the cookie? */
+static int
+auth_fetch_site_is_own(const char *v, size_t len)
+{
+	return ((len == 11 && strncasecmp(v, "same-origin", 11) == 0) ||
+	    (len == 4 && strncasecmp(v, "none", 4) == 0));
+}
+
+/*
+ * Did the request come from the port URL's own origin, as far as the
+ * browser tells?  Every Origin field must name that origin and every
+ * Sec-Fetch-Site be same-origin or none; a request with neither (curl, an
+ * older browser's navigation) passes.  When it did not, *why and *why_len
+ * get the field that says so, and *is_origin whether it is Origin.
+ */
+static int
+auth_from_own_origin(const struct auth_req *aq, const char **why,
+    size_t *why_len, int *is_origin)
+{
+	const struct http1_header *h;
+	size_t i;
+
+	for (i = 0; i < aq->aq_msg->m_nheaders; i++) {
+		h = &aq->aq_msg->m_headers[i];
+		if (h->name_len == 6 &&
+		    strncasecmp(h->name, "origin", 6) == 0 &&
+		    !auth_origin_is_own(aq, h->value, h->value_len))
+			*is_origin = 1;
+		else if (h->name_len == 14 &&
+		    strncasecmp(h->name, "sec-fetch-site", 14) == 0 &&
+		    !auth_fetch_site_is_own(h->value, h->value_len))
+			*is_origin = 0;
+		else
+			continue;
+		*why = h->value;
+		*why_len = h->value_len;
+		return (0);
+	}
+	return (1);
+}
+
+/*
+ * The origin the request addressed (scheme and Host), or a description
+ * when the Host is missing; xmalloc'd.
+ */
+static char *
+auth_own_origin(const struct auth_req *aq)
+{
+	char *s;
+
+	if (aq->aq_host == NULL)
+		return (xstrdup("this port's own origin"));
+	xasprintf(&s, "%s://%s", aq->aq_flags & AUTH_F_TLS ? "https" : "http",
+	    aq->aq_host);
+	return (s);
+}
+
+/* Longest part of a browser's field a message repeats. */
+#define AUTH_ECHO_MAX 200
+
+/* Refuse the cookie of a request that came from another origin. */
+static int
+auth_refuse_cross_origin(struct auth_result *res, const struct gw_sandbox *sb,
+    int port, const struct auth_req *aq, const char *why, size_t why_len,
+    int is_origin)
+{
+	char *own = auth_own_origin(aq);
+	int len = why_len > AUTH_ECHO_MAX ? AUTH_ECHO_MAX : (int)why_len;
+
+	auth_refuse(res, gw_err_cross_origin_credential,
+	    "The cookie for port %d of sandbox '%s' counts only on pages of "
+	    "%s, and this request came from %s%.*s%s: a page of another "
+	    "origin cannot use it. Send the token in Authorization: Bearer "
+	    "or X-Access-Token instead, or open the port's address directly.",
+	    port, sb->sb_id, own,
+	    is_origin ? "" : "another site (Sec-Fetch-Site: ", len, why,
+	    is_origin ? "" : ")");
+	free(own);
+	return (-1);
+}
+
+/*
+ * Refuse a browser credential (the cookie, or a query token to be turned
+ * into one) at a path-form address, naming the host-form address to use.
+ */
+static int
+auth_refuse_path_form(struct auth_result *res, const struct gw_config *cf,
+    const struct gw_sandbox *sb, int port, const struct auth_req *aq)
+{
+	const char *h = NULL;
+	size_t hlen;
+	int tls = (aq->aq_flags & AUTH_F_TLS) != 0, gwport = tls ? 443 : 80;
+	char portbuf[8] = "";
+
+	if (aq->aq_host != NULL)
+		(void)auth_authority(aq->aq_host, strlen(aq->aq_host), gwport,
+		    &h, &hlen, &gwport);
+	if (gwport != (tls ? 443 : 80))
+		snprintf(portbuf, sizeof portbuf, ":%d", gwport);
+	return (auth_refuse(res, gw_err_host_form_required,
+	    "Browsers reach private port %d of sandbox '%s' only at its "
+	    "host-form address, %s://%d-%s.%s%s/: a path-form address such "
+	    "as %s/ shares its origin with every sandbox on this gateway, so "
+	    "the gateway does not keep a browser's credential for it. "
+	    "Programs may use the path form with Authorization: Bearer or "
+	    "X-Access-Token.",
+	    port, sb->sb_id, tls ? "https" : "http", port, sb->sb_safe_id,
+	    cf->cf_domains[0], portbuf, aq->aq_prefix));
+}
+
+/*
+ * Build the answer that turns a valid query token into a cookie that
+ * lives as long as the token: HttpOnly, SameSite=Lax, no Domain, Path=/
+ * (or the path-form prefix), and over TLS Secure with the __Host- (or
+ * __Secure-) prefix.  The browser goes on to the target without
+ * access_token, by a 303; or, when the navigation came from another site,
+ * by a page of our own origin, so that the next request is same-origin
+ * and the cookie counts.  Returns 1.
  */
 static int
 auth_redirect(const struct gw_config *cf, const struct auth_found *f,
-    const struct auth_token *at, int tls, uint64_t now, struct auth_result *res)
+    const struct auth_token *at, const struct auth_req *aq,
+    struct auth_result *res)
 {
-	uint64_t expiry = now + 1;
+	const char *prefix = aq->aq_prefix != NULL ? aq->aq_prefix : "";
+	const char *why;
+	size_t why_len;
+	uint64_t now = aq->aq_now, expiry = now + 1;
+	int is_origin = 0;
 
 	/* token_verify accepted it, so the expiry is there and in the future. */
 	if (token_expiry(at->at_token, at->at_len, &expiry) != 0 ||
 	    expiry <= now)
 		expiry = now + 1;
-	res->ar_location = xstrdup(f->af_target);
+	xasprintf(&res->ar_location, "%s%s", prefix, f->af_target);
 	xasprintf(&res->ar_set_cookie,
-	    "%s=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%llu%s",
-	    cf->cf_auth_cookie, at->at_token,
-	    (unsigned long long)(expiry - now), tls ? "; Secure" : "");
+	    "%s%s=%s; Path=%s/; HttpOnly; SameSite=Lax; Max-Age=%llu%s",
+	    auth_cookie_prefix(aq), cf->cf_auth_cookie, at->at_token, prefix,
+	    (unsigned long long)(expiry - now),
+	    aq->aq_flags & AUTH_F_TLS ? "; Secure" : "");
+	if (!auth_from_own_origin(aq, &why, &why_len, &is_origin))
+		res->ar_flags |= AUTH_R_F_PAGE;
 	return (1);
 }
 
 /*
- * Decide what to do with a request for port of sandbox sb under rule.
- * target is the origin-form target the upstream would see (for the path
- * form, without the "/{id}/{port}" prefix); tls says whether the client
- * connection is TLS, navigation whether it is a browser navigation; now is
- * Unix seconds.
+ * Decide what to do with a request for port of sandbox sb under rule;
+ * aq describes the request (see struct auth_req).
  *
- * Returns 0 to forward (with ar_target instead of target when it is not
- * NULL), 1 to answer 303 with ar_location (relative to the port: the caller
- * prepends the path-form prefix) and ar_set_cookie, or -1 to refuse with
- * ar_err and ar_message.  The caller frees res with auth_result_free.
+ * Returns 0 to forward (with ar_target instead of the target when it is
+ * not NULL), 1 to answer with ar_set_cookie and send the browser on to
+ * ar_location (a 303, or with AUTH_R_F_PAGE a page that goes on), or -1
+ * to refuse with ar_err and ar_message.  The caller frees res with
+ * auth_result_free.
  */
 int
 auth_check(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
-    const struct gw_port_rule *rule, const struct http1_msg *req,
-    const char *target, int tls, int navigation, uint64_t now,
+    const struct gw_port_rule *rule, const struct auth_req *aq,
     struct auth_result *res)
 {
 	struct auth_found f;
 	const struct auth_token *at, *used = NULL;
 	enum token_err err = TOKEN_MALFORMED, e;
+	enum auth_source source;
+	const char *why;
 	char scope[16];
-	size_t i;
-	int rc;
+	size_t i, why_len;
+	int rc, is_origin = 0, tls = (aq->aq_flags & AUTH_F_TLS) != 0;
+	int browser_ok = aq->aq_prefix == NULL || cf->cf_path_form_cookies;
 
 	memset(res, 0, sizeof *res);
-	auth_collect(cf, req, target, &f);
+	auth_collect(cf, aq, &f);
 
 	if (f.af_count != 0 && !tls && cf->cf_require_tls_creds) {
 		rc = auth_refuse(res, gw_err_credentials_need_tls,
@@ -448,6 +691,25 @@ auth_check(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
 	}
 
 	/*
+	 * The browser attaches the cookie by itself, to requests from any
+	 * page: it counts only where the page is the port's own.
+	 */
+	source = f.af_tokens[0].at_source;
+	if ((source == AUTH_SRC_COOKIE ||
+		(source == AUTH_SRC_QUERY &&
+		    (aq->aq_flags & AUTH_F_NAVIGATION))) &&
+	    !browser_ok) {
+		rc = auth_refuse_path_form(res, cf, sb, port, aq);
+		goto out;
+	}
+	if (source == AUTH_SRC_COOKIE &&
+	    !auth_from_own_origin(aq, &why, &why_len, &is_origin)) {
+		rc = auth_refuse_cross_origin(
+		    res, sb, port, aq, why, why_len, is_origin);
+		goto out;
+	}
+
+	/*
 	 * The first source present decides; among several tokens from it
 	 * (two cookies set for different paths, say) any valid one will do,
 	 * and otherwise the first one's error is reported.
@@ -455,11 +717,11 @@ auth_check(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
 	snprintf(scope, sizeof scope, "port:%d", port);
 	for (i = 0; i < f.af_count; i++) {
 		at = &f.af_tokens[i];
-		if (at->at_source != f.af_tokens[0].at_source)
+		if (at->at_source != source)
 			break;
 		e = token_verify(cf->cf_auth_secret, cf->cf_auth_secret_len,
 		    at->at_token, at->at_len, sb->sb_id, sb->sb_safe_id, scope,
-		    now);
+		    aq->aq_now);
 		if (i == 0)
 			err = e;
 		if (e == TOKEN_OK) {
@@ -471,8 +733,8 @@ auth_check(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
 		rc = auth_refuse_token(res, sb, port, err);
 		goto out;
 	}
-	if (used->at_source == AUTH_SRC_QUERY && navigation) {
-		rc = auth_redirect(cf, &f, used, tls, now, res);
+	if (source == AUTH_SRC_QUERY && (aq->aq_flags & AUTH_F_NAVIGATION)) {
+		rc = auth_redirect(cf, &f, used, aq, res);
 		goto out;
 	}
 	res->ar_target = f.af_target;

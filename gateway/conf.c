@@ -37,7 +37,7 @@ const char conf_builtin[] =
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
 	"workers", "timeouts", "limits", "auth", "sandboxes", NULL };
 static const char *const auth_keys[] = { "secret", "cookie",
-	"require_tls_for_credentials", NULL };
+	"require_tls_for_credentials", "path_form_cookies", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
 static const char *const listen_keys[] = { "address", "tls", NULL };
 static const char *const tls_keys[] = { "cert", "key", "sni", NULL };
@@ -312,10 +312,21 @@ conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
 			    "auth.cookie must be "
 			    "letters, digits, '_' and '-', not '%s'",
 			    cf->cf_auth_cookie));
+		if (strncasecmp(cf->cf_auth_cookie, "__host-", 7) == 0 ||
+		    strncasecmp(cf->cf_auth_cookie, "__secure-", 9) == 0)
+			return (cfg_error(doc, v, cause,
+			    "auth.cookie '%s' "
+			    "must not carry a __Host- or __Secure- prefix: the "
+			    "gateway adds the right one over HTTPS",
+			    cf->cf_auth_cookie));
 	}
 	if ((v = cfg_map_get(n, "require_tls_for_credentials")) != NULL &&
 	    cfg_get_bool(doc, v, "auth.require_tls_for_credentials",
 		&cf->cf_require_tls_creds, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "path_form_cookies")) != NULL &&
+	    cfg_get_bool(doc, v, "auth.path_form_cookies",
+		&cf->cf_path_form_cookies, cause) != 0)
 		return (-1);
 	return (0);
 }

@@ -511,42 +511,35 @@ static int
 conn_auth(struct conn *c)
 {
 	struct gw *g = c->c_gw;
+	struct auth_req aq;
 	struct auth_result ar;
-	char *loc, *cookie, *p;
-	int r, keep;
+	int r, keep, page;
 
-	memset(&ar, 0, sizeof ar);
-	r = auth_check(g->g_conf, c->c_sandbox, c->c_port, c->c_rule, &c->c_req,
-	    c->c_target, c->c_flags & CONN_F_TLS, conn_wants_html(c),
-	    (uint64_t)time(NULL), &ar);
+	memset(&aq, 0, sizeof aq);
+	aq.aq_msg = &c->c_req;
+	aq.aq_target = c->c_target;
+	aq.aq_host = c->c_host;
+	aq.aq_prefix = c->c_prefix;
+	aq.aq_now = (uint64_t)time(NULL);
+	aq.aq_flags = (c->c_flags & CONN_F_TLS ? AUTH_F_TLS : 0) |
+	    (conn_wants_html(c) ? AUTH_F_NAVIGATION : 0);
+	r = auth_check(g->g_conf, c->c_sandbox, c->c_port, c->c_rule, &aq, &ar);
 	if (r < 0) {
 		conn_fail(c, ar.ar_err, "%s", ar.ar_message);
 		auth_result_free(&ar);
 		return (-1);
 	}
 	if (r > 0) {
-		/* Path-form URLs keep the prefix, and a cookie of their own. */
-		xasprintf(&loc, "%s%s", c->c_prefix != NULL ? c->c_prefix : "",
-		    ar.ar_location);
-		cookie = ar.ar_set_cookie;
-		if (c->c_prefix != NULL &&
-		    (p = strstr(ar.ar_set_cookie, "; Path=/;")) != NULL) {
-			*p = '\0';
-			xasprintf(&cookie, "%s; Path=%s/;%s", ar.ar_set_cookie,
-			    c->c_prefix, p + 9);
-			*p = ';';
-		}
 		keep = (c->c_flags & CONN_F_KEEPALIVE) &&
 		    c->c_req.m_body == HTTP1_BODY_NONE;
+		/* A page has a body, which HEAD must not get: a 303 then. */
+		page = (ar.ar_flags & AUTH_R_F_PAGE) &&
+		    !(c->c_flags & CONN_F_HEAD_REQ);
 		errpage_redirect(bufferevent_get_output(c->c_bev),
-		    c->c_request_id, loc, cookie, keep);
-		c->c_status = 303;
+		    c->c_request_id, ar.ar_location, ar.ar_set_cookie, page,
+		    keep);
+		c->c_status = page ? 200 : 303;
 		conn_log_access(c, keep ? "keep-alive" : "close");
-		if (cookie != ar.ar_set_cookie) {
-			explicit_bzero(cookie, strlen(cookie));
-			free(cookie);
-		}
-		free(loc);
 		auth_result_free(&ar);
 		if (keep)
 			conn_next(c);

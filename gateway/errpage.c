@@ -63,27 +63,51 @@ errpage_html_escape(struct evbuffer *out, const char *s)
 }
 
 /*
- * Append a 303 redirect to location that sets a cookie (the access-token
- * exchange for browsers).
+ * Append the answer that sets a cookie (the access-token exchange for
+ * browsers) and sends the browser on to location: a 303, or with page a
+ * 200 page of ours that goes on by a meta refresh (and a link), so that
+ * the browser's next request comes from this origin.
  */
 void
 errpage_redirect(struct evbuffer *out, const char *request_id,
-    const char *location, const char *set_cookie, int keepalive)
+    const char *location, const char *set_cookie, int page, int keepalive)
 {
+	struct evbuffer *body = evbuffer_new();
+
+	if (page) {
+		evbuffer_add_printf(body,
+		    "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+		    "<meta http-equiv=\"refresh\" content=\"0;url=");
+		errpage_html_escape(body, location);
+		evbuffer_add_printf(body,
+		    "\"><title>Signed in</title></head>\n"
+		    "<body><p>Signed in; <a href=\"");
+		errpage_html_escape(body, location);
+		evbuffer_add_printf(
+		    body, "\">continue</a>.</p></body></html>\n");
+	}
 	evbuffer_add_printf(out,
-	    "HTTP/1.1 303 See Other\r\n"
-	    "Location: %s\r\n"
+	    "HTTP/1.1 %s\r\n"
+	    "%s%s%s"
 	    "Set-Cookie: %s\r\n"
 	    "Cache-Control: no-store\r\n"
 	    "Referrer-Policy: no-referrer\r\n"
-	    "Content-Length: 0\r\n"
+	    "%s"
+	    "Content-Length: %zu\r\n"
 	    "%s%s%s"
 	    "%s"
 	    "\r\n",
-	    location, set_cookie, request_id != NULL ? "X-Request-Id: " : "",
+	    page ? "200 OK" : "303 See Other",
+	    page ? "" : "Location: ", page ? "" : location, page ? "" : "\r\n",
+	    set_cookie,
+	    page ? "Content-Type: text/html; charset=utf-8\r\n" : "",
+	    evbuffer_get_length(body),
+	    request_id != NULL ? "X-Request-Id: " : "",
 	    request_id != NULL ? request_id : "",
 	    request_id != NULL ? "\r\n" : "",
 	    keepalive ? "" : "Connection: close\r\n");
+	evbuffer_add_buffer(out, body);
+	evbuffer_free(body);
 }
 
 /*

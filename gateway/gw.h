@@ -128,6 +128,7 @@ struct gw_config {
 	size_t cf_auth_secret_len;
 	char *cf_auth_cookie; /* cookie name carrying a token */
 	int cf_require_tls_creds; /* refuse credentials on plain HTTP */
+	int cf_path_form_cookies; /* browsers' credentials on the path form */
 
 	struct gw_sandbox **cf_sandboxes; /* the initial directory */
 	size_t cf_nsandboxes;
@@ -767,30 +768,45 @@ struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
 
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,
-    const char *location, const char *set_cookie, int keepalive);
+    const char *location, const char *set_cookie, int page, int keepalive);
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);
 
 /* auth.c */
+/* A request for a port, as auth_check sees it. */
+struct auth_req {
+	const struct http1_msg *aq_msg; /* credentials, Origin, Sec-Fetch-* */
+	const char *aq_target; /* the target the upstream would see */
+	const char *aq_host; /* Host as the client sent it, or NULL */
+	const char *aq_prefix; /* path form: "/{id}/{port}"; host form: NULL */
+	uint64_t aq_now; /* Unix seconds */
+	int aq_flags;
+#define AUTH_F_TLS 0x1 /* the client connection is TLS */
+#define AUTH_F_NAVIGATION 0x2 /* a browser navigation */
+};
+
 /*
- * What auth_check decided: forward (ar_err NULL, maybe with ar_target), a
- * 303 to ar_location with ar_set_cookie, or a refusal (ar_err, ar_message).
+ * What auth_check decided: forward (ar_err NULL, maybe with ar_target),
+ * send the browser on to ar_location with ar_set_cookie, or a refusal
+ * (ar_err, ar_message).
  */
 struct auth_result {
 	const struct gw_error *ar_err; /* NULL: allowed */
 	char *ar_message; /* sentence for a refusal */
-	char *ar_location; /* redirect target (303) or NULL */
+	char *ar_location; /* where the browser goes on to, or NULL */
 	char *ar_set_cookie; /* Set-Cookie value for the redirect, or NULL */
 	char *ar_target; /* target without access_token, or NULL: unchanged */
+	int ar_flags;
+#define AUTH_R_F_PAGE 0x1 /* go on by a page of ours, not a 303 */
 };
 extern const struct gw_error gw_err_unauthorized[]; /* 401 */
 extern const struct gw_error gw_err_forbidden[]; /* 403 */
 extern const struct gw_error gw_err_credentials_need_tls[]; /* 403 */
+extern const struct gw_error gw_err_cross_origin_credential[]; /* 403 */
+extern const struct gw_error gw_err_host_form_required[]; /* 403 */
 int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
-    const struct gw_port_rule *, const struct http1_msg *req,
-    const char *target, int tls, int navigation, uint64_t now,
-    struct auth_result *);
+    const struct gw_port_rule *, const struct auth_req *, struct auth_result *);
 void auth_result_free(struct auth_result *);
 int auth_is_credential_header(
     const struct gw_config *, const struct http1_header *);

@@ -1,7 +1,9 @@
 /*
  * Credentials for private ports: every token source, every refusal with its
  * status, code and sentence, the query-to-cookie redirect, stripping of the
- * query parameter and the cookie, and credentials on plaintext.
+ * query parameter and the cookie, credentials on plaintext, the cookie
+ * only from the port's own origin, and browsers' credentials on the path
+ * form.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,6 +49,11 @@ static const char conf_tls[] = CONF_HEAD
     "  secret: " SECRET "\n"
     "  cookie: sbx_auth\n"
     "  require_tls_for_credentials: true\n" CONF_SANDBOXES;
+
+static const char conf_path_cookies[] = CONF_HEAD
+    "auth:\n"
+    "  secret: " SECRET "\n"
+    "  path_form_cookies: true\n" CONF_SANDBOXES;
 
 /* Per-test state: a configuration and the sandboxes in it. */
 struct fixture {
@@ -99,6 +106,16 @@ setup_tls(void **state)
 }
 
 static int
+setup_path_cookies(void **state)
+{
+	struct fixture *f = xcalloc(1, sizeof *f);
+
+	fixture_load(f, conf_path_cookies);
+	*state = f;
+	return (0);
+}
+
+static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -139,16 +156,39 @@ mint(const char *id, const char *scope)
 	return (t);
 }
 
-/* Run auth_check for port 8080 or 3000 of alice@box.one. */
+/* The Host of port 8080's host-form address in these tests. */
+#define HOST "8080-alice-at-box-one.localhost:18080"
+
+/*
+ * Run auth_check for port 8080 or 3000 of alice@box.one at host (NULL:
+ * none) and, for the path form, prefix.
+ */
+static int
+check_at(const struct fixture *f, int port, const char *const *lines,
+    const char *target, const char *host, const char *prefix, int tls, int nav,
+    struct auth_result *res)
+{
+	struct auth_req aq;
+	struct req r;
+
+	req_build(&r, lines);
+	memset(&aq, 0, sizeof aq);
+	aq.aq_msg = &r.msg;
+	aq.aq_target = target;
+	aq.aq_host = host;
+	aq.aq_prefix = prefix;
+	aq.aq_now = NOW;
+	aq.aq_flags = (tls ? AUTH_F_TLS : 0) | (nav ? AUTH_F_NAVIGATION : 0);
+	return (auth_check(
+	    f->cf, f->sb, port, port == 8080 ? f->priv : f->pub, &aq, res));
+}
+
+/* Run auth_check for port 8080 or 3000 at its host-form address. */
 static int
 check(const struct fixture *f, int port, const char *const *lines,
     const char *target, int tls, int nav, struct auth_result *res)
 {
-	struct req r;
-
-	req_build(&r, lines);
-	return (auth_check(f->cf, f->sb, port, port == 8080 ? f->priv : f->pub,
-	    &r.msg, target, tls, nav, NOW, res));
+	return (check_at(f, port, lines, target, HOST, NULL, tls, nav, res));
 }
 
 /* Expect a refusal with status, code and exact message. */
@@ -299,14 +339,17 @@ test_redirect(void **state)
 	assert_string_equal(res.ar_set_cookie, want);
 	assert_null(strstr(res.ar_set_cookie, "Domain"));
 	free(want);
+	assert_false(res.ar_flags & AUTH_R_F_PAGE);
 	auth_result_free(&res);
 	assert_null(res.ar_set_cookie);
 	assert_null(res.ar_location);
 
-	/* Secure only over TLS. */
+	assert_false(res.ar_flags & AUTH_R_F_PAGE);
+
+	/* Secure and __Host- only over TLS. */
 	assert_int_equal(check(f, 8080, NULL, target, 1, 1, &res), 1);
 	xasprintf(&want,
-	    "akgw_token=%s; Path=/; HttpOnly; SameSite=Lax; "
+	    "__Host-akgw_token=%s; Path=/; HttpOnly; SameSite=Lax; "
 	    "Max-Age=3600; Secure",
 	    t);
 	assert_string_equal(res.ar_set_cookie, want);
@@ -355,6 +398,7 @@ static void
 test_redirect_max_age(void **state)
 {
 	struct fixture *f = *state;
+	struct auth_req aq;
 	struct auth_result res;
 	struct req r;
 	char *t, *target;
@@ -363,14 +407,18 @@ test_redirect_max_age(void **state)
 	    SECRET, strlen(SECRET), "alice@box.one", "port:*", NOW + 1);
 	xasprintf(&target, "/?access_token=%s", t);
 	req_build(&r, NULL);
-	assert_int_equal(auth_check(f->cf, f->sb, 8080, f->priv, &r.msg, target,
-			     1, 1, NOW, &res),
-	    1);
+	memset(&aq, 0, sizeof aq);
+	aq.aq_msg = &r.msg;
+	aq.aq_target = target;
+	aq.aq_host = HOST;
+	aq.aq_now = NOW;
+	aq.aq_flags = AUTH_F_TLS | AUTH_F_NAVIGATION;
+	assert_int_equal(auth_check(f->cf, f->sb, 8080, f->priv, &aq, &res), 1);
 	assert_non_null(strstr(res.ar_set_cookie, "; Max-Age=1; Secure"));
 	auth_result_free(&res);
-	assert_int_equal(auth_check(f->cf, f->sb, 8080, f->priv, &r.msg, target,
-			     1, 1, NOW + 1, &res),
-	    -1);
+	aq.aq_now = NOW + 1;
+	assert_int_equal(
+	    auth_check(f->cf, f->sb, 8080, f->priv, &aq, &res), -1);
 	assert_string_equal(res.ar_message, "The access token expired.");
 	auth_result_free(&res);
 	free(target);
@@ -387,32 +435,49 @@ test_cookie(void **state)
 
 	xasprintf(&h1, "Cookie: a=1; akgw_token=%s; b=2", t);
 	lines[0] = h1;
-	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	expect_allowed(f, 8080, lines, "/", 0, NULL);
 	free(h1);
 	xasprintf(&h1, "Cookie: akgw_token=\"%s\"", t);
 	lines[0] = h1;
-	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	expect_allowed(f, 8080, lines, "/", 0, NULL);
 	free(h1);
 
 	/* Two of our cookies (set for other paths): any valid one counts. */
 	xasprintf(&h1, "Cookie: akgw_token=%s;akgw_token=%s", stale, t);
 	lines[0] = h1;
-	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	expect_allowed(f, 8080, lines, "/", 0, NULL);
 	free(h1);
 	xasprintf(&h2, "Cookie: akgw_token=%s", stale);
 	xasprintf(&h3, "Cookie: x=1; akgw_token=%s", t);
 	lines[0] = h2;
 	lines[1] = h3;
-	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	expect_allowed(f, 8080, lines, "/", 0, NULL);
 	lines[1] = NULL;
-	expect_refusal(f, 8080, lines, "/", 1, 403, "forbidden", NULL);
+	expect_refusal(f, 8080, lines, "/", 0, 403, "forbidden", NULL);
 	free(h2);
 	free(h3);
+
+	/*
+	 * Over TLS only __Host-akgw_token counts: a bare one (which a
+	 * sibling host may have set) or __Secure- (the path form's) does not.
+	 */
+	xasprintf(&h1, "Cookie: __Host-akgw_token=%s", t);
+	lines[0] = h1;
+	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	expect_refusal(f, 8080, lines, "/", 0, 401, "unauthorized", NULL);
+	free(h1);
+	xasprintf(&h1,
+	    "Cookie: akgw_token=%s; __Secure-akgw_token=%s; "
+	    "__host-akgw_token=%s",
+	    t, t, t);
+	lines[0] = h1;
+	expect_refusal(f, 8080, lines, "/", 1, 401, "unauthorized", NULL);
+	free(h1);
 
 	/* Another cookie's name is not ours. */
 	xasprintf(&h1, "Cookie: xakgw_token=%s; akgw_token2=%s", t, t);
 	lines[0] = h1;
-	expect_refusal(f, 8080, lines, "/", 1, 401, "unauthorized", NULL);
+	expect_refusal(f, 8080, lines, "/", 0, 401, "unauthorized", NULL);
 	free(h1);
 	free(stale);
 	free(t);
@@ -521,13 +586,16 @@ static void
 test_no_rule_is_private(void **state)
 {
 	struct fixture *f = *state;
+	struct auth_req aq;
 	struct auth_result res;
 	struct req r;
 
 	req_build(&r, NULL);
-	assert_int_equal(
-	    auth_check(f->cf, f->sb, 8080, NULL, &r.msg, "/", 1, 0, NOW, &res),
-	    -1);
+	memset(&aq, 0, sizeof aq);
+	aq.aq_msg = &r.msg;
+	aq.aq_target = "/";
+	aq.aq_flags = AUTH_F_TLS;
+	assert_int_equal(auth_check(f->cf, f->sb, 8080, NULL, &aq, &res), -1);
 	assert_int_equal(res.ar_err->e_status, 401);
 	auth_result_free(&res);
 }
@@ -624,8 +692,8 @@ test_credentials_need_tls(void **state)
 	/* Nothing at all on a private port: 401, not a TLS complaint. */
 	expect_refusal(f, 8080, NULL, "/", 0, 401, "unauthorized", NULL);
 
-	/* The configured cookie name works over TLS. */
-	xasprintf(&h, "Cookie: sbx_auth=%s", t);
+	/* The configured cookie name works over TLS, with its prefix. */
+	xasprintf(&h, "Cookie: __Host-sbx_auth=%s", t);
 	lines[0] = h;
 	expect_allowed(f, 8080, lines, "/", 1, NULL);
 	free(h);
@@ -641,7 +709,8 @@ test_redirect_cookie_name(void **state)
 
 	xasprintf(&target, "/?access_token=%s", t);
 	assert_int_equal(check(f, 8080, NULL, target, 1, 1, &res), 1);
-	assert_true(strncmp(res.ar_set_cookie, "sbx_auth=akt1.", 14) == 0);
+	assert_true(
+	    strncmp(res.ar_set_cookie, "__Host-sbx_auth=akt1.", 21) == 0);
 	auth_result_free(&res);
 	free(target);
 	free(t);
@@ -681,6 +750,326 @@ test_credential_header(void **state)
 	}
 }
 
+/* Expect a refusal at host (and prefix) with status, code and message. */
+static void
+expect_refusal_at(const struct fixture *f, const char *const *lines,
+    const char *target, const char *host, const char *prefix, int tls, int nav,
+    const char *code, const char *message)
+{
+	struct auth_result res;
+
+	assert_int_equal(
+	    check_at(f, 8080, lines, target, host, prefix, tls, nav, &res), -1);
+	assert_int_equal(res.ar_err->e_status, 403);
+	assert_string_equal(res.ar_err->e_code, code);
+	if (message != NULL)
+		assert_string_equal(res.ar_message, message);
+	assert_null(res.ar_set_cookie);
+	assert_null(res.ar_location);
+	auth_result_free(&res);
+}
+
+/* Expect the cookie request (lines) at host to be forwarded. */
+static void
+expect_allowed_at(const struct fixture *f, const char *const *lines,
+    const char *host, const char *prefix, int tls)
+{
+	struct auth_result res;
+
+	if (check_at(f, 8080, lines, "/", host, prefix, tls, 0, &res) != 0)
+		fail_msg("refused: %s", res.ar_message);
+	auth_result_free(&res);
+}
+
+static void
+test_cookie_origin(void **state)
+{
+	struct fixture *f = *state;
+	char *t = mint("alice@box.one", "port:8080"), *cookie, *hcookie;
+	const char *lines[] = { NULL, NULL, NULL, NULL };
+	static const char *const own[] = {
+		"Origin: http://8080-alice-at-box-one.localhost:18080",
+		"Origin: HTTP://8080-Alice-AT-box-one.LOCALHOST:18080",
+		"Sec-Fetch-Site: same-origin",
+		"Sec-Fetch-Site: none",
+		"sec-fetch-site: Same-Origin",
+		NULL,
+	};
+	static const char *const other[] = {
+		"Origin: http://8081-alice-at-box-one.localhost:18080",
+		"Origin: http://8080-other.localhost:18080",
+		"Origin: http://8080-alice-at-box-one.localhost:18081",
+		"Origin: http://8080-alice-at-box-one.localhost",
+		"Origin: https://8080-alice-at-box-one.localhost:18080",
+		"Origin: http://8080-alice-at-box-one.localhost:18080/",
+		"Origin: http://8080-alice-at-box-one.localhost:18080.evil",
+		"Origin: http://8080-alice-at-box-one.localhost:018080x",
+		"Origin: http://8080-alice-at-box-one.localhost.:18080",
+		"Origin: null",
+		"Origin: ",
+		"Origin: http://",
+		"Sec-Fetch-Site: same-site",
+		"Sec-Fetch-Site: cross-site",
+		"Sec-Fetch-Site: same-origin, cross-site",
+		"Sec-Fetch-Site: ",
+		NULL,
+	};
+	size_t i;
+
+	xasprintf(&cookie, "Cookie: akgw_token=%s", t);
+	xasprintf(&hcookie, "Cookie: __Host-akgw_token=%s", t);
+	lines[0] = cookie;
+	/* No Origin and no Sec-Fetch-Site: curl, or a navigation. */
+	expect_allowed_at(f, lines, HOST, NULL, 0);
+	for (i = 0; own[i] != NULL; i++) {
+		lines[1] = own[i];
+		expect_allowed_at(f, lines, HOST, NULL, 0);
+	}
+	/* Both fields, each of the page's own. */
+	lines[1] = own[0];
+	lines[2] = own[2];
+	expect_allowed_at(f, lines, HOST, NULL, 0);
+	lines[2] = NULL;
+	for (i = 0; other[i] != NULL; i++) {
+		lines[1] = other[i];
+		expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
+		    "cross_origin_credential", NULL);
+	}
+	/* One bad field is enough, in any order. */
+	lines[1] = own[0];
+	lines[2] = "Sec-Fetch-Site: same-site";
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
+	lines[1] = "Origin: null";
+	lines[2] = own[2];
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
+	lines[1] = own[0];
+	lines[2] = "Origin: http://8080-other.localhost:18080";
+	expect_refusal_at(
+	    f, lines, "/", HOST, NULL, 0, 0, "cross_origin_credential", NULL);
+	lines[2] = NULL;
+
+	/* The sentences. */
+	lines[1] = "Origin: http://8080-other.localhost:18080";
+	expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
+	    "cross_origin_credential",
+	    "The cookie for port 8080 of sandbox 'alice@box.one' counts only "
+	    "on pages of http://8080-alice-at-box-one.localhost:18080, and "
+	    "this request came from http://8080-other.localhost:18080: a page "
+	    "of another origin cannot use it. Send the token in "
+	    "Authorization: Bearer or X-Access-Token instead, or open the "
+	    "port's address directly.");
+	lines[1] = "Sec-Fetch-Site: same-site";
+	expect_refusal_at(f, lines, "/", HOST, NULL, 0, 0,
+	    "cross_origin_credential",
+	    "The cookie for port 8080 of sandbox 'alice@box.one' counts only "
+	    "on pages of http://8080-alice-at-box-one.localhost:18080, and "
+	    "this request came from another site (Sec-Fetch-Site: same-site): "
+	    "a page of another origin cannot use it. Send the token in "
+	    "Authorization: Bearer or X-Access-Token instead, or open the "
+	    "port's address directly.");
+
+	/* Default ports are implied, on each side; the scheme is TLS's. */
+	lines[1] = "Origin: http://8080-alice-at-box-one.localhost";
+	expect_allowed_at(
+	    f, lines, "8080-alice-at-box-one.localhost:80", NULL, 0);
+	lines[1] = "Origin: http://8080-alice-at-box-one.localhost:80";
+	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost", NULL, 0);
+	lines[0] = hcookie;
+	lines[1] = "Origin: https://8080-alice-at-box-one.localhost";
+	expect_allowed_at(
+	    f, lines, "8080-alice-at-box-one.localhost:443", NULL, 1);
+	lines[1] = "Origin: https://8080-alice-at-box-one.localhost:443";
+	expect_allowed_at(f, lines, "8080-alice-at-box-one.localhost", NULL, 1);
+	lines[1] = "Origin: http://8080-alice-at-box-one.localhost";
+	expect_refusal_at(f, lines, "/", "8080-alice-at-box-one.localhost",
+	    NULL, 1, 0, "cross_origin_credential", NULL);
+	/* IPv6 literals keep their brackets. */
+	lines[1] = "Origin: https://[::1]:8443";
+	expect_allowed_at(f, lines, "[::1]:8443", NULL, 1);
+	lines[1] = "Origin: https://[::1]";
+	expect_refusal_at(f, lines, "/", "[::1]:8443", NULL, 1, 0,
+	    "cross_origin_credential", NULL);
+	/* Without a Host, an Origin cannot be the request's own. */
+	lines[1] = "Origin: https://[::1]";
+	expect_refusal_at(
+	    f, lines, "/", NULL, NULL, 1, 0, "cross_origin_credential", NULL);
+
+	/* Header tokens do not care where the page is. */
+	free(cookie);
+	xasprintf(&cookie, "X-Access-Token: %s", t);
+	lines[0] = cookie;
+	lines[1] = "Origin: http://8080-other.localhost:18080";
+	lines[2] = "Sec-Fetch-Site: same-site";
+	expect_allowed_at(f, lines, HOST, NULL, 0);
+	free(cookie);
+	xasprintf(&cookie, "Authorization: Bearer %s", t);
+	lines[0] = cookie;
+	expect_allowed_at(f, lines, HOST, NULL, 1);
+	/* Nor does a public port. */
+	lines[0] = hcookie;
+	{
+		struct auth_result res;
+
+		assert_int_equal(
+		    check_at(f, 3000, lines, "/", HOST, NULL, 1, 0, &res), 0);
+		auth_result_free(&res);
+	}
+	free(cookie);
+	free(hcookie);
+	free(t);
+}
+
+static void
+test_redirect_page(void **state)
+{
+	struct fixture *f = *state;
+	struct auth_result res;
+	char *t = mint("alice@box.one", "port:8080"), *target;
+	const char *lines[] = { NULL, NULL };
+
+	/*
+	 * A navigation from another site ends, after a 303, in a request the
+	 * browser marks cross-site, which the cookie does not count for: go
+	 * on by a page of ours instead.
+	 */
+	xasprintf(&target, "/app?access_token=%s", t);
+	lines[0] = "Sec-Fetch-Site: cross-site";
+	assert_int_equal(check(f, 8080, lines, target, 1, 1, &res), 1);
+	assert_true(res.ar_flags & AUTH_R_F_PAGE);
+	assert_string_equal(res.ar_location, "/app");
+	assert_true(strncmp(res.ar_set_cookie, "__Host-akgw_token=", 18) == 0);
+	auth_result_free(&res);
+	lines[0] = "Sec-Fetch-Site: same-site";
+	assert_int_equal(check(f, 8080, lines, target, 1, 1, &res), 1);
+	assert_true(res.ar_flags & AUTH_R_F_PAGE);
+	auth_result_free(&res);
+	lines[0] = "Sec-Fetch-Site: none";
+	assert_int_equal(check(f, 8080, lines, target, 1, 1, &res), 1);
+	assert_false(res.ar_flags & AUTH_R_F_PAGE);
+	auth_result_free(&res);
+	lines[0] = "Sec-Fetch-Site: same-origin";
+	assert_int_equal(check(f, 8080, lines, target, 1, 1, &res), 1);
+	assert_false(res.ar_flags & AUTH_R_F_PAGE);
+	auth_result_free(&res);
+	free(target);
+	free(t);
+}
+
+static void
+test_path_form(void **state)
+{
+	struct fixture *f = *state;
+	struct auth_result res;
+	char *t = mint("alice@box.one", "port:8080"), *h, *target;
+	const char *lines[] = { NULL, NULL };
+	const char *want =
+	    "Browsers reach private port 8080 of sandbox 'alice@box.one' only "
+	    "at its host-form address, "
+	    "http://8080-alice-at-box-one.localhost:18080/: a path-form "
+	    "address such as /alice@box.one/8080/ shares its origin with every "
+	    "sandbox on this gateway, so the gateway does not keep a browser's "
+	    "credential for it. Programs may use the path form with "
+	    "Authorization: Bearer or X-Access-Token.";
+
+	/* The cookie, from any page, and the query-to-cookie flow: no. */
+	xasprintf(&h, "Cookie: akgw_token=%s", t);
+	lines[0] = h;
+	expect_refusal_at(f, lines, "/", "127.0.0.1:18080",
+	    "/alice@box.one/8080", 0, 0, "host_form_required", want);
+	free(h);
+	xasprintf(&h, "Cookie: __Secure-akgw_token=%s", t);
+	lines[0] = h;
+	expect_refusal_at(f, lines, "/", "gw.example", "/alice@box.one/8080", 1,
+	    0, "host_form_required",
+	    "Browsers reach private port 8080 of sandbox 'alice@box.one' only "
+	    "at its host-form address, "
+	    "https://8080-alice-at-box-one.localhost/: a path-form "
+	    "address such as /alice@box.one/8080/ shares its origin with every "
+	    "sandbox on this gateway, so the gateway does not keep a browser's "
+	    "credential for it. Programs may use the path form with "
+	    "Authorization: Bearer or X-Access-Token.");
+	free(h);
+	xasprintf(&target, "/app?access_token=%s", t);
+	expect_refusal_at(f, NULL, target, "127.0.0.1:18080",
+	    "/alice@box.one/8080", 0, 1, "host_form_required", want);
+
+	/* A query token outside a navigation is explicit, as headers are. */
+	assert_int_equal(check_at(f, 8080, NULL, target, "127.0.0.1:18080",
+			     "/alice@box.one/8080", 0, 0, &res),
+	    0);
+	assert_string_equal(res.ar_target, "/app");
+	auth_result_free(&res);
+	free(target);
+	xasprintf(&h, "Authorization: Bearer %s", t);
+	lines[0] = h;
+	expect_allowed_at(
+	    f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 0);
+	free(h);
+	xasprintf(&h, "X-Access-Token: %s", t);
+	lines[0] = h;
+	expect_allowed_at(
+	    f, lines, "127.0.0.1:18080", "/alice@box.one/8080", 1);
+	free(h);
+	free(t);
+}
+
+static void
+test_path_form_cookies(void **state)
+{
+	struct fixture *f = *state;
+	struct auth_result res;
+	char *t = mint("alice@box.one", "port:8080"), *h, *target, *want;
+	const char *lines[] = { NULL, NULL, NULL };
+
+	/* The redirect keeps the prefix, and a cookie of its own path. */
+	xasprintf(&target, "/app?access_token=%s&x=1", t);
+	assert_int_equal(check_at(f, 8080, NULL, target, "gw:8443",
+			     "/alice-at-box-one/8080", 1, 1, &res),
+	    1);
+	assert_string_equal(res.ar_location, "/alice-at-box-one/8080/app?x=1");
+	xasprintf(&want,
+	    "__Secure-akgw_token=%s; Path=/alice-at-box-one/8080/; HttpOnly; "
+	    "SameSite=Lax; Max-Age=3600; Secure",
+	    t);
+	assert_string_equal(res.ar_set_cookie, want);
+	free(want);
+	auth_result_free(&res);
+	assert_int_equal(check_at(f, 8080, NULL, target, "gw:8080",
+			     "/alice-at-box-one/8080", 0, 1, &res),
+	    1);
+	xasprintf(&want,
+	    "akgw_token=%s; Path=/alice-at-box-one/8080/; HttpOnly; "
+	    "SameSite=Lax; Max-Age=3600",
+	    t);
+	assert_string_equal(res.ar_set_cookie, want);
+	free(want);
+	auth_result_free(&res);
+	free(target);
+
+	/* The cookie counts from the gateway's own origin only. */
+	xasprintf(&h, "Cookie: __Secure-akgw_token=%s", t);
+	lines[0] = h;
+	lines[1] = "Origin: https://gw:8443";
+	expect_allowed_at(f, lines, "gw:8443", "/alice-at-box-one/8080", 1);
+	lines[1] = "Origin: https://evil.example";
+	expect_refusal_at(f, lines, "/", "gw:8443", "/alice-at-box-one/8080", 1,
+	    0, "cross_origin_credential", NULL);
+	lines[1] = NULL;
+	/* __Host- is the host form's; it does not count here. */
+	free(h);
+	xasprintf(&h, "Cookie: __Host-akgw_token=%s", t);
+	lines[0] = h;
+	assert_int_equal(check_at(f, 8080, lines, "/", "gw:8443",
+			     "/alice-at-box-one/8080", 1, 0, &res),
+	    -1);
+	assert_int_equal(res.ar_err->e_status, 401);
+	auth_result_free(&res);
+	free(h);
+	free(t);
+}
+
 /* Expect auth_strip_cookie(in) to give want (NULL: nothing left). */
 static void
 expect_cookie(const struct fixture *f, const char *in, const char *want)
@@ -717,6 +1106,12 @@ test_strip_cookie(void **state)
 	    "xakgw_token=1; akgw_token2=2; AKGW_TOKEN=3");
 	expect_cookie(f, "", "");
 	expect_cookie(f, "a=%3B; akgw_token=t", "a=%3B");
+	/* Every prefixed form goes, the prefix in any case. */
+	expect_cookie(
+	    f, "__Host-akgw_token=t; a=1; __Secure-akgw_token=u", "a=1");
+	expect_cookie(f, "__host-akgw_token=t; __SECURE-akgw_token=u", NULL);
+	expect_cookie(f, "__Host-akgw_token2=t; __Hostakgw_token=u",
+	    "__Host-akgw_token2=t; __Hostakgw_token=u");
 }
 
 static void
@@ -726,6 +1121,8 @@ test_strip_cookie_custom(void **state)
 
 	expect_cookie(f, "akgw_token=1; sbx_auth=2", "akgw_token=1");
 	expect_cookie(f, "sbx_auth=2", NULL);
+	expect_cookie(
+	    f, "__Host-akgw_token=1; __Host-sbx_auth=2", "__Host-akgw_token=1");
 }
 
 static void
@@ -783,6 +1180,14 @@ main(void)
 		    test_strip_cookie_custom, setup_tls, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_strip_cookie_len, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_cookie_origin, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_redirect_page, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_path_form, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_path_form_cookies, setup_path_cookies, teardown),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -68,6 +68,7 @@ test_builtin(void **state)
 	assert_int_equal(cf->cf_ws_idle_timeout, 3600000);
 	assert_string_equal(cf->cf_auth_cookie, "akgw_token");
 	assert_null(cf->cf_auth_secret);
+	assert_false(cf->cf_path_form_cookies);
 	conf_free(cf);
 }
 
@@ -104,6 +105,7 @@ test_full(void **state)
 		       "  secret: 0123456789abcdef0123\n"
 		       "  cookie: tok\n"
 		       "  require_tls_for_credentials: yes\n"
+		       "  path_form_cookies: true\n"
 		       "sandboxes:\n"
 		       "  - id: sandbox@v1/foo.bar_baz\n"
 		       "    address: \"::1\"\n"
@@ -145,6 +147,7 @@ test_full(void **state)
 	assert_int_equal(cf->cf_auth_secret_len, 20);
 	assert_string_equal(cf->cf_auth_cookie, "tok");
 	assert_true(cf->cf_require_tls_creds);
+	assert_true(cf->cf_path_form_cookies);
 	assert_int_equal(cf->cf_nsandboxes, 2);
 	assert_string_equal(cf->cf_sandboxes[1]->sb_netns, "/run/netns/ns1");
 	assert_null(cf->cf_sandboxes[1]->sb_address);
@@ -241,6 +244,14 @@ test_errors(void **state)
 		     "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
 		     "    ports:\n      - port: 80\n        access: secret\n",
 	    "t.yaml:7:17: access must be public or private, not 'secret'");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+		     "auth:\n  cookie: __Host-tok\n",
+	    "t.yaml:3:11: auth.cookie '__Host-tok' must not carry a __Host- or "
+	    "__Secure- prefix: the gateway adds the right one over HTTPS");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+		     "auth:\n  path_form_cookies: sometimes\n",
+	    "t.yaml:3:22: auth.path_form_cookies must be true or false, not "
+	    "'sometimes'");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
 		     "sandboxes:\n  - id: a\n    address: 127.0.0.1\n"
 		     "    tunnel:\n      listen_port: 1\n",
