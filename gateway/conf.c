@@ -355,24 +355,48 @@ conf_valid_domain(const char *s)
 	return (1);
 }
 
-/* Parse the domains list. */
+/* Parse the domains list: names, or {name, host_format} maps. */
 static int
 conf_domains(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
 {
+	static const char *const keys[] = { "name", "host_format", NULL };
+	static const char *const formats[] = { "auto", "port-id", "id-port",
+		NULL };
+	const struct cfg_node *item, *v;
 	size_t i;
 	char *d;
+	int f;
 
 	if (cfg_check_seq(doc, n, "domains", cause) != 0)
 		return (-1);
 	cf->cf_domains = xcalloc(n->n_count + 1, sizeof *cf->cf_domains);
+	cf->cf_domain_formats =
+	    xcalloc(n->n_count + 1, sizeof *cf->cf_domain_formats);
 	for (i = 0; i < n->n_count; i++) {
-		if (cfg_get_string(doc, n->n_items[i], "a domain", &d, cause) !=
-		    0)
+		item = n->n_items[i];
+		f = ROUTE_HF_AUTO;
+		if (item->n_type == CFG_MAP) {
+			if (cfg_check_map(doc, item, "a domain", keys, cause) !=
+			    0)
+				return (-1);
+			if ((v = cfg_map_get(item, "name")) == NULL)
+				return (cfg_error(doc, item, cause,
+				    "a domain needs a name"));
+			if ((item = cfg_map_get(n->n_items[i],
+				 "host_format")) != NULL &&
+			    cfg_get_enum(doc, item, "host_format", formats, &f,
+				cause) != 0)
+				return (-1);
+			item = v;
+		}
+		if (cfg_get_string(doc, item, "a domain", &d, cause) != 0)
 			return (-1);
+		cf->cf_domain_formats[cf->cf_ndomains] =
+		    (enum route_host_format)f;
 		cf->cf_domains[cf->cf_ndomains++] = d;
 		if (!conf_valid_domain(d))
-			return (cfg_error(doc, n->n_items[i], cause,
+			return (cfg_error(doc, item, cause,
 			    "'%s' is not a valid lowercase domain name", d));
 	}
 	return (0);
@@ -781,6 +805,8 @@ conf_build(const struct cfg_doc *doc, char **cause)
 			goto fail;
 	} else {
 		cf->cf_domains = xcalloc(2, sizeof *cf->cf_domains);
+		cf->cf_domain_formats =
+		    xcalloc(2, sizeof *cf->cf_domain_formats);
 		cf->cf_domains[cf->cf_ndomains++] = xstrdup("localhost");
 	}
 	if ((v = cfg_map_get(root, "workers")) != NULL &&
@@ -865,6 +891,7 @@ conf_free(struct gw_config *cf)
 	for (i = 0; i < cf->cf_ndomains; i++)
 		free(cf->cf_domains[i]);
 	free(cf->cf_domains);
+	free(cf->cf_domain_formats);
 	for (i = 0; i < cf->cf_nlisten; i++)
 		conf_listen_free(&cf->cf_listen[i]);
 	free(cf->cf_listen);

@@ -408,8 +408,7 @@ conn_path_prefix(const char *id, int port)
  */
 struct conn_addr {
 	enum route_result ca_host;
-	char *ca_host_id;
-	int ca_host_port;
+	struct route_host ca_rh; /* the host form's readings */
 	enum route_result ca_path;
 	char *ca_path_id;
 	int ca_path_port;
@@ -425,8 +424,8 @@ conn_addr_parse(struct conn *c, struct conn_addr *a)
 	a->ca_host = a->ca_path = ROUTE_NONE;
 	if (c->c_host != NULL)
 		a->ca_host = route_parse_host(c->c_host, strlen(c->c_host),
-		    cf->cf_domains, cf->cf_ndomains, &a->ca_host_port,
-		    &a->ca_host_id);
+		    cf->cf_domains, cf->cf_domain_formats, cf->cf_ndomains,
+		    &a->ca_rh);
 	if (a->ca_host == ROUTE_NONE)
 		a->ca_path = route_parse_path(
 		    c->c_target, &a->ca_path_id, &a->ca_path_port, &a->ca_rest);
@@ -435,9 +434,51 @@ conn_addr_parse(struct conn *c, struct conn_addr *a)
 static void
 conn_addr_clear(struct conn_addr *a)
 {
-	free(a->ca_host_id);
+	route_host_clear(&a->ca_rh);
 	free(a->ca_path_id);
 	free(a->ca_rest);
+}
+
+/*
+ * Choose between the readings of a host-form label ({port}-{id} and
+ * {id}-{port}): the one whose sandbox publishes its port; when both do,
+ * the host is ambiguous (400); when neither does, the first whose sandbox
+ * exists, else the first, so the refusal names what is missing.  Returns
+ * the id (xmalloc'd) with c_port set, or NULL after refusing.
+ */
+static char *
+conn_host_reading(struct conn *c, struct route_host *rh)
+{
+	struct gw *g = c->c_gw;
+	struct gw_directory *d = gw_dir(g);
+	struct gw_sandbox *sb;
+	size_t i, pick = 0, npub = 0, known = rh->rh_n;
+	char *id;
+
+	for (i = rh->rh_n; rh->rh_n > 1 && i-- > 0;) {
+		if ((sb = directory_find(d, rh->rh_id[i])) == NULL)
+			continue;
+		known = i;
+		if (route_find_port(g, sb, rh->rh_port[i]) != NULL) {
+			npub++;
+			pick = i;
+		}
+	}
+	if (npub > 1) {
+		conn_fail(c, gw_err_ambiguous_host,
+		    "The host '%s' names port %d of sandbox '%s' and port %d "
+		    "of sandbox '%s'; give the domain a host_format, or use "
+		    "the path form /{sandbox}/{port}/.",
+		    c->c_host, rh->rh_port[0], rh->rh_id[0], rh->rh_port[1],
+		    rh->rh_id[1]);
+		return (NULL);
+	}
+	if (npub == 0)
+		pick = known < rh->rh_n ? known : 0;
+	c->c_port = rh->rh_port[pick];
+	id = rh->rh_id[pick];
+	rh->rh_id[pick] = NULL;
+	return (id);
 }
 
 /*
@@ -453,18 +494,14 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 	enum route_result r = a->ca_host;
 	char *id;
 
-	if (r == ROUTE_OK) {
-		c->c_port = a->ca_host_port;
-		id = a->ca_host_id;
-		a->ca_host_id = NULL;
-		return (id);
-	}
+	if (r == ROUTE_OK)
+		return (conn_host_reading(c, &a->ca_rh));
 	if (r == ROUTE_BAD) {
 		conn_fail(c, gw_err_bad_host,
 		    "The host '%s' is not a port "
-		    "URL: write it as {port}-{sandbox}.%s, for example "
-		    "8000-mysandbox.%s.",
-		    c->c_host, dom, dom);
+		    "URL: write it as {port}-{sandbox}.%s or "
+		    "{sandbox}-{port}.%s, for example 8000-mysandbox.%s.",
+		    c->c_host, dom, dom, dom);
 		return (NULL);
 	}
 	switch (a->ca_path) {

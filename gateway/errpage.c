@@ -14,6 +14,7 @@
 
 const struct gw_error gw_err_no_route[] = { { 404, "no_route" } };
 const struct gw_error gw_err_bad_host[] = { { 400, "bad_host" } };
+const struct gw_error gw_err_ambiguous_host[] = { { 400, "ambiguous_host" } };
 const struct gw_error gw_err_sandbox_not_found[] = { { 404,
     "sandbox_not_found" } };
 const struct gw_error gw_err_port_not_published[] = { { 404,

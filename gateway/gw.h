@@ -93,6 +93,13 @@ struct gw_listen {
 	size_t l_nsni;
 };
 
+/* How a domain's host-form label reads (domains: host_format). */
+enum route_host_format {
+	ROUTE_HF_AUTO = 0, /* either order; ambiguous when both route */
+	ROUTE_HF_PORT_ID, /* {port}-{id} */
+	ROUTE_HF_ID_PORT, /* {id}-{port}, as AKernel writes it */
+};
+
 /* The whole configuration; immutable once loaded. */
 struct gw_config {
 	char *cf_file;
@@ -106,6 +113,7 @@ struct gw_config {
 	char *cf_admin_token;
 
 	char **cf_domains;
+	enum route_host_format *cf_domain_formats; /* per domain */
 	size_t cf_ndomains;
 
 	uint64_t cf_header_timeout; /* ms, whole head */
@@ -142,6 +150,7 @@ struct gw_error {
 
 extern const struct gw_error gw_err_no_route[];
 extern const struct gw_error gw_err_bad_host[];
+extern const struct gw_error gw_err_ambiguous_host[];
 extern const struct gw_error gw_err_sandbox_not_found[];
 extern const struct gw_error gw_err_port_not_published[];
 extern const struct gw_error gw_err_port_not_listening[];
@@ -419,8 +428,16 @@ enum route_result {
 	ROUTE_BAD, /* malformed host, id or port */
 	ROUTE_RESERVED, /* /tunnel/ or /direct/ */
 };
+/* The readings of a host-form label: port-first first, at most two. */
+struct route_host {
+	size_t rh_n;
+	int rh_port[2];
+	char *rh_id[2];
+};
 enum route_result route_parse_host(const char *host, size_t len,
-    char *const *domains, size_t ndomains, int *port, char **id);
+    char *const *domains, const enum route_host_format *formats,
+    size_t ndomains, struct route_host *);
+void route_host_clear(struct route_host *);
 enum route_result
 route_parse_path(const char *target, char **id, int *port, char **rest);
 enum route_result

@@ -1,7 +1,8 @@
 /*
  * Routing: which sandbox and port a request is for.  The host form is
- * "{port}-{id}.{domain}"; the id in a host is a safe id, compared without
- * regard to case because host names are case-insensitive.
+ * "{port}-{id}.{domain}" or AKernel's "{id}-{port}.{domain}"; the id in a
+ * host is a safe id, compared without regard to case because host names
+ * are case-insensitive.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,22 +20,79 @@ route_host_char(char c)
 	    (c >= '0' && c <= '9') || c == '-');
 }
 
+/* Parse n bytes of digits as a port, 1-65535 with no leading zero; or -1. */
+static int
+route_port(const char *p, size_t n)
+{
+	long v = 0;
+	size_t i;
+
+	if (n == 0 || n > 5 || *p == '0')
+		return (-1);
+	for (i = 0; i < n; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return (-1);
+		v = v * 10 + (p[i] - '0');
+	}
+	return (v <= 65535 ? (int)v : -1);
+}
+
+/* Are the n bytes at p a safe id as a host name writes it? */
+static int
+route_host_id(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!route_host_char(p[i]))
+			return (0);
+	}
+	return (n > 0);
+}
+
+/* Add a reading (port, id of n bytes) to rh. */
+static void
+route_host_add(struct route_host *rh, int port, const char *id, size_t n)
+{
+	rh->rh_port[rh->rh_n] = port;
+	rh->rh_id[rh->rh_n] = xstrndup(id, n);
+	rh->rh_n++;
+}
+
+/* Free the ids of rh's readings. */
+void
+route_host_clear(struct route_host *rh)
+{
+	size_t i;
+
+	for (i = 0; i < rh->rh_n; i++)
+		free(rh->rh_id[i]);
+	memset(rh, 0, sizeof *rh);
+}
+
 /*
  * Parse a Host value against the configured domains (the longest that
- * matches).  Returns ROUTE_OK with *port and *id (xmalloc'd) set;
- * ROUTE_BAD when the name is under a domain and reads as an attempt at
- * "{port}-{id}" (it starts with digits) but is malformed; ROUTE_NONE for
- * everything else (an IP, the bare domain, another name), which the path
- * form may still route.
+ * matches; formats[i], or auto when formats is NULL, says how domain i's
+ * label reads).  The label next to the domain is "{port}-{id}" (E2B and
+ * Daytona style) or "{id}-{port}" (AKernel's), either under auto.
+ * Returns ROUTE_OK with rh holding one or two readings, port-first first
+ * (xmalloc'd ids: route_host_clear); ROUTE_BAD when the name is under a
+ * domain and reads as an attempt at a port URL (it starts with digits, or
+ * ends with "-" and digits) but is malformed; ROUTE_NONE for everything
+ * else (an IP, the bare domain, another name), which the path form may
+ * still route.
  */
 enum route_result
 route_parse_host(const char *host, size_t len, char *const *domains,
-    size_t ndomains, int *port, char **id)
+    const enum route_host_format *formats, size_t ndomains,
+    struct route_host *rh)
 {
 	const char *label, *dash, *p, *colon;
 	size_t i, dlen, llen, best = 0;
-	long v = 0;
+	enum route_host_format fmt = ROUTE_HF_AUTO;
+	int port, attempt;
 
+	memset(rh, 0, sizeof *rh);
 	if (len == 0 || *host == '[')
 		return (ROUTE_NONE);
 	/* Drop a :port suffix. */
@@ -51,8 +109,10 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 		dlen = strlen(domains[i]);
 		if (len >= dlen + 2 && host[len - dlen - 1] == '.' &&
 		    strncasecmp(host + len - dlen, domains[i], dlen) == 0 &&
-		    dlen > best)
+		    dlen > best) {
 			best = dlen;
+			fmt = formats != NULL ? formats[i] : ROUTE_HF_AUTO;
+		}
 	}
 	if (best == 0)
 		return (ROUTE_NONE);
@@ -62,27 +122,34 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 	while (label > host && label[-1] != '.')
 		label--;
 	llen -= (size_t)(label - host);
-	if (llen == 0 || *label < '0' || *label > '9')
+	if (llen == 0)
+		return (ROUTE_NONE);
+	/* Does the label look like a port URL in an order the domain reads? */
+	attempt = 0;
+	if (fmt != ROUTE_HF_ID_PORT && *label >= '0' && *label <= '9')
+		attempt = 1;
+	if (fmt != ROUTE_HF_PORT_ID && label[llen - 1] >= '0' &&
+	    label[llen - 1] <= '9' && memchr(label, '-', llen) != NULL)
+		attempt = 1;
+	if (!attempt)
 		return (ROUTE_NONE);
 	if (label != host)
 		return (ROUTE_BAD); /* deeper names are not port URLs */
+	/* {port}-{id}: the first dash ends the port. */
 	dash = memchr(label, '-', llen);
-	if (dash == NULL || dash == label + llen - 1 || dash - label > 5)
-		return (ROUTE_BAD);
-	for (p = label; p < dash; p++) {
-		if (*p < '0' || *p > '9')
-			return (ROUTE_BAD);
-		v = v * 10 + (*p - '0');
-	}
-	if (*label == '0' || v < 1 || v > 65535)
-		return (ROUTE_BAD);
-	for (p = dash + 1; p < label + llen; p++) {
-		if (!route_host_char(*p))
-			return (ROUTE_BAD);
-	}
-	*port = (int)v;
-	*id = xstrndup(dash + 1, (size_t)(label + llen - dash - 1));
-	return (ROUTE_OK);
+	if (fmt != ROUTE_HF_ID_PORT && dash != NULL &&
+	    (port = route_port(label, (size_t)(dash - label))) != -1 &&
+	    route_host_id(dash + 1, (size_t)(label + llen - dash - 1)))
+		route_host_add(rh, port, dash + 1,
+		    (size_t)(label + llen - dash - 1));
+	/* {id}-{port}: the last dash starts the port. */
+	for (dash = label + llen; dash > label && dash[-1] != '-'; dash--)
+		;
+	if (fmt != ROUTE_HF_PORT_ID && dash > label + 1 &&
+	    (port = route_port(dash, (size_t)(label + llen - dash))) != -1 &&
+	    route_host_id(label, (size_t)(dash - 1 - label)))
+		route_host_add(rh, port, label, (size_t)(dash - 1 - label));
+	return (rh->rh_n > 0 ? ROUTE_OK : ROUTE_BAD);
 }
 
 /* May c appear in a sandbox id written in a path? */

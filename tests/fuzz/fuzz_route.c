@@ -17,18 +17,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static char d1[] = "localhost", d2[] = "gw.example.com";
 	char *domains[] = { d1, d2 };
-	char *id = NULL, *text, *safe;
-	int port = 0;
+	static const enum route_host_format formats[] = { ROUTE_HF_AUTO,
+		ROUTE_HF_ID_PORT };
+	struct route_host rh;
+	char *text, *safe;
 	enum route_result r;
 	size_t i;
 
-	r = route_parse_host((const char *)data, size, domains, 2, &port, &id);
+	r = route_parse_host(
+	    (const char *)data, size, domains, formats, 2, &rh);
 	if (r == ROUTE_OK) {
-		if (id == NULL || *id == '\0' || port < 1 || port > 65535 ||
-		    strlen(id) >= size)
+		if (rh.rh_n < 1 || rh.rh_n > 2)
 			abort();
-		free(id);
-	} else if (id != NULL)
+		for (i = 0; i < rh.rh_n; i++) {
+			if (rh.rh_id[i] == NULL || *rh.rh_id[i] == '\0' ||
+			    rh.rh_port[i] < 1 || rh.rh_port[i] > 65535 ||
+			    strlen(rh.rh_id[i]) >= size)
+				abort();
+		}
+		route_host_clear(&rh);
+	} else if (rh.rh_n != 0)
 		abort();
 
 	text = xmalloc(size + 1);

@@ -18,31 +18,101 @@ static char d_local[] = "localhost", d_example[] = "gw.example.com";
 static char d_gw[] = "gw.localhost", d_apps[] = "apps.gw.example.com";
 static char *domains[] = { d_local, d_example, d_gw, d_apps };
 
-/* Parse host and expect ROUTE_OK with port and id. */
+/* Parse host and expect ROUTE_OK with port and id as its first reading. */
 static void
 expect_host(const char *host, int want_port, const char *want_id)
 {
-	char *id = NULL;
-	int port = 0;
+	struct route_host rh;
 
-	assert_int_equal(
-	    route_parse_host(host, strlen(host), domains, 4, &port, &id),
+	assert_int_equal(route_parse_host(host, strlen(host), domains, NULL, 4,
+			     &rh),
 	    ROUTE_OK);
-	assert_int_equal(port, want_port);
-	assert_string_equal(id, want_id);
-	free(id);
+	assert_true(rh.rh_n >= 1);
+	assert_int_equal(rh.rh_port[0], want_port);
+	assert_string_equal(rh.rh_id[0], want_id);
+	route_host_clear(&rh);
+}
+
+/*
+ * Parse host under formats and expect n readings: (p1, id1) and, when n
+ * is 2, (p2, id2).
+ */
+static void
+expect_readings(const char *host, const enum route_host_format *formats,
+    size_t n, int p1, const char *id1, int p2, const char *id2)
+{
+	struct route_host rh;
+
+	assert_int_equal(route_parse_host(host, strlen(host), domains, formats,
+			     4, &rh),
+	    ROUTE_OK);
+	assert_int_equal(rh.rh_n, n);
+	assert_int_equal(rh.rh_port[0], p1);
+	assert_string_equal(rh.rh_id[0], id1);
+	if (n == 2) {
+		assert_int_equal(rh.rh_port[1], p2);
+		assert_string_equal(rh.rh_id[1], id2);
+	}
+	route_host_clear(&rh);
 }
 
 /* Parse host and expect result r. */
 static void
 expect_result(const char *host, enum route_result r)
 {
-	char *id = NULL;
-	int port = 0;
+	struct route_host rh;
 
 	assert_int_equal(
-	    route_parse_host(host, strlen(host), domains, 4, &port, &id), r);
-	assert_null(id);
+	    route_parse_host(host, strlen(host), domains, NULL, 4, &rh), r);
+	assert_int_equal(rh.rh_n, 0);
+}
+
+/* AKernel's {id}-{port} order, both orders at once, and host_format. */
+static void
+test_host_id_port(void **state)
+{
+	static const enum route_host_format pin_port[4] = { ROUTE_HF_PORT_ID,
+		ROUTE_HF_PORT_ID, ROUTE_HF_PORT_ID, ROUTE_HF_PORT_ID };
+	static const enum route_host_format pin_id[4] = { ROUTE_HF_ID_PORT,
+		ROUTE_HF_ID_PORT, ROUTE_HF_ID_PORT, ROUTE_HF_ID_PORT };
+	char label[64 + 16];
+	struct route_host rh;
+
+	(void)state;
+	/* AKernel's e2e test: Host: {sandbox_id}-{port}.{domain}. */
+	expect_readings("sbx1-abc123-18081.localhost", NULL, 1, 18081,
+	    "sbx1-abc123", 0, NULL);
+	expect_readings("local-8000.localhost:8080", NULL, 1, 8000, "local", 0,
+	    NULL);
+	/* Both orders read: port-first first. */
+	expect_readings("8000-9000.localhost", NULL, 2, 8000, "9000", 9000,
+	    "8000");
+	expect_readings("8000-a-1.localhost", NULL, 2, 8000, "a-1", 1,
+	    "8000-a");
+	/* A pinned order reads one way only. */
+	expect_readings("8000-9000.localhost", pin_port, 1, 8000, "9000", 0,
+	    NULL);
+	expect_readings("8000-9000.localhost", pin_id, 1, 9000, "8000", 0,
+	    NULL);
+	assert_int_equal(route_parse_host("sbx-1.localhost", 15, domains,
+			     pin_port, 4, &rh),
+	    ROUTE_NONE);
+	assert_int_equal(route_parse_host("8000-sbx.localhost", 18, domains,
+			     pin_id, 4, &rh),
+	    ROUTE_NONE);
+	/* A 63-byte label (the DNS limit AKernel checks) reads whole. */
+	memset(label, 'a', 57);
+	memcpy(label + 57, "-18081.localhost", 17);
+	assert_int_equal(strchr(label, '.') - label, 63);
+	expect_readings(label, NULL, 1, 18081, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaa", 0, NULL);
+	/* Malformed in the id-first order. */
+	expect_result("sbx-0.localhost", ROUTE_BAD);
+	expect_result("sbx-65536.localhost", ROUTE_BAD);
+	expect_result("sbx-08000.localhost", ROUTE_BAD);
+	expect_result("-8000.localhost", ROUTE_BAD);
+	expect_result("a_b-8000.localhost", ROUTE_BAD);
+	expect_result("a.sbx-8000.localhost", ROUTE_BAD);
 }
 
 static void
@@ -90,11 +160,12 @@ test_host_bad(void **state)
 	expect_result("a.8000-x.localhost", ROUTE_BAD);
 	expect_result("8000-x_y.localhost", ROUTE_BAD);
 	expect_result("8000-x.localhost:80x", ROUTE_BAD);
-	/* Names that do not start with a port are not port URLs. */
+	/* Names that read as neither order are not port URLs. */
 	expect_result("www.localhost", ROUTE_NONE);
 	expect_result("-x.localhost", ROUTE_NONE);
 	expect_result("abc-sbx.localhost", ROUTE_NONE);
 	expect_result("a.b.localhost", ROUTE_NONE);
+	expect_result("web1.localhost", ROUTE_NONE);
 }
 
 static void
@@ -336,6 +407,7 @@ main(void)
 		cmocka_unit_test(test_host_form),
 		cmocka_unit_test(test_host_none),
 		cmocka_unit_test(test_host_bad),
+		cmocka_unit_test(test_host_id_port),
 		cmocka_unit_test(test_safeid),
 		cmocka_unit_test(test_find_sandbox),
 		cmocka_unit_test(test_directory_change),
