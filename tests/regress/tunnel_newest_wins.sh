@@ -24,13 +24,12 @@ while :; do
 done
 AIP="${HOSTIP%.*}.$((${HOSTIP##*.} + 1))"
 VH="nwh$$" VA="nwa$$"
-ip link add "$VH" type veth peer name "$VA" || fail "cannot create a veth pair"
-ip link set "$VA" netns "$NSA" || fail "cannot move $VA into $NSA"
+# The peer is made inside $NSA: deleting $NSA at exit deletes the pair.
+ip link add "$VH" type veth peer name "$VA" netns "$NSA" || fail "cannot create a veth pair"
 ip addr add "$HOSTIP/30" dev "$VH" && ip link set "$VH" up ||
 	fail "cannot set up $VH"
 ip -n "$NSA" addr add "$AIP/30" dev "$VA" && ip -n "$NSA" link set "$VA" up ||
 	fail "cannot set up $VA"
-# Deleting $NSA (at exit) deletes the pair and its addresses with it.
 
 GW=$(free_port)
 ADM=$(free_port)
