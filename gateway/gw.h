@@ -200,6 +200,7 @@ struct gw_metrics {
 	uint64_t m_tunnel_replays; /* requests re-sent after a resume */
 	uint64_t m_tunnel_requests; /* Port B requests answered */
 	uint64_t m_tunnel_errors; /* exchanges failed, protocol errors */
+	uint64_t m_tunnel_refused; /* replaced sessions refused on return */
 };
 
 struct gw_chan;
@@ -514,10 +515,18 @@ enum tlink_state {
 	TLINK_S_GONE, /* replaced, lost or failed; closing */
 };
 
-/* A remembered finished id: late data for it is absorbed (§8.8). */
+/* A remembered id: a finished exchange's (§8.8), or a replaced session. */
 struct tunnel_tomb {
 	char tb_id[TUNPROTO_UUID_LEN + 1];
 	uint64_t tb_expires; /* monotonic ms */
+};
+
+/* Ids remembered for tt_ttl_ms, at most tt_cap: the oldest go first. */
+struct tunnel_tombs {
+	struct tunnel_tomb *tt_v; /* ring of tt_cap, NULL until the first */
+	size_t tt_cap;
+	size_t tt_next; /* where the next id goes */
+	uint64_t tt_ttl_ms;
 };
 
 /*
@@ -558,8 +567,8 @@ struct tunnel {
 	size_t t_nchannels; /* application WebSockets */
 	TAILQ_HEAD(, tunnel_dconn) t_dconns; /* Port B connections */
 	size_t t_ndconns;
-	struct tunnel_tomb *t_tombs; /* ring of TUNNEL_TOMBS */
-	size_t t_tomb_next;
+	struct tunnel_tombs t_tombs; /* finished exchanges and channels */
+	struct tunnel_tombs t_replaced; /* sessions a newer client replaced */
 	uint64_t t_ids; /* downstream connection ids */
 	uint64_t t_requests; /* Port B requests answered */
 	uint64_t t_errors; /* exchanges failed, protocol errors */
@@ -724,8 +733,10 @@ int tunnel_data_ok(const struct tunnel *);
 void tunnel_send_window(struct tunnel *, const char *id, uint64_t credits,
     int ack, uint64_t ack_offset, int complete);
 void tunnel_send_error(struct tunnel *, const char *id, const char *msg);
-void tunnel_tomb_add(struct tunnel *, const char *id);
-int tunnel_tomb_has(const struct tunnel *, const char *id);
+void tunnel_tombs_init(struct tunnel_tombs *, size_t cap, uint64_t ttl_ms);
+void tunnel_tombs_free(struct tunnel_tombs *);
+void tunnel_tombs_add(struct tunnel_tombs *, const char *id);
+int tunnel_tombs_has(const struct tunnel_tombs *, const char *id);
 void tunnel_protocol_error(struct tunnel *, const char *why);
 void tunnel_released(struct tunnel *);
 const char *tx_state_name(enum tx_state);

@@ -97,6 +97,11 @@ metrics_tunnel(const struct gw_metrics *m, struct evbuffer *out)
 	    "Tunnel exchanges that failed and client protocol errors.");
 	evbuffer_add_printf(out, "akgw_tunnel_errors_total %llu\n",
 	    (unsigned long long)m->m_tunnel_errors);
+	metrics_head(out, "akgw_tunnel_refused_total", "counter",
+	    "Tunnel clients refused because a newer client had replaced "
+	    "their session.");
+	evbuffer_add_printf(out, "akgw_tunnel_refused_total %llu\n",
+	    (unsigned long long)m->m_tunnel_refused);
 }
 
 /* Append every metric, summed over the workers, in the Prometheus format. */

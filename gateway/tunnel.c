@@ -38,6 +38,12 @@
 /* Finished ids remembered, and for how long (§8.8, Rust). */
 #define TUNNEL_TOMBS 1024
 #define TUNNEL_TOMB_MS (30 * 1000)
+/*
+ * Replaced sessions remembered, and for how long: a client cut off while
+ * a newer one took over may not take the tunnel back when it returns.
+ */
+#define TUNNEL_REPLACED 32
+#define TUNNEL_REPLACED_MS (60 * 60 * 1000)
 /* A link that sent nothing for this long is dead (§7). */
 #define TUNNEL_SILENCE_MS (30 * 1000)
 /* Our own heartbeat, to measure the round trip. */
@@ -149,27 +155,52 @@ tunnel_xchg_sent(const struct tunnel_xchg *x)
 	    x->x_state == TX_S_WS_WAIT || x->x_state == TX_S_WS_OPEN);
 }
 
-/* Remember a finished id for TUNNEL_TOMB_MS (§8.8). */
+/* Make an empty set of remembered ids; its ring comes with the first. */
 void
-tunnel_tomb_add(struct tunnel *t, const char *id)
+tunnel_tombs_init(struct tunnel_tombs *tt, size_t cap, uint64_t ttl_ms)
 {
-	struct tunnel_tomb *tb = &t->t_tombs[t->t_tomb_next];
-
-	snprintf(tb->tb_id, sizeof tb->tb_id, "%s", id);
-	tb->tb_expires = clock_mono_msec() + TUNNEL_TOMB_MS;
-	t->t_tomb_next = (t->t_tomb_next + 1) % TUNNEL_TOMBS;
+	memset(tt, 0, sizeof *tt);
+	tt->tt_cap = cap;
+	tt->tt_ttl_ms = ttl_ms;
 }
 
-/* Was id finished recently? */
+/* Forget every id. */
+void
+tunnel_tombs_free(struct tunnel_tombs *tt)
+{
+	free(tt->tt_v);
+	tt->tt_v = NULL;
+	tt->tt_next = 0;
+}
+
+/* Remember id for tt_ttl_ms, in place of the oldest when the ring is full. */
+void
+tunnel_tombs_add(struct tunnel_tombs *tt, const char *id)
+{
+	struct tunnel_tomb *tb;
+
+	if (tt->tt_cap == 0)
+		return;
+	if (tt->tt_v == NULL)
+		tt->tt_v = xcalloc(tt->tt_cap, sizeof *tt->tt_v);
+	tb = &tt->tt_v[tt->tt_next];
+	snprintf(tb->tb_id, sizeof tb->tb_id, "%s", id);
+	tb->tb_expires = clock_mono_msec() + tt->tt_ttl_ms;
+	tt->tt_next = (tt->tt_next + 1) % tt->tt_cap;
+}
+
+/* Is id remembered and not expired? */
 int
-tunnel_tomb_has(const struct tunnel *t, const char *id)
+tunnel_tombs_has(const struct tunnel_tombs *tt, const char *id)
 {
 	uint64_t now = clock_mono_msec();
 	size_t i;
 
-	for (i = 0; i < TUNNEL_TOMBS; i++) {
-		if (t->t_tombs[i].tb_expires > now &&
-		    strcmp(t->t_tombs[i].tb_id, id) == 0)
+	if (tt->tt_v == NULL)
+		return (0);
+	for (i = 0; i < tt->tt_cap; i++) {
+		if (tt->tt_v[i].tb_expires > now &&
+		    strcmp(tt->tt_v[i].tb_id, id) == 0)
 			return (1);
 	}
 	return (0);
@@ -418,7 +449,8 @@ tunnel_free_cb(evutil_socket_t fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
-	free(t->t_tombs);
+	tunnel_tombs_free(&t->t_tombs);
+	tunnel_tombs_free(&t->t_replaced);
 	free(t->t_name);
 	free(t->t_netns);
 	free(t->t_bind_error);
@@ -545,9 +577,66 @@ tunnel_link_writable_cb(void *arg)
 }
 
 /*
- * A hello on link l (§4.3): negotiate V2, then bind the session.  The same
+ * Refuse link l, whose hello named a session a newer client replaced: it
+ * may not take the tunnel back (newest wins, always).  The link is closed
+ * with 4409 tunnel_session_replaced; the tunnel's client stays.
+ */
+static void
+tunnel_link_refuse(struct tunnel_link *l)
+{
+	static const char msg[] = "A newer client took over this tunnel while "
+				  "this one was away.";
+	struct tunnel *t = l->l_tunnel;
+	char reason[WS_CLOSE_REASON_MAX + 1];
+	json_t *f;
+
+	GW_ADD(t->t_gw->g_metrics.m_tunnel_refused, 1);
+	log_warn("tunnel %s:%d: client %s (generation %llu) refused: its "
+		 "session was replaced by a newer client, which keeps the "
+		 "tunnel",
+	    t->t_name, t->t_port, l->l_peer, (unsigned long long)l->l_gen);
+	if (log_enabled(LOG_LVL_INFO)) {
+		f = json_object();
+		json_object_set_new(f, "sandbox", json_string(t->t_name));
+		json_object_set_new(f, "listen_port", json_integer(t->t_port));
+		json_object_set_new(f, "client", json_string(l->l_peer));
+		json_object_set_new(
+		    f, "generation", json_integer((json_int_t)l->l_gen));
+		json_object_set_new(
+		    f, "status", json_integer(TUNPROTO_CLOSE_SESSION_REPLACED));
+		json_object_set_new(
+		    f, "code", json_string(TUNPROTO_SESSION_REPLACED));
+		json_object_set_new(f, "message", json_string(msg));
+		log_event(LOG_LVL_INFO, "tunnel_refused", f);
+	}
+	snprintf(
+	    reason, sizeof reason, "%s: %s", TUNPROTO_SESSION_REPLACED, msg);
+	tunnel_link_drop(l, TUNPROTO_CLOSE_SESSION_REPLACED, reason);
+}
+
+/*
+ * Link l takes the tunnel over from the client that had it, which is
+ * closed with 1012 "replaced" (§8.2).
+ */
+static void
+tunnel_link_take(struct tunnel_link *l)
+{
+	struct tunnel *t = l->l_tunnel;
+
+	if (t->t_link == l)
+		return;
+	if (t->t_link != NULL)
+		tunnel_link_drop(
+		    t->t_link, TUNPROTO_CLOSE_REPLACED, "replaced");
+	t->t_link = l;
+}
+
+/*
+ * A hello on link l (§4.3): negotiate V2, refuse a replaced session that
+ * came back, take the tunnel over, then bind the session.  The same
  * resumable session resumes its exchanges (replay, §8.4-8.6); any other
- * client fails the previous session's exchanges.  Held requests go out.
+ * client fails the previous session's exchanges, and that session is
+ * remembered as replaced.  Held requests go out.
  */
 static void
 tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
@@ -571,6 +660,11 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 		free(err);
 		return;
 	}
+	if (resumable && tunnel_tombs_has(&t->t_replaced, m->m_session_id)) {
+		tunnel_link_refuse(l);
+		return;
+	}
+	tunnel_link_take(l);
 	l->l_state = TLINK_S_V2;
 	l->l_ping_next = clock_mono_msec() + TUNNEL_PING_MS;
 	GW_ADD(gm->m_tunnel_sessions, 1);
@@ -607,6 +701,8 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 				    "another one before answering (tunnel "
 				    "client session was replaced).");
 		}
+		if (t->t_flags & TUNNEL_F_RESUMABLE)
+			tunnel_tombs_add(&t->t_replaced, t->t_session);
 		t->t_flags &= ~TUNNEL_F_RESUMABLE;
 		t->t_session[0] = '\0';
 		if (resumable) {
@@ -727,7 +823,8 @@ tunnel_link_text(struct tunnel_link *l, const uint8_t *data, size_t len)
 		if ((x = tunnel_xchg_find(t, m.m_id)) == NULL) {
 			log_debug("tunnel %s:%d: %s for %s %s dropped",
 			    t->t_name, t->t_port, tunproto_type_name(m.m_type),
-			    tunnel_tomb_has(t, m.m_id) ? "finished" : "unknown",
+			    tunnel_tombs_has(&t->t_tombs, m.m_id) ? "finished"
+								  : "unknown",
 			    m.m_id);
 			break;
 		}
@@ -801,7 +898,7 @@ tunnel_link_binary(struct tunnel_link *l, struct evbuffer *msg)
 			tunnel_xchg_data(x, &env, msg);
 		return;
 	}
-	if (tunnel_tomb_has(t, env.e_id))
+	if (tunnel_tombs_has(&t->t_tombs, env.e_id))
 		return;
 	snprintf(why, sizeof why, "%s data for unknown stream %s",
 	    env.e_kind == TUNPROTO_ENV_WS_BINARY_DATA ? "WebSocket"
@@ -833,8 +930,10 @@ tunnel_link_message_cb(void *arg, int is_binary, struct evbuffer *msg)
 
 /*
  * A client WebSocket for tunnel t, after the 101 was written into bev's
- * output: the newest link wins (the old one is closed with 1012
- * "replaced", §8.2), and our hello goes out at once (§4.2).
+ * output; our hello goes out at once (§4.2).  The newest link wins
+ * (§8.2): one that has not said hello yet is closed with 1012 "replaced"
+ * now, a negotiated one once this link's hello shows it is not a replaced
+ * session coming back (tunnel_link_hello).
  */
 void
 tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
@@ -844,7 +943,7 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 		.on_close = tunnel_link_close_cb,
 		.on_writable = tunnel_link_writable_cb,
 	};
-	struct tunnel_link *l;
+	struct tunnel_link *l, *o, *next;
 	struct tunproto_msg hello;
 	char *err = NULL;
 
@@ -871,9 +970,14 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 	TAILQ_INSERT_TAIL(&t->t_links, l, l_entry);
 	log_info("tunnel %s:%d: client %s attached (generation %llu)",
 	    t->t_name, t->t_port, peer, (unsigned long long)l->l_gen);
-	if (t->t_link != NULL)
-		tunnel_link_drop(t->t_link, 1012, "replaced");
-	t->t_link = l;
+	for (o = TAILQ_FIRST(&t->t_links); o != NULL; o = next) {
+		next = TAILQ_NEXT(o, l_entry);
+		if (o != l && o->l_state == TLINK_S_HELLO)
+			tunnel_link_drop(
+			    o, TUNPROTO_CLOSE_REPLACED, "replaced");
+	}
+	if (t->t_link == NULL)
+		t->t_link = l;
 	l->l_state = TLINK_S_HELLO;
 	if (tunproto_hello(&t->t_local, NULL, &hello, &err) != 0) {
 		log_error("tunnel %s:%d: cannot build our hello: %s", t->t_name,
@@ -1133,7 +1237,8 @@ tunnel_new(struct gw *g, const char *name, int port)
 	TAILQ_INIT(&t->t_links);
 	TAILQ_INIT(&t->t_xchgs);
 	TAILQ_INIT(&t->t_dconns);
-	t->t_tombs = xcalloc(TUNNEL_TOMBS, sizeof *t->t_tombs);
+	tunnel_tombs_init(&t->t_tombs, TUNNEL_TOMBS, TUNNEL_TOMB_MS);
+	tunnel_tombs_init(&t->t_replaced, TUNNEL_REPLACED, TUNNEL_REPLACED_MS);
 	if (tunproto_limits_from_env(&t->t_local, NULL, NULL, &err) != 0) {
 		log_warn("tunnel %s:%d: %s", name, port, err);
 		free(err);
@@ -1194,8 +1299,12 @@ tunnel_remove(struct tunnel *t, const char *reason)
 	t->t_state = TUNNEL_S_DEAD;
 	TAILQ_REMOVE(&ts->ts_list, t, t_entry);
 	TAILQ_INSERT_TAIL(&ts->ts_dead, t, t_entry);
-	if ((l = t->t_link) != NULL)
-		tunnel_link_drop(l, WS_CLOSE_GOING_AWAY, "tunnel removed");
+	/* The client's link, and a newer one still waiting for its hello. */
+	TAILQ_FOREACH (l, &t->t_links, l_entry) {
+		if (l->l_state != TLINK_S_GONE)
+			tunnel_link_drop(
+			    l, WS_CLOSE_GOING_AWAY, "tunnel removed");
+	}
 	v = tunnel_xchg_snapshot(t, &n);
 	for (i = 0; i < n; i++) {
 		if (v[i]->x_state == TX_S_DONE)

@@ -251,7 +251,7 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 			t->t_nchannels--;
 		else
 			t->t_ninflight--;
-		tunnel_tomb_add(t, x->x_id);
+		tunnel_tombs_add(&t->t_tombs, x->x_id);
 	}
 	evtimer_del(x->x_timer);
 	t->t_requests++;

@@ -450,6 +450,7 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_tunnel_replays += GW_LOAD(m->m_tunnel_replays);
 	sum->m_tunnel_requests += GW_LOAD(m->m_tunnel_requests);
 	sum->m_tunnel_errors += GW_LOAD(m->m_tunnel_errors);
+	sum->m_tunnel_refused += GW_LOAD(m->m_tunnel_refused);
 }
 
 /* Every worker's counters added up, and the connections open now. */

@@ -65,6 +65,17 @@
 #define TUNPROTO_DATA_BUDGET \
 	(TUNPROTO_OUTBOUND_QUEUE - TUNPROTO_CONTROL_RESERVE)
 
+/*
+ * WebSocket close codes on the tunnel link.  1012 "replaced" closes the
+ * link a newer client took over (§8.2, Python V2 sandbox).  4409 (private
+ * use, RFC 6455 §7.4.2) refuses a client whose session a newer client
+ * replaced while it was away: it may not take the tunnel back.  Its reason
+ * starts with the machine-readable code, then a colon and a sentence.
+ */
+#define TUNPROTO_CLOSE_REPLACED 1012
+#define TUNPROTO_CLOSE_SESSION_REPLACED 4409
+#define TUNPROTO_SESSION_REPLACED "tunnel_session_replaced"
+
 /* Heartbeat (§7), milliseconds. */
 #define TUNPROTO_PING_INTERVAL_MS 20000
 #define TUNPROTO_PING_TIMEOUT_MS 10000

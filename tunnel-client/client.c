@@ -783,7 +783,8 @@ conn_ws_close_cb(void *arg, uint16_t code, const char *reason)
 		conn_close(c, TUN_END_STOP, 0, "closed");
 		return;
 	}
-	if (code == TUN_CLOSE_REPLACED && strcmp(reason, "replaced") == 0) {
+	if (code == TUNPROTO_CLOSE_REPLACED &&
+	    strcmp(reason, "replaced") == 0) {
 		/*
 		 * The newest client of a sandbox wins (§8.2): dialling again
 		 * would take the tunnel back, and the two would take turns.
@@ -794,6 +795,22 @@ conn_ws_close_cb(void *arg, uint16_t code, const char *reason)
 		    c->c_tun->t_opts->sandbox);
 		c->c_tun->t_exit = TUN_EXIT_REPLACED;
 		conn_close(c, TUN_END_STOP, 0, "replaced by another client");
+		return;
+	}
+	if (code == TUNPROTO_CLOSE_SESSION_REPLACED) {
+		/*
+		 * We were cut off while a newer client took over, so the 1012
+		 * never reached us: the gateway refuses our session instead.
+		 */
+		log_error("a newer client took over the tunnel of sandbox %s "
+			  "while this one was disconnected: the gateway "
+			  "refused this client's session (close %u %s); "
+			  "exiting",
+		    c->c_tun->t_opts->sandbox, code,
+		    *reason != '\0' ? reason : TUNPROTO_SESSION_REPLACED);
+		c->c_tun->t_exit = TUN_EXIT_REPLACED;
+		conn_close(
+		    c, TUN_END_STOP, 0, "session replaced by another client");
 		return;
 	}
 	if (code == WS_CLOSE_ABNORMAL)

@@ -32,7 +32,6 @@ typedef struct ssl_ctx_st SSL_CTX;
 
 /* Reconnect loop (§8.1). */
 #define TARGET_WARN_MS 10000 /* one warning per target failure reason */
-#define TUN_CLOSE_REPLACED 1012 /* the gateway took the tunnel away (§8.2) */
 #define TUN_EXIT_REPLACED 3 /* exit status when another client took over */
 #define TUN_BACKOFF_CAP 30 /* seconds */
 #define TUN_RETRY_QUICK 1 /* seconds after an HTTP status or protocol error */

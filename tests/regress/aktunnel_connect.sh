@@ -135,3 +135,29 @@ log=$(cat "$T/tun5.log")
 assert_contains "first failure" "warn  cannot connect to the gateway: 127.0.0.1:$P: Connection refused; retrying in 1 s (attempt 2)" "$log"
 assert_contains "second failure" "info  cannot connect to the gateway: 127.0.0.1:$P: Connection refused; retrying in 2 s (attempt 3)" "$log"
 ok "refused connections back off 1 s, 2 s, 3 s"
+
+# 5. The gateway refuses a replaced session (4409, issue 16 §6): aktunnel
+# says so and exits 3 instead of dialling again; another private close
+# code is an ordinary lost connection, dialled again.
+start_mock m6 "accept
+close 4409 tunnel_session_replaced: A newer client took over this tunnel while this one was away.
+sleep 1.5"
+spawn tun6 "$AKTUN" --gateway "127.0.0.1:$MP" --sandbox sbx1 --target "$TARGET"
+TUN=$LAST_PID
+i=0
+while kill -0 "$TUN" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 "$TUN" 2>/dev/null && fail "aktunnel still running after close 4409"
+wait "$TUN"
+assert_eq "aktunnel exit status after close 4409" 3 "$?"
+assert_contains "4409 explained" "error a newer client took over the tunnel of sandbox sbx1 while this one was disconnected: the gateway refused this client's session (close 4409 tunnel_session_replaced: A newer client took over this tunnel while this one was away.); exiting" "$(cat "$T/tun6.log")"
+wait_mock m6
+grep -c '"event": "accept"' "$T/m6.log" | grep -qx 1 || fail "aktunnel dialled again after 4409"
+start_mock m7 "accept
+close 4000 something else
+accept"
+spawn tun7 "$AKTUN" --gateway "127.0.0.1:$MP" --sandbox sbx1 --target "$TARGET"
+TUN=$LAST_PID
+wait_mock m7
+kill -0 "$TUN" 2>/dev/null || fail "aktunnel exited after close 4000"
+stop_tun "$TUN" TERM
+ok "close 4409 tunnel_session_replaced: exit 3 with the reason; close 4000: dialled again"

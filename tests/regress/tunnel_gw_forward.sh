@@ -5,7 +5,8 @@
 # 127.0.0.1:8766), as AKernel's in-sandbox server runs.  A scripted tunnel
 # client attaches through the gateway; code in the namespace calls Port B.
 # Also: the standalone server accepts the WebSocket on any path, checks
-# --token (401/403), answers 503 without a client, and stops on SIGTERM.
+# --token (401/403), answers 503 without a client, refuses a replaced
+# session's return (4409), and stops on SIGTERM.
 . "$(dirname "$0")/lib.sh"
 
 $PY -c 'import websockets' 2>/dev/null || fail "python3-websockets is needed ($PY)"
@@ -76,6 +77,19 @@ out=$(ip netns exec "$NS" timeout 30 $PY "$TOP/tests/regress/ws_echo.py" client 
 	fail "forward: WebSocket echo: $out"
 assert_eq "forward: WebSocket echo" "ok 3" "$out"
 ok "forward mode: 10 MiB both ways, resume, errors and WebSockets through the in-sandbox server"
+
+# The in-sandbox server keeps the newest client too: F's session, replaced
+# by H, dials again through the gateway and is refused with 4409; H keeps
+# the tunnel (issue 16 §6).
+start_mock H --url "ws://127.0.0.1:$GW/tunnel/fwd"
+wait_log "$T/F.jsonl" '"code": 1012'
+wait_log "$T/F.jsonl" '"code": 4409'
+assert_contains "forward: refused return" '"reason": "tunnel_session_replaced: ' \
+	"$(grep '"code": 4409' "$T/F.jsonl" | head -1)"
+assert_eq "forward: the newer client keeps the tunnel" "H" "$(nsc http://127.0.0.1:8766/whoami)"
+grep -q 'tunnel_refused .*code=tunnel_session_replaced' "$T/tsrv.log" ||
+	fail "the tunnel server did not log the refusal"
+ok "forward mode: a replaced session dialling again is refused (4409), the newer client stays"
 
 # The standalone server: any path, and its token.
 spawn mock_direct ip netns exec "$NS" $PY "$MOCK" --name D --log "$T/D.jsonl" \

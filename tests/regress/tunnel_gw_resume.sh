@@ -9,7 +9,9 @@
 #   not acknowledged, byte-exact (§8.6);
 # - a non-resumable client's requests fail 502 when its link drops (§8.3);
 # - a client with another session fails the old session's requests (§8.3);
-# - the newest connection wins and the old one is closed "replaced" (§8.2).
+# - the newest connection wins and the old one is closed "replaced" (§8.2);
+# - a replaced session that dials again is refused with 4409, so the two
+#   clients never take turns (issue 16 §6).
 . "$(dirname "$0")/lib.sh"
 
 $PY -c 'import websockets' 2>/dev/null || fail "python3-websockets is needed ($PY)"
@@ -173,6 +175,44 @@ assert_eq "non-resumable client dropped" "502" "$(cat "$T/ns.code")"
 assert_contains "non-resumable client dropped: code" '"code":"tunnel_error"' "$(cat "$T/ns.out")"
 grep -q 'does not resume sessions' "$T/gateway.log" || fail "no warning about a non-resumable client"
 ok "a non-resumable client's pending request fails 502 when its link drops"
+
+# Newest wins, always: a client whose session was replaced and that dials
+# again with it (as the reference client does after the 1012, or as a
+# client cut off while the other took over does) is refused with 4409
+# tunnel_session_replaced; the newer client keeps the tunnel.  A client
+# never seen before still takes over.
+stop "$NOSESS"
+SX=0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d
+start_mock X --url "$URL" --session "$SX"
+X=$MOCK_PID
+wait_log "$T/X.jsonl" '"event": "connected"'
+assert_eq "before the takeover" "X" "$(nsc http://127.0.0.1:8766/whoami)"
+start_mock Y --url "$URL"
+Y=$MOCK_PID
+wait_log "$T/X.jsonl" '"code": 1012'
+wait_log "$T/X.jsonl" '"code": 4409'
+line=$(grep '"code": 4409' "$T/X.jsonl" | head -1)
+assert_contains "refused return: reason" '"reason": "tunnel_session_replaced: ' "$line"
+i=0
+while [ $i -lt 5 ]; do
+	assert_eq "request $i while the replaced client dials again" "Y" "$(nsc http://127.0.0.1:8766/whoami)"
+	i=$((i + 1))
+done
+grep -q 'refused: its session was replaced by a newer client' "$T/gateway.log" ||
+	fail "the gateway did not log the refusal"
+grep -q 'tunnel_refused .*status=4409 code=tunnel_session_replaced' "$T/gateway.log" ||
+	fail "no tunnel_refused access line"
+out=$(curl -sS "http://127.0.0.1:$ADM/metrics")
+n=$(printf '%s\n' "$out" | sed -n 's/^akgw_tunnel_refused_total //p')
+[ "${n:-0}" -ge 1 ] || fail "no refusal counted: $n"
+stop "$X"
+start_mock Z --url "$URL"
+Z=$MOCK_PID
+wait_log "$T/Y.jsonl" '"code": 1012'
+assert_eq "a client never seen before takes over" "Z" "$(nsc http://127.0.0.1:8766/whoami)"
+stop "$Y"
+stop "$Z"
+ok "a replaced session that comes back is refused (4409); a new client still takes over"
 
 stop "$GW_PID"
 grep -q 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T/gateway.log" && fail "sanitizer report in the gateway log"

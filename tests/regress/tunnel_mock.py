@@ -42,7 +42,7 @@ Commands:
   closed [SECONDS]         wait until the client closes this connection
   noframe SECONDS          no frame (pings aside) may come for SECONDS
   drop                     abort this connection (no close frame)
-  close [CODE]             close this connection with a close frame
+  close [CODE [REASON]]    close this connection with a close frame
   sleep SECONDS
 """
 import argparse
@@ -577,7 +577,8 @@ class Mock:
         elif cmd == "drop":
             c.drop()
         elif cmd == "close":
-            await c.ws.close(int(args[0]) if args else 1000)
+            await c.ws.close(int(args[0]) if args else 1000,
+                             " ".join(args[1:]))
         elif cmd == "sleep":
             await asyncio.sleep(float(args[0]))
         else:

@@ -1,7 +1,8 @@
 /*
  * The gateway's tunnel sandbox role, pieces that need no client: request
  * header filtering for frames (§9.2, §10.1), the downstream response head
- * (§10.3), response limits, tombstones (§8.8), and the credit bookkeeping
+ * (§10.3), response limits, tombstones (§8.8) and the bounded set of
+ * replaced sessions, and the credit bookkeeping
  * of a streamed response (§4.8).  The end-to-end behaviour is covered by
  * tests/regress/tunnel_gw_*.sh.
  */
@@ -101,7 +102,7 @@ setup(void **state)
 	f->g.g_base = f->base;
 	f->t.t_gw = &f->g;
 	f->t.t_name = (char *)"sbx";
-	f->t.t_tombs = calloc(1024, sizeof *f->t.t_tombs);
+	tunnel_tombs_init(&f->t.t_tombs, 1024, 30000);
 	TAILQ_INIT(&f->t.t_xchgs);
 	TAILQ_INIT(&f->t.t_links);
 	TAILQ_INIT(&f->t.t_dconns);
@@ -122,7 +123,7 @@ teardown(void **state)
 	bufferevent_free(f->pair[0]);
 	bufferevent_free(f->pair[1]);
 	event_base_free(f->base);
-	free(f->t.t_tombs);
+	tunnel_tombs_free(&f->t.t_tombs);
 	free(f->x.x_resp_q);
 	free(f->x.x_resp_qack);
 	free(f);
@@ -267,21 +268,59 @@ test_tombs(void **state)
 	char id[40];
 	int i;
 
-	assert_false(
-	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
-	tunnel_tomb_add(&f->t, "00112233-4455-6677-8899-aabbccddeeff");
-	assert_true(
-	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
+	assert_false(tunnel_tombs_has(
+	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
+	tunnel_tombs_add(&f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff");
+	assert_true(tunnel_tombs_has(
+	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
 	for (i = 0; i < 1024; i++) {
 		snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
-		tunnel_tomb_add(&f->t, id);
+		tunnel_tombs_add(&f->t.t_tombs, id);
 	}
+	assert_false(tunnel_tombs_has(
+	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
+	assert_true(tunnel_tombs_has(
+	    &f->t.t_tombs, "00000000-0000-4000-8000-000000001023"));
+	assert_true(tunnel_tombs_has(
+	    &f->t.t_tombs, "00000000-0000-4000-8000-000000000000"));
+}
+
+/*
+ * Remembered sessions (the replaced ones): none before the first, the
+ * oldest forgotten past the capacity, none once expired.
+ */
+static void
+test_tombs_bounds(void **state)
+{
+	struct tunnel_tombs tt;
+
+	(void)state;
+	tunnel_tombs_init(&tt, 2, 60000);
 	assert_false(
-	    tunnel_tomb_has(&f->t, "00112233-4455-6677-8899-aabbccddeeff"));
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
+	assert_null(tt.tt_v);
+	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
+	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000002");
 	assert_true(
-	    tunnel_tomb_has(&f->t, "00000000-0000-4000-8000-000000001023"));
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
+	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000003");
+	assert_false(
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
 	assert_true(
-	    tunnel_tomb_has(&f->t, "00000000-0000-4000-8000-000000000000"));
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000002"));
+	assert_true(
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000003"));
+	tunnel_tombs_free(&tt);
+	tunnel_tombs_init(&tt, 2, 0);
+	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
+	assert_false(
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
+	tunnel_tombs_free(&tt);
+	tunnel_tombs_init(&tt, 0, 60000);
+	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
+	assert_false(
+	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
+	tunnel_tombs_free(&tt);
 }
 
 /*
@@ -325,6 +364,7 @@ main(void)
 		    test_head_none, setup, teardown),
 		cmocka_unit_test(test_resp_limits),
 		cmocka_unit_test_setup_teardown(test_tombs, setup, teardown),
+		cmocka_unit_test(test_tombs_bounds),
 		cmocka_unit_test_setup_teardown(test_credit, setup, teardown),
 	};
 
