@@ -104,7 +104,7 @@ conn_reset_exchange(struct conn *c)
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
 	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE |
-	    CONN_F_LOGGED | CONN_F_READ_HELD);
+	    CONN_F_LOGGED | CONN_F_READ_HELD | CONN_F_NO_SLASH);
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -511,6 +511,9 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		id = a->ca_path_id;
 		a->ca_path_id = NULL;
 		c->c_prefix = conn_path_prefix(id, c->c_port);
+		/* "/{id}/{port}" or "/{id}/{port}?q": no slash after it. */
+		if (c->c_target[strlen(c->c_prefix)] != '/')
+			c->c_flags |= CONN_F_NO_SLASH;
 		free(c->c_target);
 		c->c_target = a->ca_rest;
 		a->ca_rest = NULL;
@@ -799,6 +802,32 @@ conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 	return (1);
 }
 
+/*
+ * A path-form GET or HEAD without the slash after the port,
+ * "/{id}/{port}" (and a query): send the browser to "/{id}/{port}/" with
+ * 308, so relative links resolve under the prefix.
+ */
+static void
+conn_slash_redirect(struct conn *c)
+{
+	char *loc;
+	int keep;
+
+	/* c_target is "/" then the query, if any. */
+	xasprintf(&loc, "%s/%s", c->c_prefix, c->c_target + 1);
+	keep = (c->c_flags & CONN_F_KEEPALIVE) &&
+	    c->c_req.m_body == HTTP1_BODY_NONE;
+	errpage_moved(bufferevent_get_output(c->c_bev), c->c_request_id, 308,
+	    loc, keep);
+	free(loc);
+	c->c_status = 308;
+	conn_log_access(c, keep ? "keep-alive" : "close");
+	if (keep)
+		conn_next(c);
+	else
+		conn_finish(c);
+}
+
 /* Route a parsed request to a sandbox port, or refuse it. */
 static void
 conn_route(struct conn *c)
@@ -838,6 +867,13 @@ conn_route(struct conn *c)
 		conn_fail(c, gw_err_port_not_published,
 		    "Sandbox '%s' does not publish port %d.", sb->sb_id,
 		    c->c_port);
+		return;
+	}
+	/* Browsers follow it; an upgrade or a POST goes on as to "/". */
+	if ((c->c_flags & CONN_F_NO_SLASH) && !(m->m_flags & HTTP1_F_UPGRADE) &&
+	    (strcmp(c->c_method, "GET") == 0 ||
+		strcmp(c->c_method, "HEAD") == 0)) {
+		conn_slash_redirect(c);
 		return;
 	}
 	if (conn_auth(c) != 0)

@@ -38,6 +38,24 @@ const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
+/*
+ * A redirect of the gateway's own (301, 302, 307, 308) to location, with
+ * an empty body.
+ */
+void
+errpage_moved(struct evbuffer *out, const char *request_id, int status,
+    const char *location, int keepalive)
+{
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\nLocation: %s\r\nContent-Length: 0\r\n"
+	    "Cache-Control: no-store\r\n%s%s%s%s\r\n",
+	    status, http1_reason(status), location,
+	    request_id != NULL ? "X-Request-Id: " : "",
+	    request_id != NULL ? request_id : "",
+	    request_id != NULL ? "\r\n" : "",
+	    keepalive ? "" : "Connection: close\r\n");
+}
+
 /* Escape text for HTML. */
 static void
 errpage_html_escape(struct evbuffer *out, const char *s)

@@ -311,6 +311,7 @@ struct conn {
 #define CONN_F_REQ_WHOLE 0x8000 /* the request, body included, was read */
 #define CONN_F_LOGGED 0x10000 /* this exchange has its access line */
 #define CONN_F_READ_HELD 0x20000 /* reading off: the input cannot move on */
+#define CONN_F_NO_SLASH 0x40000 /* path form without "/" after the port */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -797,6 +798,8 @@ struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive);
+void errpage_moved(struct evbuffer *, const char *request_id, int status,
+    const char *location, int keepalive);
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);

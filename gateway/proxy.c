@@ -41,7 +41,8 @@ static void proxy_upstream_read(struct upstream *, struct bufferevent *);
 static void proxy_splice_try(struct conn *);
 static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
-static int proxy_add_response_start(struct strbuf *, const struct http1_msg *);
+static int proxy_add_response_start(
+    struct strbuf *, const struct http1_msg *, const struct conn *);
 
 struct proxy_name {
 	const char *pn_name;
@@ -693,17 +694,138 @@ proxy_write_small_tls(struct conn *c, struct upstream *up)
 }
 
 /*
+ * The Host the upstream of c was sent: host_rewrite with its port, or the
+ * client's.  xmalloc'd, or NULL when there was none.
+ */
+static char *
+proxy_upstream_host(const struct conn *c)
+{
+	const char *rw = c->c_rule->pr_host_rewrite, *p;
+	char *s;
+
+	if (rw == NULL)
+		return (c->c_host != NULL ? xstrdup(c->c_host) : NULL);
+	if ((p = strstr(rw, "${port}")) == NULL)
+		return (xstrdup(rw));
+	xasprintf(&s, "%.*s%d%s", (int)(p - rw), rw, c->c_port, p + 7);
+	return (s);
+}
+
+/*
+ * Does a URL's authority (len bytes) name the sandbox port of c as the
+ * sandbox knows itself: the Host it was sent, or localhost / 127.0.0.1 at
+ * the port?
+ */
+static int
+proxy_own_authority(const struct conn *c, const char *a, size_t len)
+{
+	char *host = proxy_upstream_host(c), own[32];
+	int r = 0;
+	size_t n;
+
+	if (host != NULL && strlen(host) == len &&
+	    strncasecmp(host, a, len) == 0)
+		r = 1;
+	free(host);
+	n = (size_t)snprintf(own, sizeof own, "localhost:%d", c->c_port);
+	if (n == len && strncasecmp(own, a, len) == 0)
+		r = 1;
+	n = (size_t)snprintf(own, sizeof own, "127.0.0.1:%d", c->c_port);
+	if (n == len && memcmp(own, a, len) == 0)
+		r = 1;
+	return (r);
+}
+
+/*
+ * A path (len bytes) that points into the sandbox port, under the
+ * path-form prefix: "/sub/" becomes "/{id}/{port}/sub/".  A path already
+ * under the prefix (an app that honours X-Forwarded-Prefix) stays.
+ * Returns an xmalloc'd value, or NULL to keep the path.
+ */
+static char *
+proxy_prefix_path(const struct conn *c, const char *path, size_t len)
+{
+	size_t plen = strlen(c->c_prefix);
+	char *s;
+
+	if (len >= plen && memcmp(path, c->c_prefix, plen) == 0 &&
+	    (len == plen || strchr("/?#", path[plen]) != NULL))
+		return (NULL);
+	xasprintf(&s, "%s%s%.*s", c->c_prefix,
+	    len == 0 || path[0] != '/' ? "/" : "", (int)len, path);
+	return (s);
+}
+
+/*
+ * Rewrite a response field for a path-form request, as nginx's
+ * proxy_redirect and proxy_cookie_path do: Location and Content-Location
+ * that point into the sandbox port (an absolute path, or an absolute URL
+ * naming the sandbox's own host) move under the prefix, and so does a
+ * Set-Cookie Path.  Returns the new value (xmalloc'd), or NULL to keep h.
+ */
+static char *
+proxy_prefix_field(const struct conn *c, const struct http1_header *h)
+{
+	const char *v = h->value, *end = h->value + h->value_len, *a, *e, *p;
+	char *np, *s;
+	size_t slen;
+
+	if (proxy_named(h, "location", 8) ||
+	    proxy_named(h, "content-location", 16)) {
+		if (v < end && v[0] == '/' && (v + 1 == end || v[1] != '/'))
+			return (proxy_prefix_path(c, v, h->value_len));
+		if (h->value_len > 7 && strncasecmp(v, "http://", 7) == 0)
+			slen = 7;
+		else if (h->value_len > 8 && strncasecmp(v, "https://", 8) == 0)
+			slen = 8;
+		else
+			return (NULL);
+		a = v + slen;
+		for (e = a; e < end && strchr("/?#", *e) == NULL; e++)
+			;
+		if (!proxy_own_authority(c, a, (size_t)(e - a)))
+			return (NULL);
+		if ((np = proxy_prefix_path(c, e, (size_t)(end - e))) != NULL)
+			return (np);
+		return (xstrndup(e, (size_t)(end - e)));
+	}
+	if (!proxy_named(h, "set-cookie", 10))
+		return (NULL);
+	/* The Path attribute: after a ';' and optional spaces. */
+	for (p = memchr(v, ';', h->value_len); p != NULL && p < end;
+	     p = memchr(p + 1, ';', (size_t)(end - p - 1))) {
+		for (a = p + 1; a < end && (*a == ' ' || *a == '\t'); a++)
+			;
+		if (end - a < 6 || strncasecmp(a, "path=/", 6) != 0)
+			continue;
+		a += 5;
+		e = memchr(a, ';', (size_t)(end - a));
+		if (e == NULL)
+			e = end;
+		if ((np = proxy_prefix_path(c, a, (size_t)(e - a))) == NULL)
+			return (NULL);
+		xasprintf(&s, "%.*s%s%.*s", (int)(a - v), v, np,
+		    (int)(end - e), e);
+		free(np);
+		return (s);
+	}
+	return (NULL);
+}
+
+/*
  * Append a response's status line and its end-to-end fields to sb: the
  * upstream's reason phrase, or the registered one when it sent none (an
  * empty reason is valid, RFC 9112 section 4).  Returns whether an
  * X-Request-Id of the upstream's went with the fields.
  */
 static int
-proxy_add_response_start(struct strbuf *sb, const struct http1_msg *m)
+proxy_add_response_start(
+    struct strbuf *sb, const struct http1_msg *m, const struct conn *c)
 {
 	const struct http1_header *h;
 	size_t i, nconn = proxy_nconnection(m);
 	int own_id = 0;
+	char *v;
 
 	strbuf_add(sb, "HTTP/1.1 ", 9);
 	strbuf_add_u64(sb, (uint64_t)m->m_status);
@@ -716,6 +838,12 @@ proxy_add_response_start(struct strbuf *sb, const struct http1_msg *m)
 		if (proxy_is_hop(m, h, nconn))
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
+		if (c->c_prefix != NULL && (v = proxy_prefix_field(c, h)) != NULL) {
+			strbuf_add_header(
+			    sb, h->name, h->name_len, v, strlen(v));
+			free(v);
+			continue;
+		}
 		strbuf_add_header(
 		    sb, h->name, h->name_len, h->value, h->value_len);
 	}
@@ -733,7 +861,7 @@ proxy_write_response_head(
 	int own_id;
 
 	strbuf_reset(sb);
-	own_id = proxy_add_response_start(sb, m);
+	own_id = proxy_add_response_start(sb, m, c);
 	switch (b->b_kind) {
 	case HTTP1_BODY_LENGTH:
 		strbuf_add(sb, "Content-Length: ", 16);
@@ -995,7 +1123,7 @@ proxy_interim(struct conn *c, struct upstream *up)
 	if (c->c_req.m_minor != 1)
 		return (0);
 	strbuf_reset(sb);
-	proxy_add_response_start(sb, &up->u_resp);
+	proxy_add_response_start(sb, &up->u_resp, c);
 	strbuf_add(sb, "\r\n", 2);
 	evbuffer_add(bufferevent_get_output(c->c_bev), sb->sb_buf, sb->sb_len);
 	return (0);

@@ -12,6 +12,8 @@ One request per connection; every answer closes the connection.
                  passed (default 20); then a 200
   /head          200 whose body is the request head as received
   /body          reads a chunked or Content-Length body, answers its length
+  /fields        302 with Location ?loc=, Content-Location ?cloc= and
+                 Set-Cookie ?cookie= (each when given), body "ok"
   anything else: 200 "ok"
 
   raw_backend.py --port N --log FILE [--ready FILE]
@@ -121,6 +123,13 @@ def serve(conn, logpath):
             conn.sendall(answer(b"done"))
         elif path == "/head":
             conn.sendall(answer(head, extra=b"Content-Type: text/plain\r\n"))
+        elif path == "/fields":
+            extra = b""
+            for key, name in (("loc", b"Location"), ("cloc", b"Content-Location"),
+                              ("cookie", b"Set-Cookie")):
+                for v in q.get(key, []):
+                    extra += name + b": " + v.encode("latin-1") + b"\r\n"
+            conn.sendall(answer(b"ok", status=b"302 Found", extra=extra))
         elif path == "/body":
             data = read_body(conn, head, rest)
             conn.sendall(answer(str(len(data)).encode()))
