@@ -80,3 +80,20 @@ $C -o /dev/null -D "$T/h" "http://$UP-local.localhost:$GW/fields?loc=/a&cookie=s
 assert_eq "host form Location" "/a" "$(field Location)"
 assert_eq "host form cookie" "s=1; Path=/" "$(field Set-Cookie)"
 ok "the host form keeps the upstream's fields"
+
+# 5. In headless Chromium: the address without a slash and python
+# http.server's directory redirect both land under the prefix.
+command -v chromium >/dev/null 2>&1 || fail "chromium is needed (Debian package chromium; make deps)"
+out=$(timeout 50 $PY "$TOP/tests/regress/chromium.py" \
+	--step "open $B/local/$FILES" \
+	--step "open $B/local/$FILES/sub" \
+	2>"$T/chromium.log") || fail "chromium.py failed: $(tail -n 5 "$T/chromium.log")"
+printf "%s\n" "$out" >"$T/browser.out"
+first=$(sed -n 1p "$T/browser.out")
+second=$(sed -n 2p "$T/browser.out")
+assert_contains "browser: slash form reached" "\"url\": \"$B/local/$FILES/\"" "$first"
+assert_contains "browser: listing shown" "sub/" "$first"
+
+assert_contains "browser: directory redirect under the prefix" "\"url\": \"$B/local/$FILES/sub/\"" "$second"
+assert_contains "browser: directory served" "inside sub" "$second"
+ok "Chromium follows both redirects under the prefix"
