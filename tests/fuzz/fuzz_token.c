@@ -133,6 +133,22 @@ fuzz_round_trip(const char *text, uint64_t expiry)
 	free(t);
 }
 
+/* auth_check for a host-form request with flags (AUTH_F_*). */
+static int
+fuzz_auth(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
+    const struct gw_port_rule *rule, const struct http1_msg *m,
+    const char *target, int flags, struct auth_result *res)
+{
+	struct auth_req aq;
+
+	memset(&aq, 0, sizeof aq);
+	aq.aq_msg = m;
+	aq.aq_target = target;
+	aq.aq_host = "8080-sbx.localhost";
+	aq.aq_flags = flags | AUTH_F_NAVIGATION;
+	return (auth_check(cf, sb, port, rule, &aq, res));
+}
+
 /* Strip access_token from "/" + text on a public port. */
 static void
 fuzz_target(const struct gw_config *cf, const char *text)
@@ -146,8 +162,7 @@ fuzz_target(const struct gw_config *cf, const char *text)
 
 	memset(&m, 0, sizeof m);
 	xasprintf(&target, "/%s", text);
-	rc = auth_check(
-	    cf, sb, 3000, &sb->sb_ports[1], &m, target, 0, 1, 0, &res);
+	rc = fuzz_auth(cf, sb, 3000, &sb->sb_ports[1], &m, target, 0, &res);
 	FUZZ_ASSERT(rc == 0 && res.ar_err == NULL && res.ar_location == NULL);
 	before = fuzz_count_params(target, &ours_before);
 	if (res.ar_target == NULL)
@@ -163,8 +178,8 @@ fuzz_target(const struct gw_config *cf, const char *text)
 	auth_result_free(&res);
 
 	/* The same target on the private port, with no other credential. */
-	rc = auth_check(
-	    cf, sb, 8080, &sb->sb_ports[0], &m, target, 1, 1, 0, &res);
+	rc = fuzz_auth(cf, sb, 8080, &sb->sb_ports[0], &m, target,
+	    AUTH_F_TLS, &res);
 	if (rc == -1)
 		FUZZ_ASSERT(res.ar_err != NULL && res.ar_message != NULL &&
 		    (res.ar_err->e_status == 401 ||
@@ -180,7 +195,7 @@ static void
 fuzz_headers(const struct gw_config *cf, const char *text)
 {
 	const struct gw_sandbox *sb = cf->cf_sandboxes[0];
-	struct http1_header h[3];
+	struct http1_header h[5];
 	struct auth_result res;
 	struct http1_msg m;
 	char *bearer;
@@ -200,17 +215,26 @@ fuzz_headers(const struct gw_config *cf, const char *text)
 	h[2].name_len = 6;
 	h[2].value = text;
 	h[2].value_len = strlen(text);
+	/* And in the fields that say where a browser's request came from. */
+	h[3].name = "Origin";
+	h[3].name_len = 6;
+	h[3].value = text;
+	h[3].value_len = strlen(text);
+	h[4].name = "Sec-Fetch-Site";
+	h[4].name_len = 14;
+	h[4].value = text;
+	h[4].value_len = strlen(text);
 	memset(&m, 0, sizeof m);
 	m.m_headers = h;
-	m.m_nheaders = 3;
+	m.m_nheaders = 5;
 	FUZZ_ASSERT(auth_is_credential_header(cf, &h[1]));
 	/* Whitespace after "Bearer" is skipped, however much there is. */
 	ws = strspn(text, " \t");
 	FUZZ_ASSERT(auth_is_credential_header(cf, &h[0]) ==
 	    token_looks_like(text + ws, strlen(text) - ws));
 	FUZZ_ASSERT(!auth_is_credential_header(cf, &h[2]));
-	rc = auth_check(cf, sb, 8080, &sb->sb_ports[0], &m, "/?access_token=x",
-	    1, 1, 0, &res);
+	rc = fuzz_auth(cf, sb, 8080, &sb->sb_ports[0], &m, "/?access_token=x",
+	    AUTH_F_TLS | AUTH_F_NAVIGATION, &res);
 	FUZZ_ASSERT(rc >= -1 && rc <= 1);
 	if (rc == -1)
 		FUZZ_ASSERT(res.ar_err != NULL && res.ar_message != NULL &&
