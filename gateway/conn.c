@@ -138,7 +138,7 @@ conn_close(struct conn *c, const char *reason)
 		conn_log_access(c, reason);
 	}
 	c->c_flags &= ~CONN_F_UPGRADED;
-	relay_splice_stop(c);
+	relay_end(c);
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -1174,6 +1174,8 @@ conn_close_all(struct gw *g)
 {
 	struct conn *c;
 
-	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL)
+	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL) {
+		relay_abort(c);
 		conn_close(c, "gateway stopping");
+	}
 }

@@ -123,6 +123,7 @@ struct gw_config {
 	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
+	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
 
 	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
 	size_t cf_auth_secret_len;
@@ -179,6 +180,7 @@ struct gw_metrics {
 	uint64_t m_bytes_in; /* from clients */
 	uint64_t m_bytes_out; /* to clients */
 	uint64_t m_ws_active;
+	uint64_t m_relay_half_closed; /* relays with one direction ended */
 	uint64_t m_duration_buckets[GW_DURATION_BUCKETS + 1]; /* last: +Inf */
 	uint64_t m_duration_sum_us;
 	uint64_t m_duration_count;
@@ -322,6 +324,12 @@ struct conn {
 	char *c_path; /* without the query */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
+	int c_relay; /* half-close of an upgraded connection (relay.c) */
+#define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
+#define RELAY_F_UP_SHUT 0x02 /* ... passed on: upstream's write side shut */
+#define RELAY_F_DOWN_EOF 0x04 /* the upstream ended its stream */
+#define RELAY_F_DOWN_SHUT 0x08 /* ... passed on: client's write side shut */
+#define RELAY_F_CLIENT_FIRST 0x10 /* the client ended first, for the log */
 };
 
 enum upstream_state {
@@ -343,7 +351,6 @@ struct upstream {
 #define UP_F_REUSED 0x02 /* taken from the pool */
 #define UP_F_NO_REUSE 0x04 /* close after this exchange */
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
-#define UP_F_CLOSE_DRAINED 0x10 /* close once the output is written */
 #define UP_F_NETNS_ERR 0x20 /* the last attempt could not enter the netns */
 	char *u_key; /* identity, for the log */
 	int u_port;
@@ -465,6 +472,8 @@ void relay_client_read(struct conn *);
 void relay_client_drained(struct conn *);
 void relay_client_eof(struct conn *);
 void relay_idle(struct conn *);
+void relay_end(struct conn *);
+void relay_abort(struct conn *);
 
 /* metrics.c */
 void metrics_request(
