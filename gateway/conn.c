@@ -1128,6 +1128,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	n = g->g_shared != NULL
 	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
 	    : g->g_nconns;
+	memtrim_count(g, n);
 	if (n > g->g_conf->cf_max_connections) {
 		conn_fail(c, gw_err_too_many_connections,
 		    "The gateway is at "

@@ -26,6 +26,7 @@ struct cfg_doc;
 struct cfg_node;
 struct splice_pool;
 struct splicer;
+struct memtrim;
 
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
@@ -206,6 +207,7 @@ struct gw_shared {
 	struct gw_directory *s_dir; /* published; holds one reference */
 	uint64_t s_dir_gen; /* atomic: bumped by every publish */
 	uint64_t s_nconns; /* atomic: client connections, every worker */
+	uint64_t s_nconns_peak; /* atomic: highest s_nconns lately (memtrim.c) */
 	uint64_t s_conn_ids; /* atomic */
 	struct ssl_ctx_st **s_ctx; /* per listener: the TLS context now */
 	size_t s_nctx;
@@ -244,6 +246,7 @@ struct gw {
 	struct strbuf g_head; /* scratch for message heads (proxy.c) */
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 	struct evbuffer *g_stage; /* small TLS responses put together (proxy.c) */
+	struct memtrim *g_memtrim; /* main loop: memory back after load */
 };
 
 /* A listening socket. */
@@ -474,6 +477,11 @@ void relay_client_eof(struct conn *);
 void relay_idle(struct conn *);
 void relay_end(struct conn *);
 void relay_abort(struct conn *);
+
+/* memtrim.c */
+void memtrim_start(struct gw *);
+void memtrim_count(struct gw *, uint64_t);
+void memtrim_stop(struct gw *);
 
 /* metrics.c */
 void metrics_request(
