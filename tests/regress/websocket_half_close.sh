@@ -44,7 +44,8 @@ TLS_LISTEN="  - address: 127.0.0.1:$GWS
     tls:
       cert: $CERTS/server.crt
       key: $CERTS/server.key"
-gw_conf "$GW" "$ADM" "$TLS_LISTEN" | spawn_gateway "$GW"
+gw_conf "$GW" "$ADM" "$TLS_LISTEN" >"$T/gateway1.yaml"
+spawn_gateway "$GW" <"$T/gateway1.yaml"
 wait_port "$GWS"
 # The same, without splice(2): plain clients go through the buffered relay.
 gw_conf "$GW2" "$ADM2" "" >"$T/gateway2.yaml"
