@@ -4,6 +4,10 @@
 # the gateway's RSS up; once they have gone, RSS returns to within 8 MiB
 # of its start every round (it stayed 13 MiB up after one round, and grew
 # with every round, before the gateway gave freed memory back).
+#
+# Under AddressSanitizer the allocator is ASan's (freed memory waits in
+# its quarantine, malloc_trim does nothing), so there the rounds run and
+# the trims are checked, but not RSS.
 . "$(dirname "$0")/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fail "curl is needed"
@@ -15,6 +19,9 @@ SLACK_KIB=8192
 ulimit -n $((N + 500)) 2>/dev/null
 [ "$(ulimit -n)" -ge $((N + 200)) ] ||
 	fail "needs $((N + 200)) descriptors (ulimit -n is $(ulimit -n))"
+
+ASAN=0
+if ldd "$AKGW" 2>/dev/null | grep -q libasan; then ASAN=1; fi
 
 GW=$(free_port)
 ADM=$(free_port)
@@ -59,7 +66,7 @@ while [ $r -le $ROUNDS ]; do
 	while [ "$(conns)" != $N ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 	assert_eq "round $r: connections held" $N "$(conns)"
 	peak=$(rss)
-	[ $((peak - start)) -ge 10240 ] ||
+	[ $ASAN = 1 ] || [ $((peak - start)) -ge 10240 ] ||
 		fail "round $r: the load took only $((peak - start)) KiB"
 	exec 3>&- # the client closes every connection
 	wait "$SL"
@@ -68,12 +75,14 @@ while [ $r -le $ROUNDS ]; do
 	assert_eq "round $r: connections after the load" 0 "$(conns)"
 	# The gateway looks at its connection count every second.
 	i=0
-	while [ "$(rss)" -gt $((start + SLACK_KIB)) ] && [ $i -lt 50 ]; do
+	while { [ $ASAN = 1 ] || [ "$(rss)" -gt $((start + SLACK_KIB)) ]; } &&
+		[ "$(grep -c 'memory trimmed' "$T/gateway.log")" -lt $r ] &&
+		[ $i -lt 50 ]; do
 		sleep 0.1; i=$((i + 1))
 	done
 	after=$(rss)
 	echo "round $r: RSS start $start KiB, peak $peak KiB, after $after KiB"
-	[ "$after" -le $((start + SLACK_KIB)) ] ||
+	[ $ASAN = 1 ] || [ "$after" -le $((start + SLACK_KIB)) ] ||
 		fail "round $r: RSS $after KiB after the load, $((after - start)) KiB over its start"
 	n=$(grep -c 'memory trimmed' "$T/gateway.log")
 	[ "$n" -ge $r ] || fail "round $r: $n trims logged"
