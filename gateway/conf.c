@@ -45,7 +45,7 @@ static const char *const sni_keys[] = { "names", "cert", "key", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
 static const char *const timeout_keys[] = { "request_header", "connect",
 	"keepalive", "upstream_idle", "upstream_response", "idle",
-	"websocket_idle", NULL };
+	"websocket_idle", "websocket_fin", NULL };
 static const char *const limit_keys[] = { "max_connections",
 	"max_connections_per_sandbox", "max_header_size", "max_headers",
 	"max_body_size", NULL };
@@ -79,6 +79,7 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_max_body_size = 0;
 	cf->cf_max_connections_per_sandbox = 0;
 	cf->cf_ws_idle_timeout = 3600 * 1000;
+	cf->cf_ws_fin_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
 }
 
@@ -425,6 +426,8 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
 		{ "idle", offsetof(struct gw_config, cf_idle_timeout), 100 },
 		{ "websocket_idle",
 		    offsetof(struct gw_config, cf_ws_idle_timeout), 100 },
+		{ "websocket_fin",
+		    offsetof(struct gw_config, cf_ws_fin_timeout), 100 },
 	};
 	struct cfg_node *v;
 	char what[64];

@@ -146,7 +146,7 @@ conn_close(struct conn *c, const char *reason)
 	    !(c->c_flags & (CONN_F_LOGGED | CONN_F_HANDED)))
 		conn_log_access(c, reason);
 	c->c_flags &= ~CONN_F_UPGRADED;
-	relay_splice_stop(c);
+	relay_end(c);
 	if (c->c_up != NULL)
 		upstream_close(c->c_up, "client connection closed");
 	c->c_up = NULL;
@@ -1212,6 +1212,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	n = g->g_shared != NULL
 	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
 	    : g->g_nconns;
+	memtrim_count(g, n);
 	if (n > g->g_conf->cf_max_connections) {
 		conn_fail(c, gw_err_too_many_connections,
 		    "The gateway is at "
@@ -1258,6 +1259,8 @@ conn_close_all(struct gw *g)
 {
 	struct conn *c;
 
-	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL)
+	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL) {
+		relay_abort(c);
 		conn_close(c, "gateway stopping");
+	}
 }

@@ -26,6 +26,7 @@ struct cfg_doc;
 struct cfg_node;
 struct splice_pool;
 struct splicer;
+struct memtrim;
 
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
@@ -131,6 +132,7 @@ struct gw_config {
 	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
+	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
 
 	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
 	size_t cf_auth_secret_len;
@@ -189,6 +191,7 @@ struct gw_metrics {
 	uint64_t m_bytes_in; /* from clients */
 	uint64_t m_bytes_out; /* to clients */
 	uint64_t m_ws_active;
+	uint64_t m_relay_half_closed; /* relays with one direction ended */
 	uint64_t m_duration_buckets[GW_DURATION_BUCKETS + 1]; /* last: +Inf */
 	uint64_t m_duration_sum_us;
 	uint64_t m_duration_count;
@@ -215,6 +218,7 @@ struct gw_shared {
 	struct gw_directory *s_dir; /* published; holds one reference */
 	uint64_t s_dir_gen; /* atomic: bumped by every publish */
 	uint64_t s_nconns; /* atomic: client connections, every worker */
+	uint64_t s_nconns_peak; /* atomic: highest s_nconns lately (memtrim.c) */
 	uint64_t s_conn_ids; /* atomic */
 	struct ssl_ctx_st **s_ctx; /* per listener: the TLS context now */
 	size_t s_nctx;
@@ -253,6 +257,7 @@ struct gw {
 	struct strbuf g_head; /* scratch for message heads (proxy.c) */
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 	struct evbuffer *g_stage; /* small TLS responses put together (proxy.c) */
+	struct memtrim *g_memtrim; /* main loop: memory back after load */
 };
 
 /* A listening socket. */
@@ -338,6 +343,12 @@ struct conn {
 	char *c_path; /* without the query */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
+	int c_relay; /* half-close of an upgraded connection (relay.c) */
+#define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
+#define RELAY_F_UP_SHUT 0x02 /* ... passed on: upstream's write side shut */
+#define RELAY_F_DOWN_EOF 0x04 /* the upstream ended its stream */
+#define RELAY_F_DOWN_SHUT 0x08 /* ... passed on: client's write side shut */
+#define RELAY_F_CLIENT_FIRST 0x10 /* the client ended first, for the log */
 };
 
 enum upstream_state {
@@ -359,7 +370,6 @@ struct upstream {
 #define UP_F_REUSED 0x02 /* taken from the pool */
 #define UP_F_NO_REUSE 0x04 /* close after this exchange */
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
-#define UP_F_CLOSE_DRAINED 0x10 /* close once the output is written */
 #define UP_F_NETNS_ERR 0x20 /* the last attempt could not enter the netns */
 	char *u_key; /* identity, for the log */
 	int u_port;
@@ -489,6 +499,13 @@ void relay_client_read(struct conn *);
 void relay_client_drained(struct conn *);
 void relay_client_eof(struct conn *);
 void relay_idle(struct conn *);
+void relay_end(struct conn *);
+void relay_abort(struct conn *);
+
+/* memtrim.c */
+void memtrim_start(struct gw *);
+void memtrim_count(struct gw *, uint64_t);
+void memtrim_stop(struct gw *);
 
 /* metrics.c */
 void metrics_request(

@@ -180,6 +180,7 @@ main(int argc, char **argv)
 		workers_join(&g);
 		return (1);
 	}
+	memtrim_start(&g); /* memtrim.c */
 	log_info("akgateway %s started with %s (%zu sandboxes, %zu worker%s)",
 	    AK_VERSION, file != NULL ? file : "the built-in configuration",
 	    cf->cf_nsandboxes, g.g_shared->s_nworkers,
@@ -188,6 +189,7 @@ main(int argc, char **argv)
 	/* Run the deferred frees queued while stopping. */
 	event_base_loop(g.g_base, EVLOOP_NONBLOCK);
 	workers_join(&g);
+	memtrim_stop(&g);
 	gw_shared_free(&g);
 
 	event_free(g.g_sigint);

@@ -154,6 +154,11 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "Upgraded (WebSocket) connections open now.");
 	evbuffer_add_printf(out, "akgw_websockets_active %llu\n",
 	    (unsigned long long)m->m_ws_active);
+	metrics_head(out, "akgw_websockets_half_closed", "gauge",
+	    "Upgraded connections one side has ended, the other still "
+	    "relaying (closed by timeouts.websocket_fin at the latest).");
+	evbuffer_add_printf(out, "akgw_websockets_half_closed %llu\n",
+	    (unsigned long long)m->m_relay_half_closed);
 	metrics_head(out, "akgw_request_duration_seconds", "histogram",
 	    "Time from the first byte of a request to its last response "
 	    "byte queued.");

@@ -1,20 +1,37 @@
 /*
  * Raw byte relay for upgraded connections (WebSocket after 101 Switching
  * Protocols).  Bytes move between the two bufferevents without copying,
- * with the same watermarks as the HTTP relay, and the connection ends after
- * a long idle time with no byte in either direction.
+ * with the same watermarks as the HTTP relay, or with splice(2) between
+ * two plain sockets.
+ *
+ * Each direction ends on its own: when one side ends its stream, what it
+ * sent is written to the other side, whose write side is then shut
+ * (shutdown(2), or close_notify towards a TLS client), and the other
+ * direction goes on.  The connection closes when both directions have
+ * ended, after timeouts.websocket_idle with no byte in either direction,
+ * or after timeouts.websocket_fin once one direction has ended.  The
+ * upstream socket belongs to its client connection until then: it never
+ * outlives it, and counts in max_connections, /metrics and shutdown with
+ * it.
  */
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <linux/sockios.h>
+
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
 #include "splicer.h"
+#include "tls.h"
 
 /* Stop reading a side when the other side's output holds this much. */
 #define RELAY_HIGH (256 * 1024)
@@ -24,12 +41,19 @@ static void relay_upstream_read_cb(struct bufferevent *, void *);
 static void relay_upstream_write_cb(struct bufferevent *, void *);
 static void relay_upstream_event_cb(struct bufferevent *, short, void *);
 
-/* Move what src has read to dst's output; pause src when dst is full. */
+static void relay_check(struct conn *);
+
+/*
+ * Move what src has read to dst's output; pause src when dst is full.  A
+ * side that has ended is not read again.
+ */
 static void
 relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 {
 	struct evbuffer *in = bufferevent_get_input(src);
 	struct evbuffer *out = bufferevent_get_output(dst);
+	int ended = c->c_relay &
+	    (src == c->c_bev ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
 	size_t n;
 
 	if ((n = evbuffer_get_length(in)) > 0) {
@@ -40,22 +64,70 @@ relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 		else
 			c->c_resp_body.b_total += n;
 	}
-	if (evbuffer_get_length(out) >= RELAY_HIGH)
+	if (ended || evbuffer_get_length(out) >= RELAY_HIGH)
 		bufferevent_disable(src, EV_READ);
 	else
 		bufferevent_enable(src, EV_READ);
+}
+
+/*
+ * How long the relay may move nothing: websocket_idle, or websocket_fin
+ * (when shorter) once a direction has ended.
+ */
+static uint64_t
+relay_idle_limit(const struct conn *c)
+{
+	const struct gw_config *cf = c->c_gw->g_conf;
+
+	if (c->c_relay != 0 && cf->cf_ws_fin_timeout < cf->cf_ws_idle_timeout)
+		return (cf->cf_ws_fin_timeout);
+	return (cf->cf_ws_idle_timeout);
 }
 
 /* Arm the idle check for the rest of the idle time. */
 static void
 relay_arm_idle(struct conn *c)
 {
-	uint64_t idle = c->c_gw->g_conf->cf_ws_idle_timeout;
+	uint64_t idle = relay_idle_limit(c);
 	uint64_t since = clock_mono_msec() - c->c_active_ms;
 	struct timeval tv;
 
 	clock_msec_to_tv(since >= idle ? 1 : idle - since, &tv);
 	evtimer_add(c->c_timer, &tv);
+}
+
+/*
+ * Make closing bev reset its connection when it holds bytes its peer never
+ * read: the kernel would otherwise keep the socket, and try to deliver
+ * them, long after the relay gave up on it.
+ */
+static void
+relay_abort_stuck(struct bufferevent *bev)
+{
+	struct linger l = { 1, 0 };
+	int fd, n = 0;
+
+	if ((fd = bufferevent_getfd(bev)) == -1)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
+	    (ioctl(fd, SIOCOUTQ, &n) != 0 || n == 0))
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+}
+
+/*
+ * The relay of c gives up (a timeout, or the gateway stopping): the
+ * sockets that hold bytes their peers never read are reset as they close.
+ */
+void
+relay_abort(struct conn *c)
+{
+	if (c->c_state != CONN_S_UPGRADED)
+		return;
+	if (c->c_bev != NULL)
+		relay_abort_stuck(c->c_bev);
+	if (c->c_up != NULL && c->c_up->u_bev != NULL)
+		relay_abort_stuck(c->c_up->u_bev);
 }
 
 /*
@@ -66,12 +138,106 @@ relay_arm_idle(struct conn *c)
 void
 relay_idle(struct conn *c)
 {
-	if (clock_mono_msec() - c->c_active_ms >=
-	    c->c_gw->g_conf->cf_ws_idle_timeout) {
-		conn_close(c, "websocket idle timeout");
+	if (clock_mono_msec() - c->c_active_ms >= relay_idle_limit(c)) {
+		relay_abort(c);
+		conn_close(c,
+		    c->c_relay != 0 ? "websocket half-closed timeout"
+				    : "websocket idle timeout");
 		return;
 	}
 	relay_arm_idle(c);
+}
+
+/*
+ * Direction flag eof ended (RELAY_F_UP_EOF: the client's stream, or
+ * RELAY_F_DOWN_EOF: the upstream's).  The first end starts the
+ * half-closed deadline and is counted until the connection closes.
+ */
+static void
+relay_ended(struct conn *c, int eof)
+{
+	struct bufferevent *dst = eof == RELAY_F_UP_EOF ? c->c_up->u_bev
+							: c->c_bev;
+
+	if (c->c_relay & eof)
+		return;
+	if (c->c_relay == 0) {
+		GW_ADD(c->c_gw->g_metrics.m_relay_half_closed, 1);
+		if (eof == RELAY_F_UP_EOF)
+			c->c_relay |= RELAY_F_CLIENT_FIRST;
+	}
+	c->c_relay |= eof;
+	c->c_active_ms = clock_mono_msec();
+	log_debug("conn %llu: websocket %s ended its stream",
+	    (unsigned long long)c->c_id,
+	    eof == RELAY_F_UP_EOF ? "client" : "upstream");
+	/* The write callback now runs when the output is empty. */
+	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
+	relay_arm_idle(c);
+}
+
+/*
+ * Shut the write side of the client once what the upstream sent is
+ * written: close_notify on TLS, a FIN on a plain socket.  0, or -1 when
+ * the client cannot be told (the connection then closes).
+ */
+static int
+relay_shut_client(struct conn *c)
+{
+	SSL *ssl;
+
+	if (c->c_flags & CONN_F_TLS) {
+		ssl = bufferevent_openssl_get_ssl(c->c_bev);
+		return (ssl != NULL ? tls_shutdown_write(ssl) : -1);
+	}
+	return (shutdown(bufferevent_getfd(c->c_bev), SHUT_WR));
+}
+
+/*
+ * Pass on the end of each ended direction whose output has drained, and
+ * close the connection once both have.
+ */
+static void
+relay_check(struct conn *c)
+{
+	struct upstream *up = c->c_up;
+
+	if (c->c_state != CONN_S_UPGRADED || up == NULL)
+		return;
+	if ((c->c_relay & (RELAY_F_UP_EOF | RELAY_F_UP_SHUT)) ==
+		RELAY_F_UP_EOF &&
+	    evbuffer_get_length(bufferevent_get_output(up->u_bev)) == 0) {
+		c->c_relay |= RELAY_F_UP_SHUT;
+		if (shutdown(bufferevent_getfd(up->u_bev), SHUT_WR) != 0) {
+			conn_close(c, "websocket upstream error");
+			return;
+		}
+	}
+	if ((c->c_relay & (RELAY_F_DOWN_EOF | RELAY_F_DOWN_SHUT)) ==
+		RELAY_F_DOWN_EOF &&
+	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) == 0) {
+		c->c_relay |= RELAY_F_DOWN_SHUT;
+		if (relay_shut_client(c) != 0) {
+			conn_close(c, "websocket client error");
+			return;
+		}
+	}
+	if ((c->c_relay & (RELAY_F_UP_SHUT | RELAY_F_DOWN_SHUT)) ==
+	    (RELAY_F_UP_SHUT | RELAY_F_DOWN_SHUT))
+		conn_close(c,
+		    (c->c_relay & RELAY_F_CLIENT_FIRST)
+			? "websocket client closed"
+			: "websocket upstream closed");
+}
+
+/* The relay of c ends with the connection (conn_close). */
+void
+relay_end(struct conn *c)
+{
+	relay_splice_stop(c);
+	if (c->c_relay != 0)
+		GW_ADD(c->c_gw->g_metrics.m_relay_half_closed, -1);
+	c->c_relay = 0;
 }
 
 /*
@@ -124,30 +290,40 @@ relay_splice_down(void *arg, size_t n)
 	c->c_resp_body.b_total += n;
 }
 
+/*
+ * A spliced direction ended: dir 0, the client's stream, all of it passed
+ * to the upstream; 1, the upstream's, passed to the client.  The end is
+ * passed on and the other direction goes on.
+ */
+static void
+relay_splice_done(struct conn *c, int dir, int error)
+{
+	relay_splice_stop_one(c, dir);
+	if (error != 0) {
+		relay_splice_stop(c);
+		conn_close(c,
+		    dir == 0 ? "websocket client error"
+			     : "websocket upstream error");
+		return;
+	}
+	if (dir == 0)
+		c->c_flags |= CONN_F_CLIENT_EOF;
+	relay_ended(c, dir == 0 ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
+	relay_check(c);
+}
+
 /* The client's side ended: everything it sent was passed on. */
 static void
 relay_splice_up_done(void *arg, int error)
 {
-	struct conn *c = arg;
-
-	relay_splice_stop(c);
-	conn_close(c, error == 0 ? "websocket client closed"
-				 : "websocket client error");
+	relay_splice_done(arg, 0, error);
 }
 
 /* The upstream's side ended: everything it sent was passed on. */
 static void
 relay_splice_down_done(void *arg, int error)
 {
-	struct conn *c = arg;
-
-	relay_splice_stop(c);
-	if (c->c_up != NULL)
-		upstream_close(c->c_up,
-		    error == 0 ? "websocket upstream closed"
-			       : "websocket upstream error");
-	c->c_up = NULL;
-	conn_finish(c);
+	relay_splice_done(arg, 1, error);
 }
 
 /*
@@ -166,7 +342,8 @@ relay_splice_try(struct conn *c)
 	struct event_base *base = c->c_gw->g_base;
 	int cfd, ufd;
 
-	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
+	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL ||
+	    c->c_spl[1] != NULL || c->c_relay != 0 || up == NULL ||
 	    (c->c_flags & CONN_F_TLS) || c->c_state != CONN_S_UPGRADED ||
 	    up->u_state != UP_S_ACTIVE)
 		return;
@@ -228,37 +405,32 @@ relay_client_read(struct conn *c)
 		relay_move(c, c->c_bev, c->c_up->u_bev);
 }
 
-/* The client's output drained: read the upstream again. */
+/* The client's output drained: read the upstream again, or pass its end. */
 void
 relay_client_drained(struct conn *c)
 {
-	if (c->c_up != NULL) {
-		relay_move(c, c->c_up->u_bev, c->c_bev);
-		relay_splice_try(c);
-	}
+	if (c->c_up == NULL)
+		return;
+	relay_move(c, c->c_up->u_bev, c->c_bev);
+	relay_check(c);
+	relay_splice_try(c);
 }
 
 /*
- * The client closed: pass on what it sent, then close the upstream once
- * that is written, and the client connection now.
+ * The client ended its stream: pass on what it sent, then shut the
+ * upstream's write side once that is written, and keep relaying what the
+ * upstream sends.
  */
 void
 relay_client_eof(struct conn *c)
 {
-	struct upstream *up = c->c_up;
-
-	if (up != NULL) {
-		evbuffer_add_buffer(bufferevent_get_output(up->u_bev),
-		    bufferevent_get_input(c->c_bev));
-		up->u_conn = NULL;
-		c->c_up = NULL;
-		up->u_flags |= UP_F_CLOSE_DRAINED;
-		bufferevent_disable(up->u_bev, EV_READ);
-		bufferevent_setwatermark(up->u_bev, EV_WRITE, 0, 0);
-		if (evbuffer_get_length(bufferevent_get_output(up->u_bev)) == 0)
-			upstream_close(up, "websocket client closed");
+	if (c->c_up == NULL) {
+		conn_close(c, "websocket client closed");
+		return;
 	}
-	conn_close(c, "websocket client closed");
+	relay_ended(c, RELAY_F_UP_EOF);
+	relay_move(c, c->c_bev, c->c_up->u_bev);
+	relay_check(c);
 }
 
 /* The upstream sent bytes. */
@@ -275,26 +447,29 @@ relay_upstream_read_cb(struct bufferevent *bev, void *arg)
 	relay_splice_try(up->u_conn);
 }
 
-/* The upstream's output drained: read the client again, or finish. */
+/* The upstream's output drained: read the client again, or pass its end. */
 static void
 relay_upstream_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
+	struct conn *c = up->u_conn;
 
-	if (up->u_state == UP_S_DEAD)
+	(void)bev;
+	if (up->u_state == UP_S_DEAD || c == NULL)
 		return;
-	if (up->u_flags & UP_F_CLOSE_DRAINED) {
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			upstream_close(up, "websocket client closed");
-		return;
-	}
-	if (up->u_conn != NULL) {
-		relay_move(up->u_conn, up->u_conn->c_bev, up->u_bev);
-		relay_splice_try(up->u_conn);
-	}
+	relay_move(c, c->c_bev, up->u_bev);
+	relay_check(c);
+	/* The check may have closed the connection. */
+	if (c->c_state == CONN_S_UPGRADED)
+		relay_splice_try(c);
 }
 
-/* The upstream closed or failed: pass on what it sent, then finish. */
+/*
+ * The upstream ended its stream or failed.  On an end, pass on what it
+ * sent, then shut the client's write side once that is written, and keep
+ * relaying what the client sends; on an error, pass on what it sent and
+ * finish the client connection.
+ */
 static void
 relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -308,10 +483,15 @@ relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		upstream_close(up, "websocket upstream gone");
 		return;
 	}
+	if (what & BEV_EVENT_EOF) {
+		relay_ended(c, RELAY_F_DOWN_EOF);
+		relay_move(c, up->u_bev, c->c_bev);
+		wthru_flush(&c->c_wt);
+		relay_check(c);
+		return;
+	}
 	evbuffer_add_buffer(
 	    bufferevent_get_output(c->c_bev), bufferevent_get_input(up->u_bev));
-	upstream_close(up,
-	    (what & BEV_EVENT_EOF) ? "websocket upstream closed"
-				   : "websocket upstream error");
+	upstream_close(up, "websocket upstream error");
 	conn_finish(c);
 }

@@ -439,6 +439,7 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_bytes_in += GW_LOAD(m->m_bytes_in);
 	sum->m_bytes_out += GW_LOAD(m->m_bytes_out);
 	sum->m_ws_active += GW_LOAD(m->m_ws_active);
+	sum->m_relay_half_closed += GW_LOAD(m->m_relay_half_closed);
 	for (i = 0; i <= GW_DURATION_BUCKETS; i++)
 		sum->m_duration_buckets[i] += GW_LOAD(m->m_duration_buckets[i]);
 	sum->m_duration_sum_us += GW_LOAD(m->m_duration_sum_us);

@@ -406,6 +406,23 @@ tls_write_now(SSL *ssl, const void *buf, size_t len)
 	return (r > 0 ? r : 0);
 }
 
+/*
+ * Close the write side of a TLS connection: send close_notify and keep
+ * reading (TLS 1.3 half-close, RFC 8446 6.1).  Returns 0 when the alert
+ * went to the socket, -1 when it could not be written whole.
+ */
+int
+tls_shutdown_write(SSL *ssl)
+{
+	int r;
+
+	if (SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN)
+		return (0);
+	r = SSL_shutdown(ssl);
+	ERR_clear_error();
+	return (r >= 0 ? 0 : -1);
+}
+
 /* Decrypted bytes of the current record not read yet. */
 size_t
 tls_pending(SSL *ssl)

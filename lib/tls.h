@@ -17,6 +17,7 @@ SSL_CTX *tls_ctx_ref(SSL_CTX *);
 int tls_read_more(SSL *, void *, size_t);
 int tls_write_now(SSL *, const void *, size_t);
 size_t tls_pending(SSL *);
+int tls_shutdown_write(SSL *);
 const char *tls_last_error(void);
 const char *tls_verify_error(SSL *);
 SSL *tls_server_ssl_new(SSL_CTX *);

@@ -66,6 +66,7 @@ test_builtin(void **state)
 	assert_int_equal(cf->cf_keepalive_timeout, 75000);
 	assert_int_equal(cf->cf_upstream_idle, 5000);
 	assert_int_equal(cf->cf_ws_idle_timeout, 3600000);
+	assert_int_equal(cf->cf_ws_fin_timeout, 30000);
 	assert_string_equal(cf->cf_auth_cookie, "akgw_token");
 	assert_null(cf->cf_auth_secret);
 	assert_false(cf->cf_path_form_cookies);
