@@ -93,6 +93,9 @@ struct gw_listen {
 	size_t l_nsni;
 };
 
+/* Where sandbox network namespaces are unless netns_dir says otherwise. */
+#define GW_NETNS_DIR "/run/netns"
+
 /* The whole configuration; immutable once loaded. */
 struct gw_config {
 	char *cf_file;
@@ -128,6 +131,8 @@ struct gw_config {
 	size_t cf_auth_secret_len;
 	char *cf_auth_cookie; /* cookie name carrying a token */
 	int cf_require_tls_creds; /* refuse credentials on plain HTTP */
+
+	char *cf_netns_dir; /* sandbox namespaces must be in it */
 
 	struct gw_sandbox **cf_sandboxes; /* the initial directory */
 	size_t cf_nsandboxes;

@@ -254,6 +254,15 @@ test_sandbox_refused(void **state)
 	expect_refused(NULL, "{\"id\": \"a\", \"address\": \"localhost\"}",
 	    "request body at /address: address must be a literal IPv4 or IPv6 address, "
 	    "not 'localhost'");
+	expect_refused(NULL,
+	    "{\"id\": \"a\", \"netns\": "
+	    "\"/run/netns/../../proc/1/ns/net\"}",
+	    "request body at /netns: netns must name a namespace directly in "
+	    "/run/netns (netns_dir), as /run/netns/NAME with no '/', '.' or "
+	    "'..' in NAME, not '/run/netns/../../proc/1/ns/net'");
+	expect_refused(NULL, "{\"id\": \"a\", \"netns\": \"/proc/1/ns/net\"}",
+	    "request body at /netns: netns must be a path in /run/netns "
+	    "(netns_dir), such as /run/netns/NAME, not '/proc/1/ns/net'");
 	expect_refused(NULL, "{\"id\": \"a b\", \"address\": \"127.0.0.1\"}",
 	    "request body at /id: a sandbox id must not contain spaces or control "
 	    "characters");
