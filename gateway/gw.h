@@ -235,6 +235,7 @@ struct gw {
 	struct event *g_sigint;
 	struct event *g_sigterm;
 	struct event *g_sighup;
+	struct event *g_sigusr1; /* reopen the log file */
 	struct gw_listener *g_listeners;
 	size_t g_nlisteners;
 	uint64_t g_nconns;
