@@ -274,10 +274,10 @@ assert_contains "2xx count after traffic" "akgw_requests_total{class=\"2xx\"} $N
 ok "20 PUTs under 200 keep-alive requests, all answered 200"
 
 # The token never reaches the log; each admin request has one line.
+wait_log "$T/gateway.log" '"DELETE /v1/sandboxes/newid" 204'
+wait_log "$T/gateway.log" '"GET /v1/sandboxes" 401 error=unauthorized'
 if grep -q "$TOKEN" "$T/gateway.log"; then fail "the admin token was logged"; fi
 if grep -q "$wrong" "$T/gateway.log"; then fail "a wrong token was logged"; fi
-assert_contains "admin request logged" "\"DELETE /v1/sandboxes/newid\" 204" "$(cat "$T/gateway.log")"
-assert_contains "admin refusal logged" "\"GET /v1/sandboxes\" 401 error=unauthorized" "$(cat "$T/gateway.log")"
 ok "token never logged"
 
 # SIGTERM stops the gateway cleanly, admin listener included.
