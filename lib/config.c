@@ -378,7 +378,8 @@ cfg_error(const struct cfg_doc *doc, const struct cfg_node *n, char **cause,
 		    n->n_col, msg);
 	else if (n != NULL && n->n_pointer != NULL && *n->n_pointer != '\0')
 		/* A tree built from JSON: its JSON pointer instead. */
-		xasprintf(cause, "%s at %s: %s", doc->d_file, n->n_pointer, msg);
+		xasprintf(
+		    cause, "%s at %s: %s", doc->d_file, n->n_pointer, msg);
 	else if (n != NULL)
 		xasprintf(cause, "%s: %s", doc->d_file, msg);
 	else

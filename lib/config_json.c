@@ -58,8 +58,8 @@ cfg_json_member(const char *ptr, const char *key)
 
 /* Set *cause to "name at ptr: what" ("name: what" at the root). */
 static int
-cfg_json_error(const char *name, const char *ptr, const char *what,
-    char **cause)
+cfg_json_error(
+    const char *name, const char *ptr, const char *what, char **cause)
 {
 	if (*ptr != '\0')
 		xasprintf(cause, "%s at %s: %s", name, ptr, what);

@@ -80,8 +80,8 @@ static __thread uint64_t log_self_gen;
 
 static const int log_crash_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL,
 	SIGABRT };
-static struct sigaction log_crash_old[sizeof log_crash_sigs /
-    sizeof log_crash_sigs[0]];
+static struct sigaction
+    log_crash_old[sizeof log_crash_sigs / sizeof log_crash_sigs[0]];
 
 static const char *log_names[] = { "debug", "info", "warn", "error" };
 
@@ -426,7 +426,8 @@ log_crash_flush(void)
 				continue;
 			}
 			chunk = len - off > 4096 ? 4096 : len - off;
-			if ((w = write(log_fd, lb->lb_data + off, chunk)) <= 0) {
+			w = write(log_fd, lb->lb_data + off, chunk);
+			if (w <= 0) {
 				tries--;
 				continue;
 			}
@@ -498,8 +499,8 @@ log_writer_start(char **cause)
 	error = pthread_create(&log_thread, NULL, log_writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (error != 0) {
-		xasprintf(cause, "cannot start the log writer: %s",
-		    strerror(error));
+		xasprintf(
+		    cause, "cannot start the log writer: %s", strerror(error));
 		pthread_cond_destroy(&log_wake);
 		pthread_cond_destroy(&log_idle);
 		return (-1);
@@ -654,7 +655,8 @@ log_writer_stop(int wait_ms)
 	/* Back to writing at once, as before log_open. */
 	pthread_mutex_lock(&log_lock);
 	__atomic_and_fetch(&log_flags,
-	    ~(LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK | LOG_F_IDLE),
+	    ~(LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK |
+		LOG_F_IDLE),
 	    __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&log_lock);
 }

@@ -69,8 +69,8 @@ netns_open(const char *path, int *missing, char **cause)
 	}
 	close(pfd);
 	if ((type = ioctl(fd, NS_GET_NSTYPE)) != CLONE_NEWNET) {
-		xasprintf(cause, "%s is a namespace but not a network namespace",
-		    path);
+		xasprintf(cause,
+		    "%s is a namespace but not a network namespace", path);
 		close(fd);
 		return (-1);
 	}

@@ -236,7 +236,8 @@ test_sandbox_refused(void **state)
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"x\": 1}",
-	    "request body at /x: unknown key 'x' in a sandbox (expected one of: "
+	    "request body at /x: unknown key 'x' in a sandbox (expected one "
+	    "of: "
 	    "id, address, netns, max_connections, ports, tunnel)");
 	/* RFC 6901: '~' and '/' in a key are escaped in its pointer. */
 	expect_refused(NULL,
@@ -252,7 +253,8 @@ test_sandbox_refused(void **state)
 	    "request body: sandbox 'a' needs exactly one of address and "
 	    "netns");
 	expect_refused(NULL, "{\"id\": \"a\", \"address\": \"localhost\"}",
-	    "request body at /address: address must be a literal IPv4 or IPv6 address, "
+	    "request body at /address: address must be a literal IPv4 or IPv6 "
+	    "address, "
 	    "not 'localhost'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"netns\": "
@@ -264,10 +266,12 @@ test_sandbox_refused(void **state)
 	    "request body at /netns: netns must be a path in /run/netns "
 	    "(netns_dir), such as /run/netns/NAME, not '/proc/1/ns/net'");
 	expect_refused(NULL, "{\"id\": \"a b\", \"address\": \"127.0.0.1\"}",
-	    "request body at /id: a sandbox id must not contain spaces or control "
+	    "request body at /id: a sandbox id must not contain spaces or "
+	    "control "
 	    "characters");
 	expect_refused(NULL, "{\"id\": [\"a\"], \"address\": \"127.0.0.1\"}",
-	    "request body at /id: sandbox id must be a single value, not a list");
+	    "request body at /id: sandbox id must be a single value, not a "
+	    "list");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": {\"port\": 80}}",
@@ -275,35 +279,42 @@ test_sandbox_refused(void **state)
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"max_connections\": \"many\"}",
-	    "request body at /max_connections: max_connections must be an integer, not 'many'");
+	    "request body at /max_connections: max_connections must be an "
+	    "integer, not 'many'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"max_connections\": true}",
-	    "request body at /max_connections: max_connections must be an integer, not 'true'");
+	    "request body at /max_connections: max_connections must be an "
+	    "integer, not 'true'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": 1.5}]}",
-	    "request body at /ports/0/port: port must be a port (1-65535) or a range such as "
+	    "request body at /ports/0/port: port must be a port (1-65535) or a "
+	    "range such as "
 	    "3000-3999, not '1.5'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": 70000}]}",
-	    "request body at /ports/0/port: port must be a port (1-65535) or a range such as "
+	    "request body at /ports/0/port: port must be a port (1-65535) or a "
+	    "range such as "
 	    "3000-3999, not '70000'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": \"4000-3000\"}]}",
-	    "request body at /ports/0/port: port must be a port (1-65535) or a range such as "
+	    "request body at /ports/0/port: port must be a port (1-65535) or a "
+	    "range such as "
 	    "3000-3999, not '4000-3000'");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": 80, \"access\": null}]}",
-	    "request body at /ports/0/access: access must be public or private, not ''");
+	    "request body at /ports/0/access: access must be public or "
+	    "private, not ''");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": 80, \"access\": "
 	    "\"private\"}]}",
-	    "request body at /ports/0/access: access: private needs auth.secret to check tokens "
+	    "request body at /ports/0/access: access: private needs "
+	    "auth.secret to check tokens "
 	    "with");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
@@ -312,7 +323,8 @@ test_sandbox_refused(void **state)
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"tunnel\": {\"listen_port\": \"x\"}}",
-	    "request body at /tunnel/listen_port: tunnel.listen_port must be an integer, not 'x'");
+	    "request body at /tunnel/listen_port: tunnel.listen_port must be "
+	    "an integer, not 'x'");
 }
 
 /* A gateway with no tunnels running, for rendering. */

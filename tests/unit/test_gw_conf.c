@@ -389,8 +389,8 @@ test_netns(void **state)
 	if ((f = fopen(path, "w")) == NULL)
 		fail_msg("fopen");
 	fclose(f);
-	if (asprintf(&text,
-		"t.yaml:5:12: %s is not a network namespace file", path) == -1)
+	if (asprintf(&text, "t.yaml:5:12: %s is not a network namespace file",
+		path) == -1)
 		fail_msg("asprintf");
 	expect_netns_error(dir, path, text);
 	free(text);

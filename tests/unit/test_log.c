@@ -124,14 +124,18 @@ test_stalled_output(void **state)
 	close(p[0]);
 
 	/* Every kept line whole and in order, then the drop notice. */
-	assert_int_equal(count_lines(s.s_data, " info  line "), NLINES - dropped);
+	assert_int_equal(
+	    count_lines(s.s_data, " info  line "), NLINES - dropped);
 	assert_int_equal(count_lines(s.s_data, pad), NLINES - dropped);
 	assert_int_equal(count_lines(s.s_data, " info  line 0 "), 1);
-	snprintf(want, sizeof want, "warn  dropped %llu log lines: the log "
-	    "output did not keep up", (unsigned long long)dropped);
+	snprintf(want, sizeof want,
+	    "warn  dropped %llu log lines: the log "
+	    "output did not keep up",
+	    (unsigned long long)dropped);
 	assert_int_equal(count_lines(s.s_data, want), 1);
 	assert_int_equal(count_lines(s.s_data, "after the stall"), 1);
-	assert_true(strstr(s.s_data, want) < strstr(s.s_data, "after the stall"));
+	assert_true(
+	    strstr(s.s_data, want) < strstr(s.s_data, "after the stall"));
 	free(s.s_data);
 	alarm(0);
 }
@@ -188,8 +192,10 @@ test_reopen(void **state)
 	assert_int_equal(count_lines(a, "\"msg\":\"before the move\""), 1);
 	assert_int_equal(count_lines(a, "moved, not reopened"), 1);
 	assert_int_equal(count_lines(a, "after the reopen"), 0);
-	assert_int_equal(count_lines(b, "\"level\":\"info\",\"msg\":\"after "
-					"the reopen\""), 1);
+	assert_int_equal(count_lines(b,
+			     "\"level\":\"info\",\"msg\":\"after "
+			     "the reopen\""),
+	    1);
 	assert_int_equal(count_lines(b, "before"), 0);
 	free(a);
 	free(b);
@@ -214,8 +220,9 @@ test_open_error(void **state)
 	assert_int_equal(
 	    log_open(LOG_LVL_INFO, LOG_FMT_TEXT, "/nonexistent/x.log", &cause),
 	    -1);
-	assert_string_equal(cause, "cannot open log file /nonexistent/x.log: "
-				   "No such file or directory");
+	assert_string_equal(cause,
+	    "cannot open log file /nonexistent/x.log: "
+	    "No such file or directory");
 	free(cause);
 }
 
