@@ -53,8 +53,10 @@ static char *log_path; /* the file, or NULL for stderr */
 
 /*
  * The writer thread and what it shares with the threads that log, under
- * log_lock.  log_flags is only changed under log_lock, and read with an
- * atomic load outside it.  log_bufs only grows while the writer runs.
+ * log_lock.  log_flags is changed and read with sequentially consistent
+ * atomics (LOG_SET, LOG_CLR, LOG_HAS): a thread that logs sets LOG_F_WORK
+ * without the lock and takes it only to wake a writer that went idle.
+ * log_bufs only grows while the writer runs.
  */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t log_wake; /* the writer waits here */
@@ -67,6 +69,9 @@ static int log_flags;
 #define LOG_F_DONE 0x08 /* the writer has left */
 #define LOG_F_IDLE 0x10 /* the writer waits with nothing to write */
 #define LOG_F_STUCK 0x20 /* the writer did not leave in time: drop */
+#define LOG_SET(f) __atomic_or_fetch(&log_flags, (f), __ATOMIC_SEQ_CST)
+#define LOG_CLR(f) __atomic_and_fetch(&log_flags, ~(f), __ATOMIC_SEQ_CST)
+#define LOG_HAS(f) (__atomic_load_n(&log_flags, __ATOMIC_SEQ_CST) & (f))
 static int log_hooked; /* atexit and crash handlers installed */
 static int log_newfd = -1; /* handed over by log_reopen */
 static struct log_buf *log_bufs[LOG_MAX_BUFS];
@@ -198,7 +203,7 @@ log_emit(const char *line, size_t len)
 	struct log_buf *lb;
 	int flags, was_empty;
 
-	flags = __atomic_load_n(&log_flags, __ATOMIC_ACQUIRE);
+	flags = LOG_HAS(~0);
 	if (!(flags & LOG_F_RUNNING)) {
 		log_write_fd(log_fd, line, len);
 		return;
@@ -218,12 +223,18 @@ log_emit(const char *line, size_t len)
 	memcpy(lb->lb_data + lb->lb_len, line, len);
 	__atomic_store_n(&lb->lb_len, lb->lb_len + len, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lb->lb_lock);
-	/* A buffer that had lines already has woken the writer. */
+	/*
+	 * A buffer that had lines already told the writer.  Otherwise say
+	 * there is work, and wake the writer only if it went idle: a busy
+	 * writer sees LOG_F_WORK before it waits (log_writer_main).
+	 */
 	if (was_empty) {
-		pthread_mutex_lock(&log_lock);
-		log_flags |= LOG_F_WORK;
-		pthread_cond_signal(&log_wake);
-		pthread_mutex_unlock(&log_lock);
+		LOG_SET(LOG_F_WORK);
+		if (LOG_HAS(LOG_F_IDLE)) {
+			pthread_mutex_lock(&log_lock);
+			pthread_cond_signal(&log_wake);
+			pthread_mutex_unlock(&log_lock);
+		}
 	}
 }
 
@@ -362,24 +373,45 @@ log_tell_drops(void)
 	free(msg);
 }
 
-/* The writer thread: drain the buffers whenever one gets lines. */
+/*
+ * The writer waits, under log_lock, until there is work: lines, a new file
+ * or a stop.  It says it is idle before it looks for work a last time, so
+ * a thread that sets LOG_F_WORK either is seen here or sees LOG_F_IDLE and
+ * signals.
+ */
+static void
+log_writer_wait(void)
+{
+	const int work = LOG_F_WORK | LOG_F_STOP;
+
+	while (!LOG_HAS(work) && log_newfd == -1) {
+		LOG_SET(LOG_F_IDLE);
+		if (LOG_HAS(work))
+			break;
+		pthread_cond_broadcast(&log_idle);
+		pthread_cond_wait(&log_wake, &log_lock);
+	}
+	LOG_CLR(LOG_F_IDLE | LOG_F_WORK);
+}
+
+/*
+ * The writer thread: drain the buffers whenever one gets lines.  After a
+ * pass that wrote a little it naps a millisecond before the next, so lines
+ * go out in a few large writes and the threads that log need not wake it
+ * for each line; after a pass that wrote a lot it goes on at once.
+ */
 static void *
 log_writer_main(void *arg)
 {
+	const struct timespec nap = { 0, 1000 * 1000 };
 	size_t wrote;
 	int stop;
 
 	(void)arg;
 	pthread_mutex_lock(&log_lock);
 	for (;;) {
-		while (!(log_flags & (LOG_F_WORK | LOG_F_STOP)) &&
-		    log_newfd == -1) {
-			log_flags |= LOG_F_IDLE;
-			pthread_cond_broadcast(&log_idle);
-			pthread_cond_wait(&log_wake, &log_lock);
-		}
-		log_flags &= ~(LOG_F_IDLE | LOG_F_WORK);
-		stop = log_flags & LOG_F_STOP;
+		log_writer_wait();
+		stop = LOG_HAS(LOG_F_STOP);
 		if (log_newfd != -1) {
 			/* log_reopen: lines not yet written go to the new file. */
 			if (log_fd > 2)
@@ -390,11 +422,16 @@ log_writer_main(void *arg)
 		pthread_mutex_unlock(&log_lock);
 		wrote = log_drain();
 		log_tell_drops();
+		/* A pass with much to write goes on at once. */
+		if (wrote > 0 && wrote < LOG_BUF_SIZE / 4 && !stop)
+			nanosleep(&nap, NULL);
 		pthread_mutex_lock(&log_lock);
-		if (stop && wrote == 0 && !(log_flags & LOG_F_WORK))
+		if (stop && wrote == 0 && !LOG_HAS(LOG_F_WORK))
 			break;
+		if (wrote > 0)
+			LOG_SET(LOG_F_WORK); /* look again after the nap */
 	}
-	log_flags |= LOG_F_DONE;
+	LOG_SET(LOG_F_DONE);
 	pthread_cond_broadcast(&log_idle);
 	pthread_mutex_unlock(&log_lock);
 	return (NULL);
@@ -505,9 +542,7 @@ log_writer_start(char **cause)
 		pthread_cond_destroy(&log_idle);
 		return (-1);
 	}
-	pthread_mutex_lock(&log_lock);
-	__atomic_or_fetch(&log_flags, LOG_F_RUNNING, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&log_lock);
+	LOG_SET(LOG_F_RUNNING);
 	log_hooks();
 	return (0);
 }
@@ -531,7 +566,7 @@ log_open(
 	log_path = path != NULL ? xstrdup(path) : NULL;
 	log_min = level;
 	log_fmt = fmt;
-	if (log_flags & LOG_F_RUNNING) {
+	if (LOG_HAS(LOG_F_RUNNING)) {
 		log_set_fd(fd);
 		return (0);
 	}
@@ -550,7 +585,7 @@ log_set_fd(int fd)
 {
 	int old;
 
-	if (!(__atomic_load_n(&log_flags, __ATOMIC_ACQUIRE) & LOG_F_RUNNING)) {
+	if (!LOG_HAS(LOG_F_RUNNING)) {
 		old = log_fd;
 		log_fd = fd;
 		if (old > 2 && old != fd)
@@ -593,14 +628,14 @@ log_flush(int wait_ms)
 	struct timespec ts;
 	int rv = 0;
 
-	if (!(__atomic_load_n(&log_flags, __ATOMIC_ACQUIRE) & LOG_F_RUNNING))
+	if (!LOG_HAS(LOG_F_RUNNING))
 		return (0);
 	ts = log_deadline(wait_ms);
 	pthread_mutex_lock(&log_lock);
-	log_flags |= LOG_F_WORK;
-	log_flags &= ~LOG_F_IDLE;
+	LOG_CLR(LOG_F_IDLE);
+	LOG_SET(LOG_F_WORK);
 	pthread_cond_signal(&log_wake);
-	while (!(log_flags & (LOG_F_IDLE | LOG_F_DONE)) && rv == 0) {
+	while (!LOG_HAS(LOG_F_IDLE | LOG_F_DONE) && rv == 0) {
 		if (pthread_cond_timedwait(&log_idle, &log_lock, &ts) ==
 		    ETIMEDOUT)
 			rv = -1;
@@ -623,9 +658,9 @@ log_writer_stop(int wait_ms)
 
 	ts = log_deadline(wait_ms);
 	pthread_mutex_lock(&log_lock);
-	log_flags |= LOG_F_STOP;
+	LOG_SET(LOG_F_STOP);
 	pthread_cond_signal(&log_wake);
-	while (!(log_flags & LOG_F_DONE)) {
+	while (!LOG_HAS(LOG_F_DONE)) {
 		if (pthread_cond_timedwait(&log_idle, &log_lock, &ts) ==
 		    ETIMEDOUT) {
 			done = 0;
@@ -633,7 +668,7 @@ log_writer_stop(int wait_ms)
 		}
 	}
 	if (!done)
-		log_flags |= LOG_F_STUCK;
+		LOG_SET(LOG_F_STUCK);
 	pthread_mutex_unlock(&log_lock);
 	if (!done)
 		return;
@@ -653,12 +688,8 @@ log_writer_stop(int wait_ms)
 	pthread_cond_destroy(&log_wake);
 	pthread_cond_destroy(&log_idle);
 	/* Back to writing at once, as before log_open. */
-	pthread_mutex_lock(&log_lock);
-	__atomic_and_fetch(&log_flags,
-	    ~(LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK |
-		LOG_F_IDLE),
-	    __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&log_lock);
+	LOG_CLR(
+	    LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK | LOG_F_IDLE);
 }
 
 /*
@@ -668,9 +699,9 @@ log_writer_stop(int wait_ms)
 void
 log_close(void)
 {
-	if (log_flags & LOG_F_RUNNING) {
+	if (LOG_HAS(LOG_F_RUNNING)) {
 		log_writer_stop(LOG_EXIT_WAIT_MS);
-		if (log_flags & LOG_F_STUCK)
+		if (LOG_HAS(LOG_F_STUCK))
 			return;
 	}
 	if (log_fd > 2)
