@@ -22,7 +22,7 @@
 #include "log.h"
 
 /* Lines logged into the stalled pipe, each about 200 bytes. */
-#define NLINES 8000
+#define NLINES 12000
 
 /* What the reader thread read from the pipe. */
 struct sink {
