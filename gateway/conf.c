@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "gw.h"
+#include "netns.h"
 #include "safeid.h"
 #include "tls.h"
 
@@ -35,7 +36,8 @@ const char conf_builtin[] =
 #define DAY_MS (86400ULL * 1000)
 
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
-	"workers", "timeouts", "limits", "auth", "sandboxes", NULL };
+	"workers", "timeouts", "limits", "auth", "netns_dir", "sandboxes",
+	NULL };
 static const char *const auth_keys[] = { "secret", "cookie",
 	"require_tls_for_credentials", "path_form_cookies", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
@@ -81,6 +83,7 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_ws_idle_timeout = 3600 * 1000;
 	cf->cf_ws_fin_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
+	cf->cf_netns_dir = xstrdup(GW_NETNS_DIR);
 }
 
 /* Parse one listener address node. */
@@ -654,6 +657,7 @@ conf_sandbox_parse(const struct gw_config *cf, const struct cfg_doc *doc,
 	struct gw_sandbox *sb;
 	struct cfg_node *v, *netns;
 	long long ll;
+	char *why;
 
 	if (cfg_check_map(doc, n, "a sandbox", sandbox_keys, cause) != 0)
 		return (NULL);
@@ -693,11 +697,10 @@ conf_sandbox_parse(const struct gw_config *cf, const struct cfg_doc *doc,
 		if (cfg_get_string(doc, netns, "netns", &sb->sb_netns, cause) !=
 		    0)
 			goto fail;
-		if (sb->sb_netns[0] != '/') {
-			cfg_error(doc, netns, cause,
-			    "netns must be an "
-			    "absolute path such as /run/netns/NAME, not '%s'",
-			    sb->sb_netns);
+		if (netns_check(cf != NULL ? cf->cf_netns_dir : GW_NETNS_DIR,
+			sb->sb_netns, &why) != 0) {
+			cfg_error(doc, netns, cause, "%s", why);
+			free(why);
 			goto fail;
 		}
 		/* Inside its namespace the sandbox's ports are on loopback. */
@@ -751,6 +754,57 @@ conf_sandboxes(const struct cfg_doc *doc, const struct cfg_node *n,
 			    sb->sb_id, other->sb_id));
 		}
 	}
+	return (0);
+}
+
+/* Is path absolute, with no empty, "." or ".." component? */
+static int
+conf_path_clean(const char *path)
+{
+	const char *p, *end;
+	size_t len;
+
+	if (*path != '/')
+		return (0);
+	for (p = path + 1; *p != '\0'; p = end + 1) {
+		if ((end = strchr(p, '/')) == NULL)
+			end = p + strlen(p);
+		len = (size_t)(end - p);
+		if (len == 0 || (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.'))
+			return (0);
+		if (*end == '\0')
+			break;
+	}
+	return (1);
+}
+
+/*
+ * netns_dir: the one directory sandbox namespaces may be in.  A trailing
+ * slash is dropped; the rest must be a clean absolute path.
+ */
+static int
+conf_netns_dir(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	char *dir;
+	size_t len;
+
+	if (cfg_get_string(doc, n, "netns_dir", &dir, cause) != 0)
+		return (-1);
+	len = strlen(dir);
+	while (len > 1 && dir[len - 1] == '/')
+		dir[--len] = '\0';
+	if (!conf_path_clean(dir)) {
+		cfg_error(doc, n, cause,
+		    "netns_dir must be an absolute path without '.', '..' "
+		    "or '//', such as /run/netns, not '%s'",
+		    dir);
+		free(dir);
+		return (-1);
+	}
+	free(cf->cf_netns_dir);
+	cf->cf_netns_dir = dir;
 	return (0);
 }
 
@@ -823,6 +877,9 @@ conf_build(const struct cfg_doc *doc, char **cause)
 		goto fail;
 	if ((v = cfg_map_get(root, "auth")) != NULL &&
 	    conf_auth(doc, v, cf, cause) != 0)
+		goto fail;
+	if ((v = cfg_map_get(root, "netns_dir")) != NULL &&
+	    conf_netns_dir(doc, v, cf, cause) != 0)
 		goto fail;
 	if ((v = cfg_map_get(root, "sandboxes")) != NULL &&
 	    conf_sandboxes(doc, v, cf, cause) != 0)
@@ -906,6 +963,7 @@ conf_free(struct gw_config *cf)
 	}
 	free(cf->cf_auth_cookie);
 	free(cf->cf_log_file);
+	free(cf->cf_netns_dir);
 	free(cf->cf_file);
 	free(cf);
 }

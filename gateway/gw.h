@@ -101,6 +101,9 @@ enum route_host_format {
 	ROUTE_HF_ID_PORT, /* {id}-{port}, as AKernel writes it */
 };
 
+/* Where sandbox network namespaces are unless netns_dir says otherwise. */
+#define GW_NETNS_DIR "/run/netns"
+
 /* The whole configuration; immutable once loaded. */
 struct gw_config {
 	char *cf_file;
@@ -139,6 +142,8 @@ struct gw_config {
 	char *cf_auth_cookie; /* cookie name carrying a token */
 	int cf_require_tls_creds; /* refuse credentials on plain HTTP */
 	int cf_path_form_cookies; /* browsers' credentials on the path form */
+
+	char *cf_netns_dir; /* sandbox namespaces must be in it */
 
 	struct gw_sandbox **cf_sandboxes; /* the initial directory */
 	size_t cf_nsandboxes;
@@ -245,6 +250,7 @@ struct gw {
 	struct event *g_sigint;
 	struct event *g_sigterm;
 	struct event *g_sighup;
+	struct event *g_sigusr1; /* reopen the log file */
 	struct gw_listener *g_listeners;
 	size_t g_nlisteners;
 	uint64_t g_nconns;

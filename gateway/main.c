@@ -48,6 +48,32 @@ main_sighup_cb(evutil_socket_t sig, short events, void *arg)
 	listener_reload_tls(arg); /* and tells the workers */
 }
 
+/* SIGUSR1: open the log file again under its name (logrotate). */
+static void
+main_sigusr1_cb(evutil_socket_t sig, short events, void *arg)
+{
+	char *cause = NULL;
+
+	(void)sig;
+	(void)events;
+	(void)arg;
+	switch (log_reopen(&cause)) {
+	case 0:
+		log_info("received SIGUSR1, reopened the log file");
+		break;
+	case 1:
+		log_info("received SIGUSR1; the log goes to stderr, there is "
+			 "no file to reopen");
+		break;
+	default:
+		log_error("received SIGUSR1: %s; still writing to the old "
+			  "file",
+		    cause);
+		free(cause);
+		break;
+	}
+}
+
 /* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
 static void
 main_signal_cb(evutil_socket_t sig, short events, void *arg)
@@ -65,6 +91,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	event_del(g->g_sigint);
 	event_del(g->g_sigterm);
 	event_del(g->g_sighup);
+	event_del(g->g_sigusr1);
 	/* Let the deferred frees run, then leave. */
 	event_base_loopexit(g->g_base, NULL);
 }
@@ -161,6 +188,8 @@ main(int argc, char **argv)
 	evsignal_add(g.g_sigterm, NULL);
 	g.g_sighup = evsignal_new(g.g_base, SIGHUP, main_sighup_cb, &g);
 	evsignal_add(g.g_sighup, NULL);
+	g.g_sigusr1 = evsignal_new(g.g_base, SIGUSR1, main_sigusr1_cb, &g);
+	evsignal_add(g.g_sigusr1, NULL);
 
 	if (gw_shared_init(&g, &cause) != 0 ||
 	    listener_start(&g, &cause) != 0) {
@@ -195,6 +224,7 @@ main(int argc, char **argv)
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
+	event_free(g.g_sigusr1);
 	wthru_q_free(g.g_wq);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);

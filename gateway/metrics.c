@@ -176,4 +176,8 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    (unsigned long long)cum, (double)m->m_duration_sum_us / 1e6,
 	    (unsigned long long)m->m_duration_count);
 	metrics_tunnel(m, out);
+	metrics_head(out, "akgw_log_lines_dropped_total", "counter",
+	    "Log lines dropped because the log output did not keep up.");
+	evbuffer_add_printf(out, "akgw_log_lines_dropped_total %llu\n",
+	    (unsigned long long)log_dropped());
 }

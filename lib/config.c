@@ -27,7 +27,6 @@ struct cfg_parse {
 };
 
 static struct cfg_node *cfg_parse_node(struct cfg_parse *, yaml_event_t *, int);
-static void cfg_node_free(struct cfg_node *);
 static void cfg_mark_error(struct cfg_parse *, const yaml_mark_t *,
     const char *, ...) __attribute__((format(printf, 3, 4)));
 
@@ -100,7 +99,7 @@ cfg_node_new(enum cfg_type type, const yaml_event_t *ev)
 }
 
 /* Append a child to a map or list node. */
-static void
+void
 cfg_node_add(struct cfg_node *n, struct cfg_node *child)
 {
 	n->n_items = xreallocarray(
@@ -109,7 +108,7 @@ cfg_node_add(struct cfg_node *n, struct cfg_node *child)
 }
 
 /* Free a node and its children. */
-static void
+void
 cfg_node_free(struct cfg_node *n)
 {
 	size_t i;
@@ -120,6 +119,7 @@ cfg_node_free(struct cfg_node *n)
 		cfg_node_free(n->n_items[i]);
 	free(n->n_items);
 	free(n->n_value);
+	free(n->n_pointer);
 	free(n);
 }
 
@@ -376,8 +376,11 @@ cfg_error(const struct cfg_doc *doc, const struct cfg_node *n, char **cause,
 	if (n != NULL && n->n_line > 0)
 		xasprintf(cause, "%s:%d:%d: %s", doc->d_file, n->n_line,
 		    n->n_col, msg);
+	else if (n != NULL && n->n_pointer != NULL && *n->n_pointer != '\0')
+		/* A tree built from JSON: its JSON pointer instead. */
+		xasprintf(
+		    cause, "%s at %s: %s", doc->d_file, n->n_pointer, msg);
 	else if (n != NULL)
-		/* A tree built from JSON has no positions. */
 		xasprintf(cause, "%s: %s", doc->d_file, msg);
 	else
 		xasprintf(cause, "%s:1:1: %s", doc->d_file, msg);

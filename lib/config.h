@@ -21,6 +21,7 @@ struct cfg_node {
 	int n_plain; /* unquoted scalar */
 	int n_line; /* 1-based */
 	int n_col; /* 1-based */
+	char *n_pointer; /* from JSON (n_line 0): its JSON pointer, or NULL */
 	struct cfg_node **n_items; /* seq items; map key, value... */
 	size_t n_count; /* entries in n_items */
 };
@@ -34,6 +35,8 @@ struct cfg_doc *cfg_parse_file(const char *path, char **cause);
 struct cfg_doc *
 cfg_parse_string(const char *name, const char *text, size_t len, char **cause);
 void cfg_doc_free(struct cfg_doc *);
+void cfg_node_add(struct cfg_node *, struct cfg_node *child);
+void cfg_node_free(struct cfg_node *);
 
 int cfg_error(const struct cfg_doc *, const struct cfg_node *, char **cause,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));

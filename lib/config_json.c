@@ -2,8 +2,8 @@
  * Configuration trees from JSON.  The admin API takes sandboxes as JSON in
  * the same shape as the YAML configuration; converting the JSON value into
  * the tree the YAML loader builds lets the same schema code check both.
- * Nodes built here have no position (n_line == 0), so errors read
- * "name: message".
+ * Nodes built here have no line and column (n_line == 0) but their JSON
+ * pointer (RFC 6901), so errors read "name at /ports/0/port: message".
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,51 +16,65 @@
 /* Deepest nesting accepted, as for YAML documents. */
 #define CFG_JSON_MAX_DEPTH 32
 
-static int
-cfg_json_node(const char *, const json_t *, int, struct cfg_node **, char **);
+static int cfg_json_node(const char *, const json_t *, const char *, int,
+    struct cfg_node **, char **);
 
-/* Allocate a node without a position. */
+/* Allocate a node at JSON pointer ptr. */
 static struct cfg_node *
-cfg_json_new(enum cfg_type type)
+cfg_json_new(enum cfg_type type, const char *ptr)
 {
 	struct cfg_node *n;
 
 	n = xcalloc(1, sizeof *n);
 	n->n_type = type;
+	n->n_pointer = xstrdup(ptr);
 	return (n);
 }
 
-/* Append a child to a map or list node. */
-static void
-cfg_json_add(struct cfg_node *n, struct cfg_node *child)
+/* The pointer of member key under ptr, with '~' and '/' escaped. */
+static char *
+cfg_json_member(const char *ptr, const char *key)
 {
-	n->n_items = xreallocarray(
-	    n->n_items, n->n_count + 1, sizeof *n->n_items);
-	n->n_items[n->n_count++] = child;
+	char *out, *o;
+	size_t extra = 0;
+	const char *k;
+
+	for (k = key; *k != '\0'; k++)
+		extra += *k == '~' || *k == '/';
+	out = xmalloc(strlen(ptr) + 1 + strlen(key) + extra + 1);
+	o = out + strlen(ptr);
+	memcpy(out, ptr, (size_t)(o - out));
+	*o++ = '/';
+	for (k = key; *k != '\0'; k++) {
+		if (*k == '~' || *k == '/') {
+			*o++ = '~';
+			*o++ = *k == '~' ? '0' : '1';
+		} else
+			*o++ = *k;
+	}
+	*o = '\0';
+	return (out);
 }
 
-/* Free a node and its children. */
-static void
-cfg_json_free(struct cfg_node *n)
+/* Set *cause to "name at ptr: what" ("name: what" at the root). */
+static int
+cfg_json_error(
+    const char *name, const char *ptr, const char *what, char **cause)
 {
-	size_t i;
-
-	if (n == NULL)
-		return;
-	for (i = 0; i < n->n_count; i++)
-		cfg_json_free(n->n_items[i]);
-	free(n->n_items);
-	free(n->n_value);
-	free(n);
+	if (*ptr != '\0')
+		xasprintf(cause, "%s at %s: %s", name, ptr, what);
+	else
+		xasprintf(cause, "%s: %s", name, what);
+	return (-1);
 }
 
-/* A scalar node holding len bytes of s. */
+/* A scalar node holding len bytes of s, at JSON pointer ptr. */
 static struct cfg_node *
-cfg_json_scalar(const char *s, size_t len, int plain)
+cfg_json_scalar(const char *s, size_t len, int plain, const char *ptr)
 {
 	struct cfg_node *n;
 
-	n = cfg_json_new(CFG_SCALAR);
+	n = cfg_json_new(CFG_SCALAR, ptr);
 	n->n_value = xstrndup(s, len);
 	n->n_plain = plain;
 	return (n);
@@ -71,39 +85,44 @@ cfg_json_scalar(const char *s, size_t len, int plain)
  * 8080 reads as "8080" and 1.5 as "1.5", exactly as YAML would give them.
  */
 static int
-cfg_json_literal(
-    const char *name, const json_t *v, struct cfg_node **out, char **cause)
+cfg_json_literal(const char *name, const json_t *v, const char *ptr,
+    struct cfg_node **out, char **cause)
 {
 	char *text;
 
-	if ((text = json_dumps(v, JSON_ENCODE_ANY)) == NULL) {
-		xasprintf(cause, "%s: a number cannot be represented", name);
-		return (-1);
-	}
-	*out = cfg_json_scalar(text, strlen(text), 1);
+	if ((text = json_dumps(v, JSON_ENCODE_ANY)) == NULL)
+		return (cfg_json_error(
+		    name, ptr, "a number cannot be represented", cause));
+	*out = cfg_json_scalar(text, strlen(text), 1, ptr);
 	free(text);
 	return (0);
 }
 
 /* Convert an object to a mapping node with scalar keys. */
 static int
-cfg_json_object(const char *name, const json_t *v, int depth,
+cfg_json_object(const char *name, const json_t *v, const char *ptr, int depth,
     struct cfg_node **out, char **cause)
 {
 	struct cfg_node *n, *child;
 	const char *key;
 	json_t *item;
+	char *mp;
 
-	n = cfg_json_new(CFG_MAP);
+	n = cfg_json_new(CFG_MAP, ptr);
 	/* Cast: jansson's iteration macro takes a non-const object. */
 	json_object_foreach((json_t *)v, key, item)
 	{
-		cfg_json_add(n, cfg_json_scalar(key, strlen(key), 0));
-		if (cfg_json_node(name, item, depth + 1, &child, cause) != 0) {
-			cfg_json_free(n);
+		/* The key points at its member, as the member does. */
+		mp = cfg_json_member(ptr, key);
+		cfg_node_add(n, cfg_json_scalar(key, strlen(key), 0, mp));
+		if (cfg_json_node(name, item, mp, depth + 1, &child, cause) !=
+		    0) {
+			free(mp);
+			cfg_node_free(n);
 			return (-1);
 		}
-		cfg_json_add(n, child);
+		free(mp);
+		cfg_node_add(n, child);
 	}
 	*out = n;
 	return (0);
@@ -111,62 +130,66 @@ cfg_json_object(const char *name, const json_t *v, int depth,
 
 /* Convert an array to a list node. */
 static int
-cfg_json_array(const char *name, const json_t *v, int depth,
+cfg_json_array(const char *name, const json_t *v, const char *ptr, int depth,
     struct cfg_node **out, char **cause)
 {
 	struct cfg_node *n, *child;
+	char *ip;
 	size_t i;
+	int rv;
 
-	n = cfg_json_new(CFG_SEQ);
+	n = cfg_json_new(CFG_SEQ, ptr);
 	for (i = 0; i < json_array_size(v); i++) {
-		if (cfg_json_node(name, json_array_get(v, i), depth + 1, &child,
-			cause) != 0) {
-			cfg_json_free(n);
+		xasprintf(&ip, "%s/%zu", ptr, i);
+		rv = cfg_json_node(
+		    name, json_array_get(v, i), ip, depth + 1, &child, cause);
+		free(ip);
+		if (rv != 0) {
+			cfg_node_free(n);
 			return (-1);
 		}
-		cfg_json_add(n, child);
+		cfg_node_add(n, child);
 	}
 	*out = n;
 	return (0);
 }
 
-/* Convert one JSON value at nesting depth; -1 with *cause on error. */
+/*
+ * Convert one JSON value at pointer ptr and nesting depth; -1 with *cause
+ * on error.
+ */
 static int
-cfg_json_node(const char *name, const json_t *v, int depth,
+cfg_json_node(const char *name, const json_t *v, const char *ptr, int depth,
     struct cfg_node **out, char **cause)
 {
 	const char *s;
 	size_t len;
 
-	if (depth > CFG_JSON_MAX_DEPTH) {
-		xasprintf(cause, "%s: nested too deeply", name);
-		return (-1);
-	}
+	if (depth > CFG_JSON_MAX_DEPTH)
+		return (cfg_json_error(name, ptr, "nested too deeply", cause));
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		return (cfg_json_object(name, v, depth, out, cause));
+		return (cfg_json_object(name, v, ptr, depth, out, cause));
 	case JSON_ARRAY:
-		return (cfg_json_array(name, v, depth, out, cause));
+		return (cfg_json_array(name, v, ptr, depth, out, cause));
 	case JSON_STRING:
 		s = json_string_value(v);
 		len = json_string_length(v);
-		if (memchr(s, '\0', len) != NULL) {
-			xasprintf(cause, "%s: NUL byte in a value", name);
-			return (-1);
-		}
-		*out = cfg_json_scalar(s, len, 0);
+		if (memchr(s, '\0', len) != NULL)
+			return (cfg_json_error(
+			    name, ptr, "NUL byte in a value", cause));
+		*out = cfg_json_scalar(s, len, 0, ptr);
 		return (0);
 	case JSON_INTEGER:
 	case JSON_REAL:
 	case JSON_TRUE:
 	case JSON_FALSE:
-		return (cfg_json_literal(name, v, out, cause));
+		return (cfg_json_literal(name, v, ptr, out, cause));
 	case JSON_NULL:
-		*out = cfg_json_scalar("", 0, 1);
+		*out = cfg_json_scalar("", 0, 1, ptr);
 		return (0);
 	}
-	xasprintf(cause, "%s: unexpected JSON value", name);
-	return (-1);
+	return (cfg_json_error(name, ptr, "unexpected JSON value", cause));
 }
 
 /*
@@ -184,7 +207,7 @@ cfg_from_json(const char *name, const json_t *value, char **cause)
 		xasprintf(cause, "%s: no JSON value", name);
 		return (NULL);
 	}
-	if (cfg_json_node(name, value, 0, &root, cause) != 0)
+	if (cfg_json_node(name, value, "", 0, &root, cause) != 0)
 		return (NULL);
 	doc = xcalloc(1, sizeof *doc);
 	doc->d_file = xstrdup(name);

@@ -1,8 +1,12 @@
-/* Logging: levels, text or JSON lines, to stderr or a file. */
+/*
+ * Logging: levels, text or JSON lines, to stderr or a file, written by a
+ * thread of their own so that no event loop waits for its log.
+ */
 #ifndef AK_LOG_H
 #define AK_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_LVL_DEBUG = 0,
@@ -18,6 +22,10 @@ enum log_format {
 
 int log_open(enum log_level, enum log_format, const char *path, char **cause);
 void log_close(void);
+int log_reopen(char **cause);
+void log_set_fd(int);
+int log_flush(int wait_ms);
+uint64_t log_dropped(void);
 int log_enabled(enum log_level);
 int log_level_parse(const char *, enum log_level *);
 int log_format_parse(const char *, enum log_format *);

@@ -153,18 +153,18 @@ ok "chunked and 100-continue bodies"
 # Refusals, each with its status, code and exact sentence.
 call PUT /v1/sandboxes/bad --data-binary '{"address": "127.0.0.1", "x": 1}'
 expect_error "unknown key" 400 invalid_sandbox \
-	"request body: unknown key 'x' in a sandbox (expected one of: id, address, netns, max_connections, ports, tunnel)"
+	"request body at /x: unknown key 'x' in a sandbox (expected one of: id, address, netns, max_connections, ports, tunnel)"
 call PUT /v1/sandboxes/bad --data-binary '{"address": "127.0.0.1", "ports": {"port": 1}}'
-expect_error "ports not a list" 400 invalid_sandbox "request body: ports must be a list, not a mapping"
+expect_error "ports not a list" 400 invalid_sandbox "request body at /ports: ports must be a list, not a mapping"
 call PUT /v1/sandboxes/bad --data-binary '{"address": "127.0.0.1", "ports": [{"port": "99999"}]}'
 expect_error "bad port" 400 invalid_sandbox \
-	"request body: port must be a port (1-65535) or a range such as 3000-3999, not '99999'"
+	"request body at /ports/0/port: port must be a port (1-65535) or a range such as 3000-3999, not '99999'"
 call PUT /v1/sandboxes/bad --data-binary '{"address": "localhost"}'
 expect_error "bad address" 400 invalid_sandbox \
-	"request body: address must be a literal IPv4 or IPv6 address, not 'localhost'"
+	"request body at /address: address must be a literal IPv4 or IPv6 address, not 'localhost'"
 call PUT /v1/sandboxes/bad --data-binary '{"address": "127.0.0.1", "netns": "/run/netns/x"}'
 expect_error "address and netns" 400 invalid_sandbox \
-	"request body: sandbox 'bad' needs exactly one of address and netns"
+	"request body at /netns: sandbox 'bad' needs exactly one of address and netns"
 call PUT /v1/sandboxes/bad --data-binary '{"address": "127.0.0.1",'
 expect_error "not JSON" 400 invalid_json \
 	"The request body is not valid JSON: string or '}' expected near end of file (line 1, column 24)."
@@ -274,10 +274,10 @@ assert_contains "2xx count after traffic" "akgw_requests_total{class=\"2xx\"} $N
 ok "20 PUTs under 200 keep-alive requests, all answered 200"
 
 # The token never reaches the log; each admin request has one line.
+wait_log "$T/gateway.log" '"DELETE /v1/sandboxes/newid" 204'
+wait_log "$T/gateway.log" '"GET /v1/sandboxes" 401 error=unauthorized'
 if grep -q "$TOKEN" "$T/gateway.log"; then fail "the admin token was logged"; fi
 if grep -q "$wrong" "$T/gateway.log"; then fail "a wrong token was logged"; fi
-assert_contains "admin request logged" "\"DELETE /v1/sandboxes/newid\" 204" "$(cat "$T/gateway.log")"
-assert_contains "admin refusal logged" "\"GET /v1/sandboxes\" 401 error=unauthorized" "$(cat "$T/gateway.log")"
 ok "token never logged"
 
 # SIGTERM stops the gateway cleanly, admin listener included.

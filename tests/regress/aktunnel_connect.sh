@@ -72,6 +72,8 @@ spawn tun1 "$AKTUN" --gateway "wss://localhost:$MP" --sandbox sbx1 \
     --ping-interval 0.2 --ping-timeout 0.5
 TUN=$LAST_PID
 wait_mock m1
+wait_log "$T/tun1.log" "HTTP 404, 10 in a row"
+wait_log "$T/tun1.log" "HTTP 403 Forbidden; retrying in 1 s"
 log=$(cat "$T/tun1.log")
 n=$(grep -c "tunnel route unavailable (HTTP 404" "$T/tun1.log")
 assert_eq "404 warnings in ten attempts" 2 "$n"

@@ -57,8 +57,8 @@ wait_log "$T/F.jsonl" '"event": "connected"'
 out=$(nsc -i http://127.0.0.1:8766/hello)
 assert_contains "forward: fast path" "HTTP/1.1 200" "$out"
 assert_contains "forward: body" "pong" "$out"
-grep -q 'tunnel-server: ' "$T/tsrv.log" || fail "the tunnel server did not log"
-grep -q 'negotiated V2' "$T/tsrv.log" || fail "the client did not negotiate with the in-sandbox server"
+wait_log "$T/tsrv.log" 'tunnel-server: '
+wait_log "$T/tsrv.log" 'negotiated V2'
 ok "forward mode: the gateway proxies the tunnel WebSocket to the in-sandbox server"
 
 head -c 10485760 /dev/urandom >"$T/up.bin"

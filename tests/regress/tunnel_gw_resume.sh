@@ -61,7 +61,7 @@ n=$(grep -c '"path": "/replay-once"' "$T/A.jsonl")
 assert_eq "times the request reached the client" "2" "$n"
 ids=$(grep '"path": "/replay-once"' "$T/A.jsonl" | sed 's/.*"id": "\([^"]*\)".*/\1/' | sort -u | wc -l | tr -d ' ')
 assert_eq "distinct ids of the replays" "1" "$ids"
-grep -q 'session resumed' "$T/gateway.log" || fail "the gateway did not log a resumed session"
+wait_log "$T/gateway.log" 'session resumed'
 ok "a pending request is replayed with the same id on the resumed session"
 
 # A download resumes from the sandbox's ack_offset, byte-exact (§8.6).
@@ -79,7 +79,7 @@ head -c 10485760 /dev/urandom >"$T/up.bin"
 want=$(sha256sum "$T/up.bin" | cut -c1-64)
 out=$(nsc -X POST --data-binary "@$T/up.bin" "http://127.0.0.1:8766/sha256?drop=4000000&slow=1")
 assert_contains "upload across a dropped link" "\"sha256\": \"$want\"" "$out"
-grep -q 'resumes at byte' "$T/gateway.log" || fail "the upload did not resend from the acknowledged offset"
+wait_log "$T/gateway.log" 'resumes at byte'
 grep '"event": "upload_done"' "$T/A.jsonl" | tail -1 | grep -q '"dups": [1-9]' ||
 	fail "the client saw no duplicate chunk after the resume"
 out=$(nsc -X POST -H 'Transfer-Encoding: chunked' --data-binary "@$T/up.bin" "http://127.0.0.1:8766/sha256?drop=7000000&slow=1")
@@ -157,8 +157,7 @@ assert_contains "pending POST of a replaced session: why" "session was replaced"
 wait "$idem"
 assert_eq "pending GET of a replaced session" "200" "$(cat "$T/idem.code")"
 assert_eq "pending GET answered by the new session" "OTHER" "$(cat "$T/idem.out")"
-grep -q 'replayed 1 pending request (idempotent, to the new client session)' "$T/gateway.log" ||
-	fail "the replay to the new session was not logged"
+wait_log "$T/gateway.log" 'replayed 1 pending request (idempotent, to the new client session)'
 ok "another session: pending GETs are replayed to it, a POST fails 502"
 
 # A client without a session: its pending request fails 502 when it drops.
@@ -173,7 +172,7 @@ kill -USR1 "$NOSESS"
 wait "$pend"
 assert_eq "non-resumable client dropped" "502" "$(cat "$T/ns.code")"
 assert_contains "non-resumable client dropped: code" '"code":"tunnel_error"' "$(cat "$T/ns.out")"
-grep -q 'does not resume sessions' "$T/gateway.log" || fail "no warning about a non-resumable client"
+wait_log "$T/gateway.log" 'does not resume sessions'
 ok "a non-resumable client's pending request fails 502 when its link drops"
 
 # Newest wins, always: a client whose session was replaced and that dials

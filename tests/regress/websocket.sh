@@ -116,8 +116,7 @@ ws_client "ws://$WS-sbx.localhost:$GW/chat?room=1" --count 2 --size 4194304
 ok "4 MiB WebSocket messages"
 
 # The gateway logs one access line per WebSocket with its status.
-grep '/chat' "$T/gateway.log" | grep -E '(" |status=)101 ' | grep -q "sandbox=sbx" ||
-	fail "no access line with status 101 for a WebSocket"
+wait_log "$T/gateway.log" 'path=[^ ]*/chat status=101 sandbox=sbx'
 ok "WebSocket access lines"
 
 # --- Idle timeout for upgraded connections ---------------------------------------

@@ -192,8 +192,7 @@ EOF
 wait_port "$GWS"
 wait_port "$ADM"
 wait_port "$LP"
-assert_contains "startup line" "started with $T/gateway.yaml (2 sandboxes, 4 workers)" \
-	"$(cat "$T/gateway.log")"
+wait_log "$T/gateway.log" "started with $T/gateway.yaml (2 sandboxes, 4 workers)"
 assert_eq "listening sockets on the plain port" "4" "$(listeners "$GW")"
 assert_eq "listening sockets on the TLS port" "4" "$(listeners "$GWS")"
 assert_eq "listening sockets on the admin port" "1" "$(listeners "$ADM")"

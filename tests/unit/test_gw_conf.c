@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -171,7 +172,7 @@ test_errors(void **state)
 	expect_error("listen:\n  - address: 127.0.0.1:80\nbogus: 1\n",
 	    "t.yaml:3:1: unknown key 'bogus' in the configuration (expected "
 	    "one of: log, listen, admin, domains, workers, timeouts, limits, auth, "
-	    "sandboxes)");
+	    "netns_dir, sandboxes)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    proto: x\n",
 	    "t.yaml:3:5: unknown key 'proto' in a listener (expected one of: "
 	    "address, tls)");
@@ -308,6 +309,120 @@ test_workers(void **state)
 	    "t.yaml:1:10: workers must be auto or a count, not '-2'");
 }
 
+/* A configuration with netns_dir dir and one sandbox at netns path. */
+static char *
+netns_conf(const char *dir, const char *path)
+{
+	char *text;
+
+	if (asprintf(&text,
+		"listen: [{address: 127.0.0.1:80}]\n"
+		"%s%s%s"
+		"sandboxes:\n"
+		"  - id: s\n"
+		"    netns: %s\n",
+		dir != NULL ? "netns_dir: " : "", dir != NULL ? dir : "",
+		dir != NULL ? "\n" : "", path) == -1)
+		fail_msg("asprintf");
+	return (text);
+}
+
+/* Expect a sandbox at netns path (under netns_dir dir) refused with want. */
+static void
+expect_netns_error(const char *dir, const char *path, const char *want)
+{
+	char *text = netns_conf(dir, path);
+
+	expect_error(text, want);
+	free(text);
+}
+
+/*
+ * netns paths: only a plain name in netns_dir, never "..", a symbolic
+ * link or a file that is not a network namespace; a name with nothing
+ * there yet is accepted (the namespace may come later).
+ */
+static void
+test_netns(void **state)
+{
+	char dir[] = "/tmp/akgw-netns.XXXXXX", path[64], *text;
+	struct gw_config *cf;
+	FILE *f;
+
+	(void)state;
+	cf = expect_ok("listen: [{address: 127.0.0.1:80}]\n");
+	assert_string_equal(cf->cf_netns_dir, "/run/netns");
+	conf_free(cf);
+	text = netns_conf(NULL, "/run/netns/akgw-test-not-there");
+	cf = expect_ok(text);
+	free(text);
+	assert_string_equal(
+	    cf->cf_sandboxes[0]->sb_netns, "/run/netns/akgw-test-not-there");
+	conf_free(cf);
+
+	expect_netns_error(NULL, "/run/netns/../../proc/1/ns/net",
+	    "t.yaml:4:12: netns must name a namespace directly in /run/netns "
+	    "(netns_dir), as /run/netns/NAME with no '/', '.' or '..' in NAME, "
+	    "not '/run/netns/../../proc/1/ns/net'");
+	expect_netns_error(NULL, "/run/netns/..",
+	    "t.yaml:4:12: netns must name a namespace directly in /run/netns "
+	    "(netns_dir), as /run/netns/NAME with no '/', '.' or '..' in NAME, "
+	    "not '/run/netns/..'");
+	expect_netns_error(NULL, "/run/netns/",
+	    "t.yaml:4:12: netns must name a namespace directly in /run/netns "
+	    "(netns_dir), as /run/netns/NAME with no '/', '.' or '..' in NAME, "
+	    "not '/run/netns/'");
+	expect_netns_error(NULL, "/proc/1/ns/net",
+	    "t.yaml:4:12: netns must be a path in /run/netns (netns_dir), such "
+	    "as /run/netns/NAME, not '/proc/1/ns/net'");
+	expect_netns_error(NULL, "/run/netnsx/a",
+	    "t.yaml:4:12: netns must be a path in /run/netns (netns_dir), such "
+	    "as /run/netns/NAME, not '/run/netnsx/a'");
+	expect_netns_error(NULL, "run/netns/a",
+	    "t.yaml:4:12: netns must be a path in /run/netns (netns_dir), such "
+	    "as /run/netns/NAME, not 'run/netns/a'");
+
+	/* A link planted in netns_dir, and a plain file there. */
+	if (mkdtemp(dir) == NULL)
+		fail_msg("mkdtemp");
+	snprintf(path, sizeof path, "%s/link", dir);
+	if (symlink("/proc/1/ns/net", path) != 0)
+		fail_msg("symlink");
+	text = NULL;
+	if (asprintf(&text,
+		"t.yaml:5:12: network namespace %s is a symbolic link, which "
+		"is not followed",
+		path) == -1)
+		fail_msg("asprintf");
+	expect_netns_error(dir, path, text);
+	free(text);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/file", dir);
+	if ((f = fopen(path, "w")) == NULL)
+		fail_msg("fopen");
+	fclose(f);
+	if (asprintf(&text, "t.yaml:5:12: %s is not a network namespace file",
+		path) == -1)
+		fail_msg("asprintf");
+	expect_netns_error(dir, path, text);
+	free(text);
+	unlink(path);
+	rmdir(dir);
+
+	/* netns_dir itself must be a clean absolute path. */
+	expect_netns_error("/run/../proc", "/proc/1",
+	    "t.yaml:2:12: netns_dir must be an absolute path without '.', "
+	    "'..' or '//', such as /run/netns, not '/run/../proc'");
+	expect_netns_error("run/netns", "run/netns/a",
+	    "t.yaml:2:12: netns_dir must be an absolute path without '.', "
+	    "'..' or '//', such as /run/netns, not 'run/netns'");
+	text = netns_conf("/var/run/netns/", "/var/run/netns/a");
+	cf = expect_ok(text);
+	free(text);
+	assert_string_equal(cf->cf_netns_dir, "/var/run/netns");
+	conf_free(cf);
+}
+
 static void
 test_units(void **state)
 {
@@ -340,6 +455,7 @@ main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_workers),
+		cmocka_unit_test(test_netns),
 		cmocka_unit_test(test_units),
 	};
 
