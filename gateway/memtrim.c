@@ -12,7 +12,9 @@
  * at least: never under steady load, once after a burst.
  */
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -46,13 +48,28 @@ memtrim_count(struct gw *g, uint64_t n)
 		__atomic_store_n(&s->s_nconns_peak, n, __ATOMIC_RELAXED);
 }
 
+/* The process's resident memory in KiB (/proc/self/statm), or 0. */
+static uint64_t
+memtrim_rss_kib(void)
+{
+	unsigned long long size, pages;
+	FILE *f;
+	int n;
+
+	if ((f = fopen("/proc/self/statm", "re")) == NULL)
+		return (0);
+	n = fscanf(f, "%llu %llu", &size, &pages);
+	fclose(f);
+	return (n == 2 ? pages * (uint64_t)(getpagesize() / 1024) : 0);
+}
+
 /* The check timer fired: trim when the count fell far from its peak. */
 static void
 memtrim_cb(evutil_socket_t fd, short events, void *arg)
 {
 	struct memtrim *mt = arg;
 	struct gw_shared *s = mt->mt_gw->g_shared;
-	uint64_t n, peak, t0;
+	uint64_t n, peak, t0, rss;
 
 	(void)fd;
 	(void)events;
@@ -68,10 +85,14 @@ memtrim_cb(evutil_socket_t fd, short events, void *arg)
 	if (mt->mt_peak - n < MEMTRIM_DROP || n > mt->mt_peak / 2)
 		return;
 	t0 = clock_mono_usec();
+	rss = memtrim_rss_kib();
 	malloc_trim(0);
-	log_debug("memory trimmed in %lluus: %llu connections, down from %llu",
+	/* Once after a burst: worth a line at info. */
+	log_info("memory trimmed in %lluus: %llu connections, down from %llu; "
+		 "RSS %llu KiB, was %llu KiB",
 	    (unsigned long long)(clock_mono_usec() - t0), (unsigned long long)n,
-	    (unsigned long long)mt->mt_peak);
+	    (unsigned long long)mt->mt_peak,
+	    (unsigned long long)memtrim_rss_kib(), (unsigned long long)rss);
 	mt->mt_peak = n;
 }
 
