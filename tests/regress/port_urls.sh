@@ -117,15 +117,21 @@ $C -o /dev/null "$P/sbx-at-v1-one-x/$ECHO/deep/er/path?q=%20x" ||
 assert_eq "upstream target, path form by safe id" "/deep/er/path?q=%20x" "$(up_path)"
 assert_eq "X-Forwarded-Prefix by safe id" "/sbx-at-v1-one-x/$ECHO" \
 	"$(up_header X-Forwarded-Prefix)"
-$C -o /dev/null "$P/sbx-at-v1-one-x/$ECHO" || fail "path form without a rest"
-assert_eq "upstream target for /{id}/{port}" "/" "$(up_path)"
+# A GET of /{id}/{port} with no slash is sent to the slash form (308).
+loc=$($C -o /dev/null -w '%{http_code} %{redirect_url}' "$P/sbx-at-v1-one-x/$ECHO") ||
+	fail "path form without a rest"
+assert_eq "/{id}/{port} redirected" "308 $P/sbx-at-v1-one-x/$ECHO/" "$loc"
 $C -o /dev/null "$P/sbx-at-v1-one-x/$ECHO/" || fail "path form with a bare slash"
 assert_eq "upstream target for /{id}/{port}/" "/" "$(up_path)"
-$C -o /dev/null "$P/sbx-at-v1-one-x/$ECHO?x=1" || fail "path form with a query only"
-assert_eq "upstream target for /{id}/{port}?x=1" "/?x=1" "$(up_path)"
+loc=$($C -o /dev/null -w '%{http_code} %{redirect_url}' "$P/sbx-at-v1-one-x/$ECHO?x=1") ||
+	fail "path form with a query only"
+assert_eq "/{id}/{port}?x=1 redirected" "308 $P/sbx-at-v1-one-x/$ECHO/?x=1" "$loc"
+# Other methods still go on, to "/".
+$C -o /dev/null -X POST -d a=1 "$P/sbx-at-v1-one-x/$ECHO?x=1" || fail "POST to /{id}/{port}?x=1"
+assert_eq "upstream target for POST /{id}/{port}?x=1" "/?x=1" "$(up_path)"
 $C -o /dev/null "$P/plain-1/$ECHO/echo" || fail "path form, id without escapes"
 assert_eq "upstream target, plain id" "/echo" "$(up_path)"
-assert_eq "requests that reached the upstream" "6" "$(up_count)"
+assert_eq "requests that reached the upstream" "5" "$(up_count)"
 ok "path form by raw and safe id, prefix stripped"
 
 # --- Host form --------------------------------------------------------------
@@ -170,10 +176,13 @@ refused "$P/sbx-at-v1-one-x/123456789012345678901234567890/echo" 400 bad_path
 refused "$P/nosuch/$ECHO/echo" 404 sandbox_not_found
 refused "$P/sbx-at-v1-one-x/9/echo" 404 port_not_published
 refused "$P/sbx-at-v1-one-x/$GW/echo" 404 port_not_published
-refused "http://99999-plain-1.localhost:$GW/echo" 400 bad_host
-refused "http://0-plain-1.localhost:$GW/echo" 400 bad_host
-refused "http://08000-plain-1.localhost:$GW/echo" 400 bad_host
-refused "http://80a-plain-1.localhost:$GW/echo" 400 bad_host
+refused "http://99999-plain-x.localhost:$GW/echo" 400 bad_host
+refused "http://0-plain-x.localhost:$GW/echo" 400 bad_host
+refused "http://08000-plain-x.localhost:$GW/echo" 400 bad_host
+refused "http://80a-plain-x.localhost:$GW/echo" 400 bad_host
+refused "http://plain-x-0.localhost:$GW/echo" 400 bad_host
+# Read in AKernel's order, {id}-{port}: sandbox "99999-plain", port 1.
+refused "http://99999-plain-1.localhost:$GW/echo" 404 sandbox_not_found
 refused "http://$ECHO-.localhost:$GW/echo" 400 bad_host
 assert_eq "refused requests that reached the upstream" "0" "$(up_count)"
 ok "reserved paths and malformed ports refused, upstream saw nothing"
