@@ -31,24 +31,7 @@ sandboxes:
 EOF
 
 # Send raw bytes ($1, printf-style) to the gateway; print what comes back.
-raw() {
-	$PY - "$GW" "$1" <<'PYEOF'
-import socket, sys, time
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
-out = b""
-end = time.monotonic() + 10
-while time.monotonic() < end:
-    try:
-        d = s.recv(65536)
-    except socket.timeout:
-        break
-    if not d:
-        break
-    out += d
-sys.stdout.write(out.decode("latin-1"))
-PYEOF
-}
+raw() { raw_send "$GW" "$1"; }
 
 # Lines the upstream has logged so far.
 nup() { wc -l <"$T/up.jsonl" | tr -d ' '; }

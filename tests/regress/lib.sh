@@ -132,3 +132,24 @@ assert_eq() {
 assert_contains() {
 	case "$3" in *"$2"*) ;; *) fail "$1: '$2' not found in: $3" ;; esac
 }
+
+# Send the bytes $2 (printf-style escapes: \r\n) to 127.0.0.1:$1 and print
+# what comes back until the peer closes or 10 s pass.
+raw_send() {
+	$PY - "$1" "$2" <<'PYEOF'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+out = b""
+end = time.monotonic() + 10
+while time.monotonic() < end:
+    try:
+        d = s.recv(65536)
+    except (socket.timeout, ConnectionResetError):
+        break
+    if not d:
+        break
+    out += d
+sys.stdout.write(out.decode("latin-1"))
+PYEOF
+}

@@ -39,20 +39,7 @@ wait_port "$ADM"
 wait_port "$LP"
 
 # Send raw bytes ($2, printf-style) to port $1; print the status line.
-raw() {
-	$PY - "$1" "$2" <<'PYEOF'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
-out = b""
-while b"\r\n" not in out:
-    d = s.recv(4096)
-    if not d:
-        break
-    out += d
-print(out.split(b"\r\n")[0].decode("latin-1"))
-PYEOF
-}
+raw() { raw_send "$1" "$2" | head -n 1 | tr -d '\r'; }
 
 # Access lines (JSON) whose status and error are $1 and $2.
 naccess() {
