@@ -469,9 +469,10 @@ tx_hold(struct tunnel_xchg *x)
 
 	if (t->t_nheld >= t->t_max_queued) {
 		tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
-		    "The tunnel's queue is full: %zu requests already wait "
-		    "for %s (max_queued).",
+		    "The tunnel's queue is full: %zu %s for %s (max_queued).",
 		    t->t_nheld,
+		    t->t_nheld == 1 ? "request already waits"
+				    : "requests already wait",
 		    l != NULL ? "a free slot in the client's max_inflight"
 			      : "a tunnel client");
 		return;
