@@ -56,7 +56,7 @@ static const char *const sandbox_keys[] = { "id", "address", "netns",
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
 	NULL };
 static const char *const tunnel_keys[] = { "listen_port", "mode", "token",
-	"client_wait", "http_timeout", NULL };
+	"client_wait", "http_timeout", "silence_timeout", "max_queued", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error",
 	NULL };
 static const char *const format_names[] = { "text", "json", NULL };
@@ -592,6 +592,8 @@ conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
 	}
 	sb->sb_tunnel_client_wait = 10 * 1000;
 	sb->sb_tunnel_http_timeout = 600 * 1000;
+	sb->sb_tunnel_silence = 60 * 1000;
+	sb->sb_tunnel_max_queued = 256;
 	if ((v = cfg_map_get(n, "token")) != NULL) {
 		if (cfg_get_string(doc, v, "tunnel.token", &sb->sb_tunnel_token,
 			cause) != 0)
@@ -609,6 +611,16 @@ conf_tunnel(const struct cfg_doc *doc, const struct cfg_node *n,
 	    cfg_get_duration(doc, v, "tunnel.http_timeout", 100, DAY_MS,
 		&sb->sb_tunnel_http_timeout, cause) != 0)
 		return (-1);
+	if ((v = cfg_map_get(n, "silence_timeout")) != NULL &&
+	    cfg_get_duration(doc, v, "tunnel.silence_timeout", 1000, DAY_MS,
+		&sb->sb_tunnel_silence, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "max_queued")) != NULL) {
+		if (cfg_get_int(doc, v, "tunnel.max_queued", 0, 1024, &port,
+			cause) != 0)
+			return (-1);
+		sb->sb_tunnel_max_queued = (uint64_t)port;
+	}
 	if ((v = cfg_map_get(n, "listen_port")) == NULL)
 		return (cfg_error(doc, n, cause, "tunnel needs listen_port"));
 	count = v->n_type == CFG_SEQ ? v->n_count : 1;

@@ -64,6 +64,8 @@ struct gw_sandbox {
 	char *sb_tunnel_token; /* accepted on the tunnel route, or NULL */
 	uint64_t sb_tunnel_client_wait; /* ms a request waits for a client */
 	uint64_t sb_tunnel_http_timeout; /* ms for response metadata */
+	uint64_t sb_tunnel_silence; /* ms of client silence that drop a link */
+	uint64_t sb_tunnel_max_queued; /* requests waiting for a slot/client */
 	uint64_t sb_max_connections; /* 0: limits.max_connections_per_sandbox */
 };
 
@@ -577,6 +579,8 @@ struct tunnel {
 	char t_addr_str[64];
 	uint64_t t_client_wait; /* ms a new request waits for a client */
 	uint64_t t_http_timeout; /* ms for response metadata */
+	uint64_t t_silence; /* ms without a frame from the client: dead */
+	size_t t_max_queued; /* exchanges that may wait (TX_S_HOLD) */
 	struct tunproto_limits t_local; /* what we advertise */
 	struct evconnlistener *t_lev;
 	uint64_t t_retry_at; /* UNBOUND or paused: next bind/accept, mono ms */
@@ -588,6 +592,8 @@ struct tunnel {
 	char t_session[TUNPROTO_UUID_LEN + 1]; /* "" without one */
 	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges and channels */
 	size_t t_ninflight; /* HTTP exchanges sent to the client */
+	size_t t_nheld; /* exchanges waiting (TX_S_HOLD) */
+	struct event *t_kick; /* a slot freed: send the oldest waiting */
 	size_t t_nchannels; /* application WebSockets */
 	TAILQ_HEAD(, tunnel_dconn) t_dconns; /* Port B connections */
 	size_t t_ndconns;
@@ -617,10 +623,6 @@ struct tunnel_link {
 	uint64_t l_last_rx; /* monotonic ms of the last message */
 	uint64_t l_hello_by; /* monotonic ms: no hello by then is logged */
 	struct tunproto_limits l_neg; /* negotiated (V2) */
-	uint64_t l_ping_seq;
-	uint64_t l_ping_sent; /* monotonic ms of our outstanding ping, or 0 */
-	uint64_t l_ping_next; /* monotonic ms of our next ping */
-	int64_t l_rtt_ms; /* last heartbeat round trip, -1 unknown */
 	uint64_t l_client_pings; /* pings the client sent */
 	uint64_t l_bytes_in; /* WebSocket payload bytes received */
 	uint64_t l_bytes_out; /* WebSocket payload bytes sent */
@@ -664,6 +666,7 @@ struct tunnel_xchg {
 #define TX_F_COUNTED 0x1000 /* counted in t_ninflight/t_nchannels */
 #define TX_F_WS_CLOSED 0x2000 /* the caller's WebSocket has closed */
 #define TX_F_RETRY 0x4000 /* re-sent to a new client session */
+#define TX_F_UP_PROBE 0x8000 /* chunked: may still fit the fast path */
 	char x_id[TUNPROTO_UUID_LEN + 1];
 	char *x_method; /* for the frame and the log */
 	char *x_target; /* origin-form, with the query */
@@ -747,6 +750,7 @@ void
 tunnel_link_accept(struct tunnel *, struct bufferevent *, const char *peer);
 struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
 struct tunnel_link *tunnel_active(const struct tunnel *);
+struct tunnel_xchg **tunnel_xchg_snapshot(const struct tunnel *, size_t *);
 int tunnel_send_msg(struct tunnel *, const struct tunproto_msg *);
 int tunnel_send_frame(struct tunnel *, const char *, size_t);
 int tunnel_send_data(struct tunnel *, uint8_t kind, const char *id, int flags,
@@ -777,6 +781,7 @@ void tunnel_xchg_end(struct tunnel_xchg *, const char *reason);
 struct tunnel_xchg *tunnel_xchg_find(const struct tunnel *, const char *id);
 void tunnel_xchg_ready(struct tunnel_xchg *);
 void tunnel_xchg_dispatch(struct tunnel_xchg *);
+void tunnel_queue_cb(evutil_socket_t, short, void *);
 int tunnel_xchg_retryable(const struct tunnel_xchg *);
 void tunnel_xchg_fail(struct tunnel_xchg *, const struct gw_error *,
     const char *tell_client, const char *fmt, ...)

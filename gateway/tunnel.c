@@ -6,7 +6,7 @@
  * ("links") attach to it through the gateway's tunnel route, newest first.
  *
  * This file keeps the tunnels in step with the directory, accepts links,
- * negotiates V2 on the client's hello, answers and sends heartbeats, binds
+ * negotiates V2 on the client's hello, answers the client's heartbeat, binds
  * exchanges to the client's session so they pause on a lost link and resume
  * (§8) when the same session says hello again, and routes every control
  * message and data envelope to its exchange.  tunnel_req.c serves HTTP on
@@ -44,10 +44,13 @@
  */
 #define TUNNEL_REPLACED 32
 #define TUNNEL_REPLACED_MS (60 * 60 * 1000)
-/* A link that sent nothing for this long is dead (§7). */
-#define TUNNEL_SILENCE_MS (30 * 1000)
-/* Our own heartbeat, to measure the round trip. */
-#define TUNNEL_PING_MS (15 * 1000)
+/*
+ * A link that sent nothing for this long is dead (§7): three of the
+ * client's 20 s ping intervals.  The sandbox role never pings.
+ */
+#define TUNNEL_SILENCE_MS (60 * 1000)
+/* Requests that may wait for a client or a slot in max_inflight. */
+#define TUNNEL_MAX_QUEUED 256
 /* A link without a V2 hello by then is logged once. */
 #define TUNNEL_HELLO_MS 250
 /* Housekeeping period. */
@@ -131,8 +134,11 @@ tunnel_active(const struct tunnel *t)
 	return (t->t_link);
 }
 
-/* Snapshot the exchanges, so a walk survives exchanges ending. */
-static struct tunnel_xchg **
+/*
+ * Snapshot the exchanges, so a walk survives exchanges ending (their free
+ * waits for the loop); the caller frees the array.
+ */
+struct tunnel_xchg **
 tunnel_xchg_snapshot(const struct tunnel *t, size_t *n)
 {
 	struct tunnel_xchg *x, **v;
@@ -451,6 +457,7 @@ tunnel_free_cb(evutil_socket_t fd, short events, void *arg)
 	(void)events;
 	tunnel_tombs_free(&t->t_tombs);
 	tunnel_tombs_free(&t->t_replaced);
+	event_free(t->t_kick);
 	free(t->t_name);
 	free(t->t_netns);
 	free(t->t_bind_error);
@@ -666,7 +673,6 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 	}
 	tunnel_link_take(l);
 	l->l_state = TLINK_S_V2;
-	l->l_ping_next = clock_mono_msec() + TUNNEL_PING_MS;
 	GW_ADD(gm->m_tunnel_sessions, 1);
 	if (resumable)
 		l->l_flags |= TLINK_F_RESUMABLE;
@@ -748,34 +754,21 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 	free(v);
 }
 
-/* Our heartbeat id for sequence seq on link l. */
-static void
-tunnel_ping_id(const struct tunnel_link *l, uint64_t seq, char *buf, size_t len)
-{
-	snprintf(buf, len, "akgw-%llu-%llu", (unsigned long long)l->l_gen,
-	    (unsigned long long)seq);
-}
-
-/* Answer a ping, or take the round trip from the pong to ours (§7). */
+/*
+ * Answer a ping (§7, §4.11).  The sandbox role never pings: the client
+ * does, and a client that stops is found by its silence (tunnel_link_tick).
+ */
 static void
 tunnel_link_heartbeat(struct tunnel_link *l, const struct tunproto_msg *m)
 {
 	struct tunproto_msg r;
-	char id[48];
 
-	if (m->m_type == TUNPROTO_T_PING) {
-		l->l_client_pings++;
-		r = *m;
-		r.m_type = TUNPROTO_T_PONG;
-		tunnel_link_send(l, &r);
+	if (m->m_type != TUNPROTO_T_PING)
 		return;
-	}
-	tunnel_ping_id(l, l->l_ping_seq, id, sizeof id);
-	if (l->l_ping_sent != 0 && m->m_id != NULL &&
-	    strcmp(m->m_id, id) == 0) {
-		l->l_rtt_ms = (int64_t)(clock_mono_msec() - l->l_ping_sent);
-		l->l_ping_sent = 0;
-	}
+	l->l_client_pings++;
+	r = *m;
+	r.m_type = TUNPROTO_T_PONG;
+	tunnel_link_send(l, &r);
 }
 
 /* A control message from the client. */
@@ -953,7 +946,6 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 	l->l_since = (int64_t)time(NULL);
 	l->l_last_rx = clock_mono_msec();
 	l->l_hello_by = l->l_last_rx + TUNNEL_HELLO_MS;
-	l->l_rtt_ms = -1;
 	if (bufferevent_openssl_get_ssl(bev) != NULL)
 		l->l_flags |= TLINK_F_TLS;
 	l->l_ws = wsconn_new(
@@ -1140,19 +1132,20 @@ tunnel_bind(struct tunnel *t)
 	    t->t_netns != NULL ? t->t_netns : "");
 }
 
-/* Housekeeping for one link: silence, our heartbeat, a missing hello. */
+/* Housekeeping for one link: the client's silence, a missing hello. */
 static void
 tunnel_link_tick(struct tunnel_link *l, uint64_t now)
 {
 	struct tunnel *t = l->l_tunnel;
-	struct tunproto_msg m;
-	char id[48];
+	char why[96];
 
 	if (l->l_state == TLINK_S_GONE)
 		return;
-	if (now - l->l_last_rx >= TUNNEL_SILENCE_MS) {
-		tunnel_link_drop(
-		    l, WS_CLOSE_GOING_AWAY, "no frame from the client for 30s");
+	if (now - l->l_last_rx >= t->t_silence) {
+		snprintf(why, sizeof why,
+		    "no frame from the client for %llums (silence_timeout)",
+		    (unsigned long long)t->t_silence);
+		tunnel_link_drop(l, WS_CLOSE_GOING_AWAY, why);
 		return;
 	}
 	if (l->l_state == TLINK_S_HELLO && l->l_hello_by != 0 &&
@@ -1162,17 +1155,6 @@ tunnel_link_tick(struct tunnel_link *l, uint64_t now)
 			 "%dms; requests wait for one",
 		    t->t_name, t->t_port, l->l_peer, TUNNEL_HELLO_MS);
 	}
-	if (l->l_state != TLINK_S_V2 || now < l->l_ping_next)
-		return;
-	l->l_ping_next = now + TUNNEL_PING_MS;
-	l->l_ping_sent = now;
-	tunnel_ping_id(l, ++l->l_ping_seq, id, sizeof id);
-	memset(&m, 0, sizeof m);
-	m.m_type = TUNPROTO_T_PING;
-	m.m_id = id;
-	m.m_flags = TUNPROTO_MSG_F_TS_INT;
-	m.m_timestamp_int = (int64_t)time(NULL) * 1000;
-	tunnel_link_send(l, &m);
 }
 
 /* Every second: retry listeners, resume accepting, watch links. */
@@ -1239,12 +1221,15 @@ tunnel_new(struct gw *g, const char *name, int port)
 	TAILQ_INIT(&t->t_dconns);
 	tunnel_tombs_init(&t->t_tombs, TUNNEL_TOMBS, TUNNEL_TOMB_MS);
 	tunnel_tombs_init(&t->t_replaced, TUNNEL_REPLACED, TUNNEL_REPLACED_MS);
+	t->t_kick = evtimer_new(g->g_base, tunnel_queue_cb, t);
 	if (tunproto_limits_from_env(&t->t_local, NULL, NULL, &err) != 0) {
 		log_warn("tunnel %s:%d: %s", name, port, err);
 		free(err);
 	}
 	t->t_client_wait = 10 * 1000;
 	t->t_http_timeout = (uint64_t)(t->t_local.l_http_timeout * 1000);
+	t->t_silence = TUNNEL_SILENCE_MS;
+	t->t_max_queued = TUNNEL_MAX_QUEUED;
 	TAILQ_INSERT_TAIL(&ts->ts_list, t, t_entry);
 	return (t);
 }
@@ -1354,6 +1339,8 @@ tunnel_sync(struct gw *g)
 			t->t_flags |= TUNNEL_F_SEEN;
 			t->t_client_wait = sb->sb_tunnel_client_wait;
 			t->t_http_timeout = sb->sb_tunnel_http_timeout;
+			t->t_silence = sb->sb_tunnel_silence;
+			t->t_max_queued = (size_t)sb->sb_tunnel_max_queued;
 			if (tunnel_placement(t, sb) && t->t_lev != NULL) {
 				log_info("tunnel %s:%d: placement changed",
 				    t->t_name, t->t_port);
@@ -1518,10 +1505,11 @@ tunnel_json(const struct tunnel *t)
 	    o, "channels", json_integer((json_int_t)t->t_nchannels));
 	json_object_set_new(
 	    o, "connections", json_integer((json_int_t)t->t_ndconns));
-	/* Our own ping and the client's pong: a true round trip (§7). */
-	json_object_set_new(o, "heartbeat_rtt_ms",
-	    l != NULL && l->l_rtt_ms >= 0 ? json_integer(l->l_rtt_ms)
-					  : json_null());
+	/* The client pings; we only answer (§7). */
+	json_object_set_new(o, "idle_ms",
+	    l != NULL
+		? json_integer((json_int_t)(clock_mono_msec() - l->l_last_rx))
+		: json_null());
 	json_object_set_new(o, "client_pings",
 	    json_integer(l != NULL ? (json_int_t)l->l_client_pings : 0));
 	json_object_set_new(

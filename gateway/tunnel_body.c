@@ -214,6 +214,10 @@ tunnel_xchg_read_body(struct tunnel_xchg *x)
 	in = bufferevent_get_input(d->d_bev);
 	have = evbuffer_get_length(x->x_body);
 	room = have < TX_UP_BUF_MAX ? TX_UP_BUF_MAX - have : 0;
+	/* A probe reads one byte past the fast path, no more (§10.2). */
+	if ((x->x_flags & TX_F_UP_PROBE) &&
+	    room > t->t_local.l_fast_path_body + 1 - have)
+		room = (size_t)(t->t_local.l_fast_path_body + 1 - have);
 	if (room == 0)
 		return (0);
 	if (d->d_req.m_body == HTTP1_BODY_LENGTH) {

@@ -54,6 +54,12 @@
 #define TDC_MAX 1024
 /* Connections past TDC_MAX that get a 429 before they close. */
 #define TDC_MAX_OVER 64
+/*
+ * A body of unknown length is read up to the fast-path limit + 1 byte for
+ * at most this long: if it ends by then it goes as http_req with its
+ * length, else it streams (§10.2, as the Python V2 sandbox does).
+ */
+#define TX_PROBE_MS 250
 
 static const struct http1_limits tdc_limits = { TDC_HEAD_MAX, TDC_LINE_MAX,
 	TDC_HEADERS_MAX };
@@ -66,6 +72,7 @@ static const char *const tx_hop[] = { "connection", "keep-alive",
 static void tdc_read_head(struct tunnel_dconn *);
 static void tx_finish(struct tunnel_xchg *, const char *);
 static void tx_timer_cb(evutil_socket_t, short, void *);
+static void tx_stream(struct tunnel_xchg *);
 
 /* Name of a connection state, for debug logs. */
 static const char *
@@ -244,6 +251,8 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 	log_debug("tunnel %s:%d: %s %s finished in state %s: %s", t->t_name,
 	    t->t_port, (x->x_flags & TX_F_WS) ? "channel" : "exchange", x->x_id,
 	    tx_state_name(x->x_state), how);
+	if (x->x_state == TX_S_HOLD)
+		t->t_nheld--;
 	x->x_state = TX_S_DONE;
 	TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
 	if (x->x_flags & TX_F_COUNTED) {
@@ -252,6 +261,9 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 		else
 			t->t_ninflight--;
 		tunnel_tombs_add(&t->t_tombs, x->x_id);
+		/* A slot in max_inflight freed: the oldest waiting goes. */
+		if (t->t_nheld > 0 && !(x->x_flags & TX_F_WS))
+			event_active(t->t_kick, EV_TIMEOUT, 1);
 	}
 	evtimer_del(x->x_timer);
 	t->t_requests++;
@@ -444,6 +456,96 @@ tx_not_connected(struct tunnel_xchg *x)
 		    t->t_name);
 }
 
+/*
+ * The request waits (TX_S_HOLD) for a client, or for a slot in the
+ * client's max_inflight window, at most client_wait from when it began to
+ * wait and among at most max_queued others; else it is refused now.
+ */
+static void
+tx_hold(struct tunnel_xchg *x)
+{
+	struct tunnel *t = x->x_tunnel;
+	const struct tunnel_link *l = tunnel_active(t);
+
+	if (t->t_nheld >= t->t_max_queued) {
+		tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
+		    "The tunnel's queue is full: %zu %s for %s (max_queued).",
+		    t->t_nheld,
+		    t->t_nheld == 1 ? "request already waits"
+				    : "requests already wait",
+		    l != NULL ? "a free slot in the client's max_inflight"
+			      : "a tunnel client");
+		return;
+	}
+	if (t->t_client_wait == 0) {
+		if (l == NULL)
+			tx_not_connected(x);
+		else
+			tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
+			    "Tunnel negotiated max_inflight limit reached: "
+			    "%llu requests are in flight.",
+			    (unsigned long long)l->l_neg.l_max_inflight);
+		return;
+	}
+	x->x_state = TX_S_HOLD;
+	t->t_nheld++;
+	if (!evtimer_pending(x->x_timer, NULL))
+		tdc_timer_set(x->x_timer, t->t_client_wait);
+}
+
+/* A held exchange is about to be sent: it no longer waits. */
+static void
+tx_unhold(struct tunnel_xchg *x)
+{
+	if (x->x_state != TX_S_HOLD)
+		return;
+	x->x_tunnel->t_nheld--;
+	x->x_state = TX_S_BODY;
+}
+
+/* client_wait ran out for a held exchange: 503 without a client, else 429. */
+static void
+tx_hold_expired(struct tunnel_xchg *x)
+{
+	struct tunnel *t = x->x_tunnel;
+	const struct tunnel_link *l = tunnel_active(t);
+
+	if (l == NULL) {
+		tx_not_connected(x);
+		return;
+	}
+	tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
+	    "Tunnel negotiated max_inflight limit reached: no slot of %llu "
+	    "freed within client_wait (%llums).",
+	    (unsigned long long)l->l_neg.l_max_inflight,
+	    (unsigned long long)t->t_client_wait);
+}
+
+/* A slot freed (tx_finish): send waiting exchanges, oldest first. */
+void
+tunnel_queue_cb(evutil_socket_t fd, short events, void *arg)
+{
+	struct tunnel *t = arg;
+	const struct tunnel_link *l;
+	struct tunnel_xchg **v;
+	size_t i, n;
+
+	(void)fd;
+	(void)events;
+	if (t->t_state == TUNNEL_S_DEAD)
+		return;
+	/* A snapshot: a dispatch may end other exchanges. */
+	v = tunnel_xchg_snapshot(t, &n);
+	for (i = 0; i < n; i++) {
+		if ((l = tunnel_active(t)) == NULL ||
+		    t->t_ninflight >= l->l_neg.l_max_inflight)
+			break;
+		if (v[i]->x_state == TX_S_HOLD && !(v[i]->x_flags & TX_F_WS))
+			tunnel_xchg_dispatch(v[i]);
+	}
+	free(v);
+}
+
 /* The exchange timer: client_wait, http_timeout, or a paused stream. */
 static void
 tx_timer_cb(evutil_socket_t fd, short events, void *arg)
@@ -455,7 +557,12 @@ tx_timer_cb(evutil_socket_t fd, short events, void *arg)
 	(void)events;
 	switch (x->x_state) {
 	case TX_S_HOLD:
-		tx_not_connected(x);
+		tx_hold_expired(x);
+		break;
+	case TX_S_BODY:
+		/* A small body still arriving: stream it from here. */
+		if (x->x_flags & TX_F_UP_PROBE)
+			tx_stream(x);
 		break;
 	case TX_S_SENT:
 		tunnel_xchg_fail(x, gw_err_tunnel_timeout,
@@ -482,23 +589,22 @@ tx_timer_cb(evutil_socket_t fd, short events, void *arg)
 
 /*
  * The request is ready to go (head parsed; for the fast path, body read):
- * send it when a client is attached, else hold it for client_wait.
+ * send it when a client is attached and no request waits before it, else
+ * hold it.
  */
 void
 tunnel_xchg_ready(struct tunnel_xchg *x)
 {
 	struct tunnel *t = x->x_tunnel;
 
-	if (tunnel_active(t) != NULL) {
+	if (tunnel_active(t) != NULL &&
+	    (t->t_nheld == 0 || (x->x_flags & TX_F_WS))) {
 		tunnel_xchg_dispatch(x);
 		return;
 	}
-	x->x_state = TX_S_HOLD;
-	if (t->t_client_wait == 0) {
-		tx_not_connected(x);
-		return;
-	}
-	tdc_timer_set(x->x_timer, t->t_client_wait);
+	if (tunnel_active(t) != NULL)
+		event_active(t->t_kick, EV_TIMEOUT, 1);
+	tx_hold(x);
 }
 
 /*
@@ -513,8 +619,10 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 	struct tunnel_dconn *d = x->x_dconn;
 	const struct tunnel_link *l = tunnel_active(t);
 	struct tunproto_msg m;
+	char clen[24];
 	int fast;
 
+	tx_unhold(x);
 	if (x->x_flags & TX_F_WS) {
 		tunnel_ws_dispatch(x);
 		return;
@@ -523,15 +631,9 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 		tunnel_xchg_end(x, "caller gone");
 		return;
 	}
-	if (l == NULL) {
-		tunnel_xchg_ready(x);
-		return;
-	}
-	if (t->t_ninflight >= l->l_neg.l_max_inflight) {
-		tunnel_xchg_fail(x, gw_err_tunnel_busy, NULL,
-		    "Tunnel negotiated max_inflight limit reached: %llu "
-		    "requests are in flight.",
-		    (unsigned long long)l->l_neg.l_max_inflight);
+	if (l == NULL || t->t_ninflight >= l->l_neg.l_max_inflight) {
+		/* Queued behind the client's window (§6.4). */
+		tx_hold(x);
 		return;
 	}
 	if ((x->x_flags & TX_F_UP_LENGTH) &&
@@ -560,6 +662,13 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 			tunproto_msg_set_body(&m,
 			    evbuffer_pullup(x->x_body, -1),
 			    (size_t)x->x_up_read);
+		/* Its length, also for a chunked body (Python V2 does so). */
+		if (d->d_req.m_body == HTTP1_BODY_LENGTH ||
+		    d->d_req.m_body == HTTP1_BODY_CHUNKED) {
+			snprintf(clen, sizeof clen, "%llu",
+			    (unsigned long long)x->x_up_read);
+			tunproto_msg_add_header(&m, "Content-Length", clen);
+		}
 	} else if (x->x_flags & TX_F_UP_LENGTH) {
 		m.m_flags |= TUNPROTO_MSG_F_CONTENT_LENGTH;
 		m.m_content_length = x->x_up_len;
@@ -615,8 +724,15 @@ tx_input(struct tunnel_xchg *x)
 {
 	if (tunnel_xchg_read_body(x) < 0)
 		return;
-	if (x->x_state == TX_S_BODY && (x->x_flags & TX_F_UP_DONE))
+	if (x->x_state == TX_S_BODY && (x->x_flags & TX_F_UP_DONE)) {
+		if (x->x_flags & TX_F_UP_PROBE) {
+			x->x_flags &= ~TX_F_UP_PROBE;
+			evtimer_del(x->x_timer);
+		}
 		tunnel_xchg_ready(x);
+	} else if (x->x_state == TX_S_BODY && (x->x_flags & TX_F_UP_PROBE) &&
+	    x->x_up_read > x->x_tunnel->t_local.l_fast_path_body)
+		tx_stream(x);
 	else if (x->x_state == TX_S_SENT && (x->x_flags & TX_F_STREAM_REQ))
 		tunnel_xchg_pump(x);
 }
@@ -685,8 +801,32 @@ tdc_start(struct tunnel_dconn *d)
 		tx_input(x);
 		return;
 	}
+	if (!(x->x_flags & TX_F_UP_LENGTH)) {
+		/* Chunked: read up to the fast-path limit + 1 first. */
+		x->x_flags |= TX_F_UP_PROBE;
+		x->x_state = TX_S_BODY;
+		tdc_timer_set(x->x_timer, TX_PROBE_MS);
+		tx_input(x);
+		return;
+	}
+	tx_stream(x);
+}
+
+/*
+ * Send the request body as a stream (http_req_begin, data, http_req_end),
+ * with whatever a probe has read of it already in x_body.
+ */
+static void
+tx_stream(struct tunnel_xchg *x)
+{
+	struct tunnel_dconn *d = x->x_dconn;
+
+	x->x_flags &= ~TX_F_UP_PROBE;
 	x->x_flags |= TX_F_STREAM_REQ;
-	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_BODY_READ_HIGH);
+	evtimer_del(x->x_timer);
+	if (d != NULL && d->d_bev != NULL)
+		bufferevent_setwatermark(
+		    d->d_bev, EV_READ, 0, TDC_BODY_READ_HIGH);
 	tunnel_xchg_ready(x);
 }
 

@@ -314,6 +314,44 @@ tun_free(struct tun *t)
 	free(t);
 }
 
+/* Forget the frames kept until the hello. */
+static void
+conn_early_clear(struct tun_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->c_nearly; i++)
+		free(c->c_early[i]);
+	free(c->c_early);
+	free(c->c_early_len);
+	c->c_early = NULL;
+	c->c_early_len = NULL;
+	c->c_nearly = c->c_early_bytes = 0;
+}
+
+/*
+ * Keep an http_req_begin that came before the sandbox's hello: a Python
+ * sandbox resuming a session replays its requests before its hello unless
+ * the upgrade carried X-YR-Tunnel-Protocol: 2.  Returns -1 when too many
+ * wait (TC_EARLY_MAX frames, TC_EARLY_BYTES bytes).
+ */
+static int
+conn_early_keep(struct tun_conn *c, const uint8_t *data, size_t len)
+{
+	if (c->c_nearly >= TC_EARLY_MAX ||
+	    c->c_early_bytes + len > TC_EARLY_BYTES)
+		return (-1);
+	c->c_early = xreallocarray(c->c_early, c->c_nearly + 1,
+	    sizeof *c->c_early);
+	c->c_early_len = xreallocarray(c->c_early_len, c->c_nearly + 1,
+	    sizeof *c->c_early_len);
+	c->c_early[c->c_nearly] = xmalloc(len);
+	memcpy(c->c_early[c->c_nearly], data, len);
+	c->c_early_len[c->c_nearly++] = len;
+	c->c_early_bytes += len;
+	return (0);
+}
+
 /* Free a closed connection's memory, from the loop. */
 static void
 conn_free_cb(evutil_socket_t fd, short what, void *arg)
@@ -328,6 +366,7 @@ conn_free_cb(evutil_socket_t fd, short what, void *arg)
 		event_free(c->c_ping_timer);
 	if (c->c_pong_timer != NULL)
 		event_free(c->c_pong_timer);
+	conn_early_clear(c);
 	free(c->c_addr_error);
 	free(c);
 }
@@ -600,6 +639,7 @@ conn_hello(struct tun_conn *c, const struct tunproto_msg *m)
 		log_debug("tunnel: duplicate hello ignored");
 		return;
 	}
+	c->c_flags |= TC_F_HELLO;
 	if (tunproto_negotiate(&t->t_local, m, TUNPROTO_ROLE_CLIENT, &neg,
 		&resumable, &err) != 0) {
 		log_warn("tunnel: the sandbox's hello does not select "
@@ -628,6 +668,32 @@ conn_ping_reply(struct tun *t, struct tunproto_msg *m)
 {
 	m->m_type = TUNPROTO_T_PONG;
 	tun_send_msg(t, m);
+}
+
+static void conn_text(struct tun_conn *, const uint8_t *, size_t);
+
+/* The hello came: handle the frames kept before it, in order. */
+static void
+conn_early_run(struct tun_conn *c)
+{
+	char **v = c->c_early;
+	size_t *lens = c->c_early_len, i, n = c->c_nearly;
+
+	if (n == 0)
+		return;
+	log_info("tunnel: %zu streaming request%s came before the "
+		 "sandbox's hello; handled after it",
+	    n, n == 1 ? "" : "s");
+	c->c_early = NULL;
+	c->c_early_len = NULL;
+	c->c_nearly = c->c_early_bytes = 0;
+	for (i = 0; i < n; i++) {
+		if (c->c_state == TC_S_OPEN)
+			conn_text(c, (const uint8_t *)v[i], lens[i]);
+		free(v[i]);
+	}
+	free(v);
+	free(lens);
 }
 
 /* One text frame: decode it and hand it to whoever owns its id. */
@@ -659,12 +725,17 @@ conn_text(struct tun_conn *c, const uint8_t *data, size_t len)
 	switch (m.m_type) {
 	case TUNPROTO_T_HELLO:
 		conn_hello(c, &m);
+		conn_early_run(c);
 		break;
 	case TUNPROTO_T_HTTP_REQ:
 		xchg_http_req(t, &m, rv == TUNPROTO_DEC_BAD_BASE64);
 		break;
 	case TUNPROTO_T_HTTP_REQ_BEGIN:
-		if (!(c->c_flags & TC_F_V2))
+		if (!(c->c_flags & TC_F_V2) && !(c->c_flags & TC_F_HELLO) &&
+		    conn_early_keep(c, data, len) == 0)
+			log_debug("tunnel: streaming request before the "
+				  "sandbox's hello kept until it comes");
+		else if (!(c->c_flags & TC_F_V2))
 			tun_protocol_error(t,
 			    "received streaming request before V2 "
 			    "negotiation");
@@ -935,6 +1006,9 @@ conn_upgrade(struct tun_conn *c)
 	size_t n = 0;
 
 	ws_random_key(c->c_key);
+	/* The Python V2 sandbox then says hello at once (§2.5). */
+	if (t->t_local.l_protocol_version >= 2)
+		extra[n++] = "X-YR-Tunnel-Protocol: 2";
 	if (t->t_opts->token != NULL) {
 		xasprintf(&auth, "X-Auth: %s", t->t_opts->token);
 		extra[n++] = auth;

@@ -197,6 +197,10 @@ enum tun_end {
 	TUN_END_STOP, /* we are stopping */
 };
 
+/* http_req_begin frames kept until the sandbox's hello, at most. */
+#define TC_EARLY_MAX 1024
+#define TC_EARLY_BYTES ((size_t)8 << 20)
+
 /* One WebSocket connection to the gateway, from lookup to close. */
 struct tun_conn {
 	struct tun *c_tun;
@@ -204,6 +208,7 @@ struct tun_conn {
 	int c_flags;
 #define TC_F_V2 0x01 /* the peer's hello selected V2 */
 #define TC_F_PING_OUT 0x02 /* a ping waits for its pong */
+#define TC_F_HELLO 0x04 /* the peer's hello came (V2 or not) */
 	uint64_t c_gen; /* 1 for the first connection, then +1 */
 	struct dns_query *c_query;
 	struct sockaddr_storage c_addrs[DNS_MAX_ADDRS];
@@ -220,6 +225,11 @@ struct tun_conn {
 	char c_ping_id[40];
 	uint64_t c_opened_at; /* monotonic ms when the WebSocket opened */
 	struct tunproto_limits c_limits; /* negotiated, or ours before */
+	/* http_req_begin frames that came before the hello (replays). */
+	char **c_early;
+	size_t *c_early_len;
+	size_t c_nearly;
+	size_t c_early_bytes;
 };
 
 /* The state of the whole client. */

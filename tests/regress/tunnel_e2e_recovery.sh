@@ -6,8 +6,9 @@
 # - Port B lives in the sandbox only: the host's loopback does not have it;
 # - aktunnel killed (SIGKILL) mid-request and started again: the GET waiting
 #   for its answer is sent again to the new client and completes;
-# - aktunnel stopped (SIGSTOP): the gateway drops it within 30 s, and after
-#   SIGCONT it resumes and serves again;
+# - aktunnel stopped (SIGSTOP): the gateway drops it after silence_timeout
+#   (4 s here, aktunnel pinging every 1 s), and after SIGCONT it resumes and
+#   serves again;
 # - a second aktunnel takes over: requests reach its target, and the first
 #   one says so and exits 3 instead of taking the tunnel back;
 # - wrong hostname on an HTTPS target: 502 with the reason;
@@ -44,6 +45,7 @@ sandboxes:
       listen_port: $PB
       token: $TOKEN
       client_wait: 20s
+      silence_timeout: 4s
   - id: tls
     netns: /run/netns/$NS
     tunnel:
@@ -69,7 +71,7 @@ nsc -o "$T/early.out" -w '%{http_code}' "http://127.0.0.1:$PB/echo" >"$T/early.c
 early=$!
 sleep 1
 kill -0 "$early" 2>/dev/null || fail "the request before any client did not wait"
-aktun tunA --sandbox rec --listen-port "$PB" --target "http://127.0.0.1:$TARGET"
+aktun tunA --sandbox rec --listen-port "$PB" --target "http://127.0.0.1:$TARGET" --ping-interval 1
 A=$LAST_PID
 wait "$early"
 assert_eq "request before any client: status" "200" "$(cat "$T/early.code")"
@@ -90,7 +92,7 @@ req=$!
 sleep 0.7
 kill -KILL "$A"
 wait "$A" 2>/dev/null
-aktun tunA2 --sandbox rec --listen-port "$PB" --target "http://127.0.0.1:$TARGET"
+aktun tunA2 --sandbox rec --listen-port "$PB" --target "http://127.0.0.1:$TARGET" --ping-interval 1
 A=$LAST_PID
 wait "$req"
 assert_eq "request across a SIGKILL: status" "200" "$(cat "$T/kill.code")"
@@ -98,18 +100,18 @@ assert_eq "request across a SIGKILL: body" "slow" "$(cat "$T/kill.out")"
 wait_log "$T/gateway.log" "replayed 1 pending request (idempotent, to the new client session)"
 ok "aktunnel killed mid-request and restarted: the GET completes"
 
-# SIGSTOP: dropped as silent within 30 s (plus the tick); SIGCONT: back.
+# SIGSTOP: dropped as silent after 4 s (plus the tick); SIGCONT: back.
 wait_log "$T/tunA2.log" "ready"
 kill -STOP "$A"
 start=$(date +%s)
 i=0
-while ! grep -q "tunnel rec:.*no frame from the client for 30s" "$T/gateway.log" && [ $i -lt 450 ]; do
+while ! grep -q "tunnel rec:.*no frame from the client for 4000ms" "$T/gateway.log" && [ $i -lt 150 ]; do
 	sleep 0.1; i=$((i + 1))
 done
 secs=$(($(date +%s) - start))
-grep -q "tunnel rec:.*no frame from the client for 30s" "$T/gateway.log" ||
-	fail "a stopped aktunnel was not dropped within 45 s"
-[ "$secs" -le 34 ] || fail "a stopped aktunnel was dropped after ${secs}s, not 30s"
+grep -q "tunnel rec:.*no frame from the client for 4000ms" "$T/gateway.log" ||
+	fail "a stopped aktunnel was not dropped within 15 s"
+[ "$secs" -le 7 ] || fail "a stopped aktunnel was dropped after ${secs}s, not 4s"
 nsc -o "$T/stop.out" -w '%{http_code}' "http://127.0.0.1:$PB/echo" >"$T/stop.code" &
 req=$!
 sleep 0.5

@@ -11,6 +11,11 @@ Commands:
   reject STATUS [N]        answer the next N handshakes with STATUS (before accept)
   hello [off] [k=v ...]    the hello sent on later accepts (off: none, V1);
                            k=v override fields, e.g. max_inflight=1
+  pyhello [noheader]       act as the Python V2 sandbox: say hello at accept
+                           only when the upgrade carried
+                           X-YR-Tunnel-Protocol: 2 (noheader: never), else
+                           after the client's hello, and after replaying
+                           pending requests (a resumed upload's begin)
   accept [SECONDS]         wait for the next tunnel connection; check the
                            client's hello (V2, resume, the same session_id as
                            the first connection)
@@ -167,6 +172,8 @@ class Mock:
         self.conn = None
         self.session = None
         self.nconn = 0
+        self.pyhello = None  # None, "header" or "noheader"
+        self.replay = []  # frames sent right after the client's hello
 
     async def process_request(self, path, headers):
         if self.rejects:
@@ -195,7 +202,10 @@ class Mock:
         if self.conn is not None and not self.conn.closed.is_set():
             self.conn.drop()
         self.conn = c
-        if self.hello is not None:
+        hdr = c.headers.get("X-YR-Tunnel-Protocol") == "2"
+        early = self.hello is not None and (
+            self.pyhello is None or (self.pyhello == "header" and hdr))
+        if early:
             await c.send(self.hello)
         kind, h = await c.get(5)
         if kind != "json" or h.get("type") != "hello":
@@ -211,8 +221,16 @@ class Mock:
             self.session = sid
         elif sid != self.session:
             raise Fail("session_id changed: %s -> %s" % (self.session, sid))
+        for f in self.replay:
+            emit(event="replay", type=f["type"], id=f.get("id"),
+                 before_hello=not early and self.hello is not None)
+            await c.send(f)
+        self.replay = []
+        if self.hello is not None and not early:
+            await c.send(self.hello)
         emit(event="accept", n=c.n, path=c.path, session_id=sid,
-             hello=h, headers=[[k, v] for k, v in c.headers.raw_items()])
+             hello=h, headers=[[k, v] for k, v in c.headers.raw_items()],
+             hello_first=early)
         return c
 
     async def collect(self, xid, opts, upload=None):
@@ -248,8 +266,8 @@ class Mock:
                     dropped = True
                     emit(event="drop", at=up_off)
                     c.drop()
+                    self.replay = [self.begin_frame]
                     c = await self.accept()
-                    await c.send(self.begin_frame)
                     up_credits = 0
                     kind, w = await c.get()
                     if (kind != "json" or w.get("type") != "window" or
@@ -401,6 +419,8 @@ class Mock:
             for a in args:
                 k, _, v = a.partition("=")
                 self.hello[k] = json.loads(v)
+        elif cmd == "pyhello":
+            self.pyhello = "noheader" if args[:1] == ["noheader"] else "header"
         elif cmd == "accept":
             await self.accept(float(args[0]) if args else WAIT)
         elif cmd == "header":
