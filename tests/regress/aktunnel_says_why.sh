@@ -70,7 +70,7 @@ wait_exit() {
 line() { sed -n "${2}p" "$1" | cut -d' ' -f2-; }
 
 # gaps FILE PATTERN: each line matching PATTERN says "in X s"; the next
-# line of FILE must come X to X + 0.25 s later (the delay actually used).
+# line of FILE must come X to X + 0.3 s later (the delay actually used).
 gaps() {
 	$PY - "$1" "$2" <<'EOF' || fail "delays in $1 are not the ones announced"
 import datetime, re, sys
@@ -84,7 +84,7 @@ for i, l in enumerate(lines[:-1]):
     want = float(re.search(r" in (\d+(\.\d+)?) s", l).group(1))
     got = (ts(lines[i + 1]) - ts(l)).total_seconds()
     print("announced %.3f s, next line after %.3f s" % (want, got))
-    if not want <= got <= want + 0.25:
+    if not want <= got <= want + 0.3:
         sys.exit(1)
     n += 1
 sys.exit(0 if n > 0 else 1)
