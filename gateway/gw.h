@@ -746,8 +746,8 @@ void tunnel_sync(struct gw *);
 void tunnel_shutdown(struct gw *);
 struct tunnel *tunnel_standalone(struct gw *, const char *listen,
     uint64_t client_wait, uint64_t http_timeout, char **cause);
-void
-tunnel_link_accept(struct tunnel *, struct bufferevent *, const char *peer);
+void tunnel_link_accept(struct tunnel *, struct bufferevent *,
+    const char *peer, const char *session);
 struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
 struct tunnel_link *tunnel_active(const struct tunnel *);
 struct tunnel_xchg **tunnel_xchg_snapshot(const struct tunnel *, size_t *);

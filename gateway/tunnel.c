@@ -929,7 +929,8 @@ tunnel_link_message_cb(void *arg, int is_binary, struct evbuffer *msg)
  * session coming back (tunnel_link_hello).
  */
 void
-tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
+tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer,
+    const char *session)
 {
 	static const struct wsconn_cbs cbs = {
 		.on_message_buf = tunnel_link_message_cb,
@@ -976,6 +977,13 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer)
 		    t->t_port, err);
 		free(err);
 		return;
+	}
+	/* Tell a client that named its session whether it resumes. */
+	if (session != NULL && tunproto_uuid_valid(session)) {
+		hello.m_flags |= TUNPROTO_MSG_F_SESSION_TOLD;
+		if ((t->t_flags & TUNNEL_F_RESUMABLE) &&
+		    strcmp(t->t_session, session) == 0)
+			hello.m_flags |= TUNPROTO_MSG_F_SESSION_RESUMED;
 	}
 	tunnel_link_send(l, &hello);
 	tunproto_msg_free(&hello);
@@ -1034,7 +1042,9 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	ws_write_accept_response(
 	    bufferevent_get_output(c->c_bev), accept, NULL);
 	snprintf(peer, sizeof peer, "%s", c->c_peer);
-	tunnel_link_accept(t, conn_steal_bev(c), peer);
+	h = http1_msg_find(&c->c_req, TUNPROTO_SESSION_HEADER);
+	tunnel_link_accept(
+	    t, conn_steal_bev(c), peer, h != NULL ? h->value : NULL);
 }
 
 /* A Port B connection was accepted. */

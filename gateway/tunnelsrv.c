@@ -179,6 +179,7 @@ tsrv_read_cb(struct bufferevent *bev, void *arg)
 	enum http1_err err = HTTP1_E_NONE;
 	const char *key;
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];
+	char session[TUNPROTO_UUID_LEN + 1];
 	int r;
 
 	if (sc->sc_state != TSRV_S_HEAD) {
@@ -224,9 +225,12 @@ tsrv_read_cb(struct bufferevent *bev, void *arg)
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
+	h = http1_msg_find(&sc->sc_req, TUNPROTO_SESSION_HEADER);
+	snprintf(session, sizeof session, "%s", h != NULL ? h->value : "");
 	sc->sc_bev = NULL;
 	tsrv_conn_close(sc, "handed to the tunnel");
-	tunnel_link_accept(srv->ts_tunnel, bev, peer);
+	tunnel_link_accept(
+	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);
 }
 
 /* A refusal was written: close. */

@@ -475,6 +475,28 @@ tls_error_string(unsigned long e, char *buf, size_t len)
 		ERR_error_string_n(e, buf, len);
 }
 
+/*
+ * What OpenSSL error e (from bufferevent_get_openssl_error) is about:
+ * TLS_ERR_SYSCALL when it is no library error at all but libevent's
+ * stand-in for a socket error (SSL_ERROR_SYSCALL), TLS_ERR_NOT_TLS when
+ * the peer answered a ClientHello with something that is not TLS (plain
+ * HTTP, say: a plaintext port), TLS_ERR_OTHER for the rest.
+ */
+int
+tls_error_kind(unsigned long e)
+{
+	int r = ERR_GET_REASON(e);
+
+	if (ERR_GET_LIB(e) == 0)
+		return (TLS_ERR_SYSCALL);
+	if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+	    (r == SSL_R_WRONG_VERSION_NUMBER ||
+		r == SSL_R_PACKET_LENGTH_TOO_LONG ||
+		r == SSL_R_UNKNOWN_PROTOCOL))
+		return (TLS_ERR_NOT_TLS);
+	return (TLS_ERR_OTHER);
+}
+
 /* One entry of an SNI map: a host name (or "*.suffix") and its context. */
 struct tls_sni_entry {
 	char *se_name;

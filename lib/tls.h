@@ -22,6 +22,10 @@ const char *tls_last_error(void);
 const char *tls_verify_error(SSL *);
 SSL *tls_server_ssl_new(SSL_CTX *);
 void tls_error_string(unsigned long, char *, size_t);
+int tls_error_kind(unsigned long);
+#define TLS_ERR_SYSCALL 0 /* a socket error, not a TLS one */
+#define TLS_ERR_NOT_TLS 1 /* the peer does not speak TLS */
+#define TLS_ERR_OTHER 2
 
 struct tls_sni;
 struct tls_sni *tls_sni_new(void);

@@ -827,6 +827,7 @@ tunproto_dec_hello(json_t *o, struct tunproto_msg *m, char **err)
 {
 	struct tunproto_limits *l = &m->m_limits;
 	const char *t = "hello";
+	json_t *v_sr;
 	uint64_t v = 0;
 	int present, resume;
 
@@ -856,6 +857,17 @@ tunproto_dec_hello(json_t *o, struct tunproto_msg *m, char **err)
 		return (-1);
 	if (resume)
 		m->m_flags |= TUNPROTO_MSG_F_RESUME;
+	/*
+	 * akgateway's answer to X-AK-Tunnel-Session: did it resume the
+	 * client's session?  An extension, so a value of another type is
+	 * ignored rather than refusing the hello.
+	 */
+	v_sr = tunproto_member(o, "session_resumed");
+	if (v_sr != NULL && json_is_boolean(v_sr)) {
+		m->m_flags |= TUNPROTO_MSG_F_SESSION_TOLD;
+		if (json_is_true(v_sr))
+			m->m_flags |= TUNPROTO_MSG_F_SESSION_RESUMED;
+	}
 	return (
 	    tunproto_get_string(o, t, "session_id", 0, &m->m_session_id, err));
 }
@@ -1324,6 +1336,9 @@ tunproto_enc_hello(json_t *o, const struct tunproto_msg *m)
 		return (-1);
 	if (m->m_flags & TUNPROTO_MSG_F_RESUME)
 		json_object_set_new(o, "resume", json_true());
+	if (m->m_flags & TUNPROTO_MSG_F_SESSION_TOLD)
+		json_object_set_new(o, "session_resumed",
+		    json_boolean(m->m_flags & TUNPROTO_MSG_F_SESSION_RESUMED));
 	return (tunproto_put_string(o, "session_id", m->m_session_id));
 }
 

@@ -76,6 +76,14 @@
 #define TUNPROTO_CLOSE_SESSION_REPLACED 4409
 #define TUNPROTO_SESSION_REPLACED "tunnel_session_replaced"
 
+/*
+ * An akgateway extension: the client names its session in the upgrade
+ * request, and the sandbox's hello (sent before the client's) answers
+ * with "session_resumed": true when it holds that session and will resume
+ * it, false when it does not.  Peers that know neither ignore both.
+ */
+#define TUNPROTO_SESSION_HEADER "X-AK-Tunnel-Session"
+
 /* Heartbeat (§7), milliseconds. */
 #define TUNPROTO_PING_INTERVAL_MS 20000
 #define TUNPROTO_PING_TIMEOUT_MS 10000
@@ -162,6 +170,8 @@ struct tunproto_msg {
 #define TUNPROTO_MSG_F_MAX_WS 0x020 /* hello: max_ws_message_size present */
 #define TUNPROTO_MSG_F_BINARY 0x040 /* ws_message: binary:true (base64) */
 #define TUNPROTO_MSG_F_TS_INT 0x080 /* ping/pong: integer timestamp */
+#define TUNPROTO_MSG_F_SESSION_TOLD 0x100 /* hello: session_resumed present */
+#define TUNPROTO_MSG_F_SESSION_RESUMED 0x200 /* ... and true */
 	char *m_id; /* every type but hello */
 	char *m_method; /* http_req, http_req_begin */
 	char *m_path; /* http_req, http_req_begin, ws_connect */

@@ -39,6 +39,7 @@ static void client_connect(struct tun *);
 static void conn_close(struct tun_conn *, enum tun_end, int, const char *);
 static void conn_try_next(struct tun_conn *);
 static void client_retry_cb(evutil_socket_t, short, void *);
+static void conn_announce(struct tun_conn *, const struct tunproto_msg *);
 
 /* Name of a connection state, for debug logs. */
 static const char *
@@ -380,14 +381,105 @@ client_retry_cb(evutil_socket_t fd, short what, void *arg)
 	client_connect(arg);
 }
 
+/*
+ * Count a 401 or 403 answer (n in a row, counting this one) and return the
+ * seconds to wait before the next attempt, or 0 when aktunnel gives up: a
+ * refused credential does not heal by itself, so the wait grows (1, 2, 3,
+ * 4 s) and the TUN_AUTH_TRIES-th refusal in a row is the last.
+ */
+unsigned int
+tun_auth_delay(unsigned int n)
+{
+	return (n >= TUN_AUTH_TRIES ? 0 : n);
+}
+
+/* Write a delay of ms milliseconds as "2 s" or "2.137 s". */
+static void
+client_delay_str(char *buf, size_t len, uint64_t ms)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llu.%03llu s",
+		    (unsigned long long)(ms / 1000),
+		    (unsigned long long)(ms % 1000));
+}
+
+/*
+ * Where the credential came from, for a 401 or 403 (never the token
+ * itself): which flag or variable carries it, or how to give one.
+ */
+static void
+client_token_hint(const struct tun_options *o, char *buf, size_t len)
+{
+	if (o->token != NULL)
+		snprintf(buf, len,
+		    "the gateway refused the token from %s: check that it "
+		    "is valid and allowed to open the tunnel of sandbox %s",
+		    o->token_from != NULL ? o->token_from : "--token",
+		    o->sandbox);
+	else
+		snprintf(buf, len,
+		    "no token was sent: set AKERNEL_TOKEN or pass --token%s",
+		    o->yr_token_set ? " (YR_TOKEN is set, but aktunnel "
+				      "reads AKERNEL_TOKEN)"
+				    : "");
+}
+
+/* A 401 or 403: say it is the credential; back off, or give up. */
+static void
+client_refused(struct tun *t, const char *reason, char *when, size_t len)
+{
+	char hint[256];
+	unsigned int delay;
+
+	client_token_hint(t->t_opts, hint, sizeof hint);
+	t->t_auth_refusals++;
+	if ((delay = tun_auth_delay(t->t_auth_refusals)) == 0) {
+		log_error("tunnel handshake rejected %u times in a row (%s): "
+			  "%s; exiting with status %d",
+		    t->t_auth_refusals, reason, hint, TUN_EXIT_AUTH);
+		t->t_exit = TUN_EXIT_AUTH;
+		t->t_state = TUN_S_STOPPED;
+		event_base_loopexit(t->t_base, NULL);
+		*when = '\0';
+		return;
+	}
+	client_delay_str(when, len, (uint64_t)delay * 1000);
+	log_warn("tunnel handshake rejected: %s: %s; retrying in %s "
+		 "(refusal %u of %d before aktunnel exits)",
+	    reason, hint, when, t->t_auth_refusals, TUN_AUTH_TRIES);
+}
+
+/* A 404: the route is not there (yet); quiet, with the URL and a hint. */
+static void
+client_route_missing(struct tun *t)
+{
+	enum log_level lvl;
+	unsigned int n = ++t->t_route_misses;
+
+	lvl = n == 1 ? LOG_LVL_INFO
+		     : (tun_route_miss_warns(n) ? LOG_LVL_WARN
+						: LOG_LVL_DEBUG);
+	if (!log_enabled(lvl))
+		return;
+	log_msg(lvl,
+	    "tunnel route unavailable (HTTP 404, %u in a row) at %s: the "
+	    "sandbox may not be ready yet; if this lasts, check --sandbox "
+	    "(%s) and --gateway (the gateway's HTTP listener, not its "
+	    "admin API); retrying every %d s",
+	    n, t->t_url, t->t_opts->sandbox, TUN_RETRY_QUICK);
+}
+
 /* Log why a connection ended and schedule the next attempt. */
 static void
 client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
     const char *reason)
 {
 	struct timeval tv = { 0, 0 };
-	uint64_t lived = 0, reset_ms;
-	unsigned int delay, jitter;
+	uint64_t lived = 0, reset_ms, ms;
+	unsigned int delay;
+	char when[32];
 	enum log_level lvl;
 
 	if (c->c_opened_at != 0) {
@@ -405,52 +497,50 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 
 	reset_ms = (uint64_t)(t->t_opts->ping_interval * 1000);
 	delay = tun_backoff(&t->t_failures, end, lived, reset_ms);
+	ms = (uint64_t)delay * 1000;
+	/* Network failures get jitter; the line shows the delay used. */
+	if (end == TUN_END_NETWORK)
+		ms += tun_jitter_ms(delay, arc4random());
+	client_delay_str(when, sizeof when, ms);
+	if (end != TUN_END_STATUS || status != 404)
+		t->t_route_misses = 0;
+	if (end == TUN_END_STATUS && status != 401 && status != 403)
+		t->t_auth_refusals = 0;
 	switch (end) {
 	case TUN_END_STATUS:
-		if (status == 404) {
-			t->t_route_misses++;
-			lvl = tun_route_miss_warns(t->t_route_misses)
-			    ? LOG_LVL_WARN
-			    : LOG_LVL_DEBUG;
-			if (log_enabled(lvl)) {
-				log_msg(lvl,
-				    "tunnel route unavailable (HTTP 404, %u "
-				    "in a row): the sandbox may not be ready "
-				    "yet; retrying in %u s",
-				    t->t_route_misses, delay);
-			}
-			break;
-		}
-		t->t_route_misses = 0;
-		log_warn("tunnel handshake rejected: %s; retrying in %u s",
-		    reason, delay);
+		if (status == 404)
+			client_route_missing(t);
+		else if (status == 401 || status == 403) {
+			client_refused(t, reason, when, sizeof when);
+			if (t->t_state == TUN_S_STOPPED)
+				return;
+			ms = (uint64_t)tun_auth_delay(t->t_auth_refusals) *
+			    1000;
+		} else
+			log_warn("tunnel handshake rejected: %s; retrying in "
+				 "%s",
+			    reason, when);
 		break;
 	case TUN_END_PROTOCOL:
-		log_warn("tunnel protocol error: %s; reconnecting in %u s",
-		    reason, delay);
+		log_warn("tunnel protocol error: %s; reconnecting in %s",
+		    reason, when);
 		break;
 	default:
 		lvl = tun_network_warns(t->t_failures) ? LOG_LVL_WARN
 						       : LOG_LVL_INFO;
-		if (c->c_opened_at != 0) {
+		if (c->c_opened_at != 0)
 			log_msg(lvl,
-			    "tunnel connection lost: %s; reconnecting in "
-			    "%u s",
-			    reason, delay);
-		} else {
+			    "tunnel connection lost: %s; reconnecting in %s",
+			    reason, when);
+		else
 			log_msg(lvl,
-			    "cannot connect to the gateway: %s; retrying in "
-			    "%u s (attempt %u)",
-			    reason, delay, t->t_failures + 1);
-		}
+			    "cannot connect to the gateway: %s; retrying in %s "
+			    "(attempt %u)",
+			    reason, when, t->t_failures + 1);
 		break;
 	}
-	jitter = 0;
-	if (end == TUN_END_NETWORK)
-		jitter = tun_jitter_ms(delay, arc4random());
 	t->t_state = TUN_S_WAITING;
-	tv.tv_sec = delay + jitter / 1000;
-	tv.tv_usec = (jitter % 1000) * 1000;
+	clock_msec_to_tv(ms, &tv);
 	evtimer_add(t->t_retry, &tv);
 }
 
@@ -467,7 +557,7 @@ conn_close(struct tun_conn *c, enum tun_end end, int status, const char *reason)
 
 	if (c->c_state == TC_S_DEAD)
 		return;
-	log_debug("tunnel connection %llu closed (%s): %s",
+	log_debug("tunnel attempt %llu closed (%s): %s",
 	    (unsigned long long)c->c_gen, conn_state_name(c->c_state), reason);
 	c->c_state = TC_S_DEAD;
 	if (c->c_query != NULL) {
@@ -499,7 +589,36 @@ conn_close(struct tun_conn *c, enum tun_end end, int status, const char *reason)
 		conn_free_cb(-1, 0, c);
 }
 
-/* The open (or stop) deadline passed. */
+/*
+ * Say the tunnel is back, once per reconnection: which connection this is
+ * (connections that opened, not attempts) and whether the gateway resumed
+ * the session, as its hello m says (session_resumed, given in answer to
+ * our TUNPROTO_SESSION_HEADER).  A hello without it, or none (m NULL),
+ * says nothing about the session, and neither does this line.
+ */
+static void
+conn_announce(struct tun_conn *c, const struct tunproto_msg *m)
+{
+	struct tun *t = c->c_tun;
+	const char *how = "";
+
+	if (!(c->c_flags & TC_F_ANNOUNCE))
+		return;
+	c->c_flags &= ~TC_F_ANNOUNCE;
+	if (c->c_state == TC_S_OPEN)
+		evtimer_del(c->c_open_timer);
+	if (m != NULL && (m->m_flags & TUNPROTO_MSG_F_SESSION_TOLD))
+		how = (m->m_flags & TUNPROTO_MSG_F_SESSION_RESUMED)
+		    ? ", session resumed"
+		    : ", new session: the gateway did not have this "
+		      "client's session, so requests that were in flight "
+		      "are lost";
+	log_info("tunnel %s reconnected (connection %llu%s)",
+	    t->t_opts->sandbox, (unsigned long long)t->t_stats.st_connects,
+	    how);
+}
+
+/* The open (or stop) deadline passed, or the hello did not come. */
 static void
 conn_open_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -507,6 +626,11 @@ conn_open_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->c_state == TC_S_OPEN) {
+		/* A sandbox that sends no hello (V1) says nothing more. */
+		conn_announce(c, NULL);
+		return;
+	}
 	if (c->c_state == TC_S_CLOSING)
 		conn_close(c, TUN_END_STOP, 0, "the close handshake timed out");
 	else
@@ -518,31 +642,13 @@ conn_open_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static char *
 conn_bev_error(struct bufferevent *bev, int tls, const char *what_host)
 {
-	char buf[256], *s;
-	unsigned long e;
-	const char *v;
-	SSL *ssl;
+	char *s;
 	int err = EVUTIL_SOCKET_ERROR();
 
-	if (tls && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL) {
-		v = tls_verify_error(ssl);
-		if (v != NULL && strcmp(v, "ok") != 0) {
-			xasprintf(&s,
-			    "TLS certificate verification of %s failed: %s",
-			    what_host, v);
-			while (bufferevent_get_openssl_error(bev) != 0)
-				/* drain */;
-			return (s);
-		}
-		if ((e = bufferevent_get_openssl_error(bev)) != 0) {
-			tls_error_string(e, buf, sizeof buf);
-			while (bufferevent_get_openssl_error(bev) != 0)
-				/* drain */;
-			xasprintf(&s, "TLS handshake with %s failed: %s",
-			    what_host, buf);
-			return (s);
-		}
-	}
+	if (tls && (s = tun_tls_error(bev, what_host,
+			"the gateway does not speak TLS on this port: use "
+			"ws:// or http:// in --gateway")) != NULL)
+		return (s);
 	if (err != 0)
 		xasprintf(&s, "%s: %s", what_host,
 		    evutil_socket_error_to_string(err));
@@ -640,6 +746,7 @@ conn_hello(struct tun_conn *c, const struct tunproto_msg *m)
 		return;
 	}
 	c->c_flags |= TC_F_HELLO;
+	conn_announce(c, m);
 	if (tunproto_negotiate(&t->t_local, m, TUNPROTO_ROLE_CLIENT, &neg,
 		&resumable, &err) != 0) {
 		log_warn("tunnel: the sandbox's hello does not select "
@@ -721,6 +828,9 @@ conn_text(struct tun_conn *c, const uint8_t *data, size_t len)
 	}
 	free(err);
 	err = NULL;
+	/* Anything before a hello: the sandbox will not say more. */
+	if (m.m_type != TUNPROTO_T_HELLO)
+		conn_announce(c, NULL);
 
 	switch (m.m_type) {
 	case TUNPROTO_T_HELLO:
@@ -914,6 +1024,7 @@ conn_open(struct tun_conn *c)
 	};
 	struct tun *t = c->c_tun;
 	const struct tun_options *o = t->t_opts;
+	struct timeval announce_tv = { TUN_ANNOUNCE_WAIT, 0 };
 	struct tunproto_msg hello;
 	char *err = NULL;
 
@@ -929,6 +1040,7 @@ conn_open(struct tun_conn *c)
 	c->c_opened_at = clock_mono_msec();
 	t->t_state = TUN_S_OPEN;
 	t->t_route_misses = 0;
+	t->t_auth_refusals = 0;
 	t->t_stats.st_connects++;
 
 	/* The hello goes first, before anything is read (§4.2). */
@@ -948,11 +1060,11 @@ conn_open(struct tun_conn *c)
 		log_info("tunnel %s ready: sandbox http://127.0.0.1:%d -> %s",
 		    o->sandbox, o->listen_port, t->t_target_url);
 	} else {
-		log_info("tunnel %s reconnected (connection %llu, session "
-			 "resumed)",
-		    o->sandbox, (unsigned long long)c->c_gen);
+		/* Said once the sandbox's hello tells about the session. */
+		c->c_flags |= TC_F_ANNOUNCE;
+		evtimer_add(c->c_open_timer, &announce_tv);
 	}
-	log_debug("tunnel connection %llu open to %s, session %s",
+	log_debug("tunnel attempt %llu open to %s, session %s",
 	    (unsigned long long)c->c_gen, t->t_url, t->t_session_id);
 	xchg_connected(t);
 }
@@ -976,8 +1088,12 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	if (rv < 0) {
 		snprintf(why, sizeof why,
-		    "the gateway's answer to the upgrade is not HTTP: %s",
-		    http1_err_message(herr));
+		    "the gateway's answer to the upgrade is not HTTP: %s%s",
+		    http1_err_message(herr),
+		    c->c_tun->t_gw_tls == NULL
+			? " (if this port speaks TLS, use wss:// or https:// "
+			  "in --gateway)"
+			: "");
 		conn_close(c, TUN_END_PROTOCOL, 0, why);
 		return;
 	}
@@ -1001,8 +1117,9 @@ static void
 conn_upgrade(struct tun_conn *c)
 {
 	struct tun *t = c->c_tun;
-	const char *extra[3];
-	char *auth = NULL, *req;
+	const char *extra[4];
+	char *auth = NULL, *req, sess[sizeof TUNPROTO_SESSION_HEADER +
+	    TUNPROTO_UUID_LEN + 2];
 	size_t n = 0;
 
 	ws_random_key(c->c_key);
@@ -1013,6 +1130,10 @@ conn_upgrade(struct tun_conn *c)
 		xasprintf(&auth, "X-Auth: %s", t->t_opts->token);
 		extra[n++] = auth;
 	}
+	/* So the gateway's hello can say whether it resumes the session. */
+	snprintf(sess, sizeof sess, "%s: %s", TUNPROTO_SESSION_HEADER,
+	    t->t_session_id);
+	extra[n++] = sess;
 	extra[n] = NULL;
 	req = ws_client_request(
 	    t->t_host_header, t->t_request_path, c->c_key, extra);
@@ -1067,8 +1188,12 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (c->c_state != TC_S_UPGRADING)
 		return;
 	conn_close(c, TUN_END_NETWORK, 0,
-	    "the gateway closed the connection during the WebSocket "
-	    "upgrade");
+	    t->t_gw_tls == NULL
+		? "the gateway closed the connection during the WebSocket "
+		  "upgrade (if this port speaks TLS, use wss:// or https:// "
+		  "in --gateway)"
+		: "the gateway closed the connection during the WebSocket "
+		  "upgrade");
 }
 
 /* Dial the next address of the gateway, or give up. */
@@ -1161,7 +1286,7 @@ client_connect(struct tun *t)
 	t->t_conn = c;
 	t->t_state = TUN_S_CONNECTING;
 	evtimer_add(c->c_open_timer, &tv);
-	log_debug("tunnel connection %llu: dialling %s",
+	log_debug("tunnel attempt %llu: dialling %s",
 	    (unsigned long long)c->c_gen, t->t_url);
 	c->c_query = dns_lookup(t->t_dns, t->t_opts->gateway.u_host,
 	    t->t_opts->gateway.u_port, conn_resolved_cb, c);
@@ -1171,6 +1296,7 @@ client_connect(struct tun *t)
 void
 tun_start(struct tun *t)
 {
+	log_info("tunnel %s: connecting to %s", t->t_opts->sandbox, t->t_url);
 	client_connect(t);
 }
 

@@ -2,8 +2,10 @@
  * aktunnel: carries a sandbox's reverse tunnel to a service on this machine.
  * Exit status: 0 for --help, --version and a stop by SIGINT or SIGTERM, 1
  * for a setup error (a trust file that does not load, ...), 2 for bad usage
- * (flags or environment). Connection problems are never fatal: aktunnel
- * dials again until it is stopped.
+ * (flags or environment), 3 when another client took the tunnel over, 4
+ * when the gateway refused the credential TUN_AUTH_TRIES times in a row.
+ * Other connection problems are never fatal: aktunnel dials again until it
+ * is stopped.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -114,10 +116,19 @@ main_usage(FILE *f)
 	    "  YR_TUNNEL_HTTP_TIMEOUT          target timeout in seconds "
 	    "(default 600)\n"
 	    "\n"
-	    "Exit status: 0 after SIGINT or SIGTERM (or --help, --version), 1 "
-	    "setup\nerror, 2 bad flags or environment. Lost connections are "
-	    "dialled again.\n",
-	    TUN_LISTEN_PORT_DEFAULT);
+	    "Exit status:\n"
+	    "  0  stopped by SIGINT or SIGTERM, or --help, --version\n"
+	    "  1  setup error (a trust file that does not load, ...)\n"
+	    "  2  bad flags or environment\n"
+	    "  %d  another client took over the sandbox's tunnel (close 1012 "
+	    "replaced,\n"
+	    "     or 4409 tunnel_session_replaced)\n"
+	    "  %d  the gateway refused the credential (HTTP 401 or 403) %d "
+	    "times in a\n"
+	    "     row: check --token or AKERNEL_TOKEN\n"
+	    "Lost connections, 404s and other refusals are dialled again.\n",
+	    TUN_LISTEN_PORT_DEFAULT, TUN_EXIT_REPLACED, TUN_EXIT_AUTH,
+	    TUN_AUTH_TRIES);
 }
 
 /* SIGINT or SIGTERM: stop cleanly. */

@@ -989,10 +989,16 @@ options_security(struct tun_options *o, const struct options_args *a,
 
 	/* The token: --token (empty means none), then AKERNEL_TOKEN. */
 	if (a->token != NULL) {
-		if (*a->token != '\0')
+		if (*a->token != '\0') {
 			o->token = xstrdup(a->token);
-	} else
-		o->token = options_getenv_trimmed(envp, "AKERNEL_TOKEN");
+			o->token_from = "--token";
+		}
+	} else if ((o->token = options_getenv_trimmed(
+			envp, "AKERNEL_TOKEN")) != NULL)
+		o->token_from = "AKERNEL_TOKEN";
+	/* Only to say so when the gateway wants a token we do not have. */
+	if ((raw = options_getenv(envp, "YR_TOKEN")) != NULL && *raw != '\0')
+		o->yr_token_set = 1;
 	if (o->token != NULL) {
 		for (i = 0; o->token[i] != '\0'; i++) {
 			if ((unsigned char)o->token[i] < 0x20 ||

@@ -360,6 +360,39 @@ target_write_cb(struct bufferevent *bev, void *arg)
 }
 
 /*
+ * The TLS part of why a connect or TLS handshake on bev to who failed: the
+ * certificate check or the TLS error, with not_tls appended in brackets
+ * when the peer does not speak TLS at all.  NULL when TLS is not to blame
+ * (a socket error).  The OpenSSL errors are drained; the caller frees.
+ */
+char *
+tun_tls_error(struct bufferevent *bev, const char *who, const char *not_tls)
+{
+	char buf[256], *s = NULL;
+	unsigned long e;
+	const char *v;
+	SSL *ssl;
+	int kind;
+
+	if ((ssl = bufferevent_openssl_get_ssl(bev)) == NULL)
+		return (NULL);
+	if ((v = tls_verify_error(ssl)) != NULL && strcmp(v, "ok") != 0)
+		xasprintf(&s, "TLS certificate verification of %s failed: %s",
+		    who, v);
+	else if ((e = bufferevent_get_openssl_error(bev)) != 0 &&
+	    (kind = tls_error_kind(e)) != TLS_ERR_SYSCALL) {
+		tls_error_string(e, buf, sizeof buf);
+		xasprintf(&s, "TLS handshake with %s failed: %s%s%s%s", who,
+		    buf, kind == TLS_ERR_NOT_TLS ? " (" : "",
+		    kind == TLS_ERR_NOT_TLS ? not_tls : "",
+		    kind == TLS_ERR_NOT_TLS ? ")" : "");
+	}
+	while (bufferevent_get_openssl_error(bev) != 0)
+		/* drain */;
+	return (s);
+}
+
+/*
  * Describe why a connect or TLS handshake on bev to who ("the target
  * host:port") failed, for the sandbox's caller: the certificate check,
  * the TLS alert, or the socket error. The caller frees the sentence.
@@ -367,29 +400,20 @@ target_write_cb(struct bufferevent *bev, void *arg)
 char *
 tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
 {
-	char buf[256], *s;
-	unsigned long e;
-	const char *v;
-	SSL *ssl;
+	char *s;
 	int err = EVUTIL_SOCKET_ERROR();
 
 	if (what & BEV_EVENT_TIMEOUT)
 		xasprintf(&s, "timed out connecting to %s", who);
-	else if (tls && (ssl = bufferevent_openssl_get_ssl(bev)) != NULL &&
-	    (v = tls_verify_error(ssl)) != NULL && strcmp(v, "ok") != 0)
-		xasprintf(&s, "TLS certificate verification of %s failed: %s",
-		    who, v);
-	else if (tls && (e = bufferevent_get_openssl_error(bev)) != 0) {
-		tls_error_string(e, buf, sizeof buf);
-		xasprintf(&s, "TLS handshake with %s failed: %s", who, buf);
-	} else if (err != 0)
+	else if (tls && (s = tun_tls_error(bev, who,
+			     "it does not speak TLS: use http:// in "
+			     "--target")) != NULL)
+		;
+	else if (err != 0)
 		xasprintf(&s, "cannot connect to %s: %s", who,
 		    evutil_socket_error_to_string(err));
 	else
 		xasprintf(&s, "cannot connect to %s: connection closed", who);
-	if (tls)
-		while (bufferevent_get_openssl_error(bev) != 0)
-			/* drain */;
 	return (s);
 }
 
@@ -411,12 +435,18 @@ target_bev_error(struct tun_target *tt, short what)
 /*
  * Tell the person running aktunnel that the target cannot be reached (the
  * caller in the sandbox gets 502 with the same sentence): a warning, but
- * the same sentence at most once per TARGET_WARN_MS.
+ * the same sentence at most once per TARGET_WARN_MS.  With -v the failed
+ * request's own line says it, so this one is only for debugging.
  */
 static void
 target_warn(struct tun *t, const char *why)
 {
 	uint64_t now = clock_mono_msec();
+
+	if (t->t_opts->verbose) {
+		log_debug("%s", why);
+		return;
+	}
 
 	if (t->t_target_warn != NULL && strcmp(t->t_target_warn, why) == 0 &&
 	    now - t->t_target_warn_at < TARGET_WARN_MS)

@@ -33,10 +33,13 @@ typedef struct ssl_ctx_st SSL_CTX;
 /* Reconnect loop (§8.1). */
 #define TARGET_WARN_MS 10000 /* one warning per target failure reason */
 #define TUN_EXIT_REPLACED 3 /* exit status when another client took over */
+#define TUN_EXIT_AUTH 4 /* exit status when the credential is refused */
+#define TUN_AUTH_TRIES 5 /* 401/403 answers in a row before exiting */
 #define TUN_BACKOFF_CAP 30 /* seconds */
 #define TUN_RETRY_QUICK 1 /* seconds after an HTTP status or protocol error */
 #define TUN_OPEN_TIMEOUT 10 /* seconds for DNS, TCP, TLS and the upgrade */
 #define TUN_STOP_TIMEOUT 2 /* seconds for our close frame on SIGINT */
+#define TUN_ANNOUNCE_WAIT 1 /* seconds the "reconnected" line waits for a hello */
 
 /* Completed-response cache and tombstones (§8.5, §8.8). */
 #define TUN_CACHE_TTL_MS (300 * 1000)
@@ -77,6 +80,8 @@ struct tun_options {
 	char *sandbox; /* the id as given */
 	char *safe_id;
 	char *token; /* or NULL; never logged */
+	const char *token_from; /* "--token" or "AKERNEL_TOKEN", or NULL */
+	int yr_token_set; /* YR_TOKEN is set (aktunnel does not read it) */
 	int allow_plaintext_token;
 	int token_query_fallback;
 	int verify_tls; /* verify the gateway */
@@ -209,7 +214,8 @@ struct tun_conn {
 #define TC_F_V2 0x01 /* the peer's hello selected V2 */
 #define TC_F_PING_OUT 0x02 /* a ping waits for its pong */
 #define TC_F_HELLO 0x04 /* the peer's hello came (V2 or not) */
-	uint64_t c_gen; /* 1 for the first connection, then +1 */
+#define TC_F_ANNOUNCE 0x08 /* the "reconnected" line waits for the hello */
+	uint64_t c_gen; /* attempt number: 1 for the first, then +1 */
 	struct dns_query *c_query;
 	struct sockaddr_storage c_addrs[DNS_MAX_ADDRS];
 	size_t c_naddrs;
@@ -279,6 +285,7 @@ struct tun {
 	uint64_t t_gen; /* connections started */
 	unsigned int t_failures; /* shared failure counter (§8.1) */
 	unsigned int t_route_misses; /* consecutive 404 answers (§2.6) */
+	unsigned int t_auth_refusals; /* consecutive 401/403 answers */
 	struct event *t_retry; /* the next attempt */
 	struct event *t_sigint;
 	struct event *t_sigterm;
@@ -457,11 +464,13 @@ void tun_start(struct tun *);
 void tun_stop(struct tun *, const char *);
 unsigned int tun_backoff(unsigned int *, int, uint64_t, uint64_t);
 unsigned int tun_jitter_ms(unsigned int, uint32_t);
+unsigned int tun_auth_delay(unsigned int);
 int tun_route_miss_warns(unsigned int);
 int tun_network_warns(unsigned int);
 int tun_connected(const struct tun *);
 void tun_nodelay(struct bufferevent *);
 size_t tun_queued(const struct tun *);
+char *tun_tls_error(struct bufferevent *, const char *, const char *);
 char *tun_bev_error(struct bufferevent *, int, short, const char *);
 uint64_t tun_conn_gen(const struct tun *);
 const struct tunproto_limits *tun_limits(const struct tun *);

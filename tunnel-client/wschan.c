@@ -137,7 +137,7 @@ chan_fail(struct tun_chan *ch, const char *why)
 	if (ch->ch_state == CH_S_DEAD)
 		return;
 	if (ch->ch_tun->t_opts->verbose)
-		log_info("WebSocket %.*s failed: %s",
+		log_warn("WebSocket %.*s failed: %s",
 		    (int)strcspn(ch->ch_path, "?"), ch->ch_path, why);
 	tun_send_error(ch->ch_tun, ch->ch_id, why);
 	chan_close(ch, why);

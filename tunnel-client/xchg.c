@@ -121,9 +121,12 @@ xchg_close(struct tun_xchg *x, int tomb, const char *reason)
 		xchg_free(x);
 }
 
-/* Log an exchange's outcome with -v: method, path without query, result. */
-static void __attribute__((format(printf, 2, 3)))
-xchg_log(const struct tun_xchg *x, const char *fmt, ...)
+/*
+ * Log an exchange's outcome with -v at level lvl: method, path without
+ * query, result.
+ */
+static void __attribute__((format(printf, 3, 4)))
+xchg_log(const struct tun_xchg *x, enum log_level lvl, const char *fmt, ...)
 {
 	va_list ap;
 	char *what;
@@ -133,7 +136,7 @@ xchg_log(const struct tun_xchg *x, const char *fmt, ...)
 	va_start(ap, fmt);
 	xvasprintf(&what, fmt, ap);
 	va_end(ap);
-	log_info("%s %.*s %s (%llu bytes up, %llu bytes down, %llu ms)",
+	log_msg(lvl, "%s %.*s %s (%llu bytes up, %llu bytes down, %llu ms)",
 	    x->x_method, (int)strcspn(x->x_path, "?"), x->x_path, what,
 	    (unsigned long long)(x->x_req_received + x->x_body_len),
 	    (unsigned long long)x->x_resp_bytes,
@@ -187,7 +190,8 @@ xchg_fail(struct tun_xchg *x, const char *why)
 	struct tun *t = x->x_tun;
 
 	t->t_stats.st_failed++;
-	xchg_log(x, "failed: %s", why);
+	/* The one line about a failure; target_warn is quiet with -v. */
+	xchg_log(x, LOG_LVL_WARN, "failed: %s", why);
 	if (!x->x_tun->t_opts->verbose)
 		log_debug("exchange %s failed: %s", x->x_id, why);
 	xchg_error(t, x->x_id, why);
@@ -843,7 +847,7 @@ xchg_fast(struct tun_xchg *x)
 	xchg_result(t, x->x_id, &m);
 	m.m_id = NULL;
 	tunproto_msg_free(&m);
-	xchg_log(x, "-> %d", x->x_status);
+	xchg_log(x, LOG_LVL_INFO, "-> %d", x->x_status);
 	xchg_release_target(x);
 	xchg_close(x, 0, "answered");
 }
@@ -862,7 +866,7 @@ xchg_resp_ended(struct tun_xchg *x)
 	xchg_release_target(x);
 	xchg_feed(x);
 	xchg_timer(x, t->t_opts->http_timeout);
-	xchg_log(x, "-> %d", x->x_status);
+	xchg_log(x, LOG_LVL_INFO, "-> %d", x->x_status);
 	/* Streams waiting only for acks are bounded like tombstones. */
 	while (t->t_nfinished > TUN_TOMB_MAX) {
 		TAILQ_FOREACH (old, &t->t_xchgs, x_entry) {
@@ -1094,7 +1098,7 @@ xchg_peer_error(struct tun *t, const struct tunproto_msg *m)
 	if ((x = xchg_find(t, m->m_id)) == NULL)
 		return;
 	snprintf(why, sizeof why, "cancelled by the sandbox: %s", m->m_message);
-	xchg_log(x, "%s", why);
+	xchg_log(x, LOG_LVL_INFO, "%s", why);
 	xchg_close(x, 1, why);
 }
 

@@ -97,6 +97,21 @@ test_network_warnings(void **state)
 	assert_true(tun_network_warns(20));
 }
 
+/* 401/403 in a row: 1, 2, 3, 4 s, and the fifth gives up. */
+static void
+test_auth_delays(void **state)
+{
+	unsigned int n;
+
+	(void)state;
+	for (n = 1; n < TUN_AUTH_TRIES; n++)
+		assert_int_equal(tun_auth_delay(n), n);
+	assert_int_equal(TUN_AUTH_TRIES, 5);
+	assert_int_equal(tun_auth_delay(TUN_AUTH_TRIES), 0);
+	assert_int_equal(tun_auth_delay(TUN_AUTH_TRIES + 1), 0);
+	assert_int_not_equal(TUN_EXIT_AUTH, TUN_EXIT_REPLACED);
+}
+
 /* Parse argv and require success. */
 static void
 parse(struct tun_options *o, const char *a1, const char *a2)
@@ -278,6 +293,7 @@ main(void)
 		cmocka_unit_test(test_backoff_jitter),
 		cmocka_unit_test(test_route_miss_warnings),
 		cmocka_unit_test(test_network_warnings),
+		cmocka_unit_test(test_auth_delays),
 		cmocka_unit_test(test_ping_flags),
 		cmocka_unit_test(test_dns_literal),
 		cmocka_unit_test(test_dns_hosts_and_cancel),

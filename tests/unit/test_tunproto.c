@@ -1472,6 +1472,48 @@ test_hello_default(void **state)
 	test_roundtrip(&m, NULL);
 }
 
+/*
+ * akgateway's session_resumed (an extension): encoded only when told,
+ * decoded only as a boolean; a value of another type is ignored.
+ */
+static void
+test_hello_session_resumed(void **state)
+{
+	struct tunproto_limits l;
+	struct tunproto_msg m;
+	char *s;
+
+	(void)state;
+	tunproto_limits_default(&l);
+	assert_int_equal(tunproto_hello(&l, NULL, &m, NULL), 0);
+	m.m_flags |= TUNPROTO_MSG_F_SESSION_TOLD | TUNPROTO_MSG_F_SESSION_RESUMED;
+	s = tunproto_msg_encode(&m, NULL);
+	assert_non_null(strstr(s, ",\"resume\":true,\"session_resumed\":true}"));
+	free(s);
+	test_roundtrip(&m, NULL);
+	assert_int_equal(tunproto_hello(&l, NULL, &m, NULL), 0);
+	m.m_flags |= TUNPROTO_MSG_F_SESSION_TOLD;
+	s = tunproto_msg_encode(&m, NULL);
+	assert_non_null(strstr(s, ",\"session_resumed\":false}"));
+	free(s);
+	tunproto_msg_free(&m);
+
+	test_decode("{\"type\":\"hello\",\"protocol_version\":2,"
+		    "\"max_stream_chunk\":65536,\"max_inflight\":16,"
+		    "\"stream_window_frames\":16,\"session_resumed\":false}",
+	    &m);
+	assert_int_equal(m.m_flags & (TUNPROTO_MSG_F_SESSION_TOLD |
+					 TUNPROTO_MSG_F_SESSION_RESUMED),
+	    TUNPROTO_MSG_F_SESSION_TOLD);
+	tunproto_msg_free(&m);
+	test_decode("{\"type\":\"hello\",\"protocol_version\":2,"
+		    "\"max_stream_chunk\":65536,\"max_inflight\":16,"
+		    "\"stream_window_frames\":16,\"session_resumed\":\"yes\"}",
+	    &m);
+	assert_int_equal(m.m_flags & TUNPROTO_MSG_F_SESSION_TOLD, 0);
+	tunproto_msg_free(&m);
+}
+
 /* Require tunproto_hello(l, session) to fail with want. */
 static void
 test_hello_fails(
@@ -2057,6 +2099,7 @@ main(void)
 		cmocka_unit_test(test_window_check),
 		cmocka_unit_test(test_encode_limits),
 		cmocka_unit_test(test_hello_default),
+		cmocka_unit_test(test_hello_session_resumed),
 		cmocka_unit_test(test_hello_validation),
 		cmocka_unit_test(test_negotiate_defaults),
 		cmocka_unit_test(test_negotiate_minimum),
