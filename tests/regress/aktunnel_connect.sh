@@ -73,7 +73,7 @@ spawn tun1 "$AKTUN" --gateway "wss://localhost:$MP" --sandbox sbx1 \
 TUN=$LAST_PID
 wait_mock m1
 wait_log "$T/tun1.log" "HTTP 404, 10 in a row"
-wait_log "$T/tun1.log" "HTTP 403 Forbidden; retrying in 1 s"
+wait_log "$T/tun1.log" "HTTP 403 Forbidden: the gateway refused the token"
 log=$(cat "$T/tun1.log")
 n=$(grep -c "warn  tunnel route unavailable (HTTP 404" "$T/tun1.log")
 assert_eq "404 warnings in ten attempts" 2 "$n"
