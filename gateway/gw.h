@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -782,6 +783,7 @@ void tunnel_ws_free(struct tunnel_xchg *);
 
 /* tunnelsrv.c */
 int tunnelsrv_main(int argc, char **argv);
+void tsrv_usage(FILE *);
 
 /* upstream.c */
 struct upstream *upstream_get(
@@ -843,5 +845,6 @@ auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
 
 /* tokencmd.c */
 int tokencmd_main(int argc, char **argv);
+void tokencmd_usage(FILE *);
 
 #endif
