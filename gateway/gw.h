@@ -803,6 +803,21 @@ void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);
 
+/* A gateway error response, for errpage_put. */
+struct errpage {
+	const char *ep_request_id; /* sent as X-Request-Id, or NULL */
+	int ep_status;
+	const char *ep_code;
+	const char *ep_message; /* the sentence */
+	const char *ep_sandbox; /* shown on the HTML page, or NULL */
+	int ep_port; /* shown on the HTML page; 0: none */
+	int ep_flags;
+#define ERRPAGE_F_HTML 0x01 /* an HTML page for a browser, not JSON */
+#define ERRPAGE_F_HEAD 0x02 /* HEAD: no body, but its Content-Length */
+#define ERRPAGE_F_KEEPALIVE 0x04 /* the connection stays open */
+};
+void errpage_put(struct evbuffer *, const struct errpage *);
+
 /* auth.c */
 /* A request for a port, as auth_check sees it. */
 struct auth_req {
