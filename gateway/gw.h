@@ -164,6 +164,7 @@ extern const struct gw_error gw_err_request_timeout[];
 extern const struct gw_error gw_err_bad_target[];
 extern const struct gw_error gw_err_bad_path[];
 extern const struct gw_error gw_err_sandbox_unreachable[];
+extern const struct gw_error gw_err_upstream_unreachable[];
 extern const struct gw_error gw_err_tunnel_not_configured[];
 extern const struct gw_error gw_err_no_resources[];
 
@@ -795,6 +796,9 @@ void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
+
+/* The reason upstream.c gives proxy_upstream_failed for a connect timeout. */
+#define UPSTREAM_WHY_TIMEOUT "connect timeout"
 
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,
