@@ -153,8 +153,8 @@ static const struct {
 	    "The server in the sandbox sent a malformed answer: look at its "
 	    "logs." },
 	{ "unauthorized",
-	    "Open the link again with a fresh access token "
-	    "(?access_token=...), or ask the sandbox's owner for one." },
+	    "Open the link again with a fresh access token, or ask the "
+	    "sandbox's owner for one." },
 	{ "forbidden",
 	    "This token is for another sandbox or port: get one for this "
 	    "address." },
