@@ -49,8 +49,8 @@ UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEB_PKGS = gcc clang make pkg-config libevent-dev libssl-dev libnghttp2-dev \
 	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev \
 	   libcmocka-dev libclang-rt-14-dev clang-format curl openssl \
-	   iproute2 procps python3 python3-websockets python3-pil nghttp2-client \
-	   chromium
+	   iproute2 procps python3 python3-websockets python3-pil libnss3-tools \
+	   nghttp2-client chromium
 
 ifeq ($(V),1)
 Q =
