@@ -26,7 +26,8 @@ wait_port "$UP"
 sed -e "s|build/certs/|$CERTS/|g" -e "s|127.0.0.1:8080|127.0.0.1:$GW|" \
     -e "s|127.0.0.1:8443|127.0.0.1:$GWS|" -e "s|127.0.0.1:9090|127.0.0.1:$ADMIN|" \
     -e "s|listen_port: 8766|listen_port: $TP|" \
-    "$TOP/config/gateway-https.yaml" | spawn_gateway "$GWS"
+    "$TOP/config/gateway-https.yaml" >"$T/https.yaml"
+spawn_gateway "$GWS" <"$T/https.yaml"
 
 # OpenSSL: the host-form name verifies; one under *.localhost does not.
 v=$(echo | openssl s_client -connect "127.0.0.1:$GWS" -servername "$UP-local.gw.localhost" \
