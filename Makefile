@@ -166,7 +166,7 @@ $(BUILD)/certs/server.crt: certs/mkcerts.sh
 	$(Q)sh certs/mkcerts.sh $(BUILD)/certs
 
 run: deps all certs
-	./$(BUILD)/akgateway
+	$(BUILD)/akgateway
 
 # bench/tools.mk builds the C backend and load tools into $(BUILD)/bench.
 -include bench/tools.mk
