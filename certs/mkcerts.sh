@@ -129,7 +129,7 @@ run openssl req -new -x509 -config "$tmp/openssl.cnf" -key "$tmp/ca.key" \
     -subj "/O=akgateway/CN=akgateway development CA" -sha256 \
     -days "$days" -set_serial "0x$(openssl rand -hex 16)" \
     -extensions v3_ca -out "$tmp/ca.crt"
-mkleaf server "/O=akgateway/CN=gw.localhost" v3_server
+mkleaf server "/O=akgateway/CN=localhost" v3_server
 mkleaf other "/O=akgateway/CN=other.localhost" v3_other
 mkleaf client "/O=akgateway/CN=aktunnel-dev" v3_client
 
