@@ -313,7 +313,8 @@ errpage_put(struct evbuffer *out, const struct errpage *ep)
 		 : "",
 	    /* 426 refuses a WebSocket version: say which one we speak. */
 	    ep->ep_status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
-	    (ep->ep_flags & ERRPAGE_F_KEEPALIVE) ? "" : "Connection: close\r\n");
+	    (ep->ep_flags & ERRPAGE_F_KEEPALIVE) ? ""
+						 : "Connection: close\r\n");
 	if (!(ep->ep_flags & ERRPAGE_F_HEAD))
 		evbuffer_add_buffer(out, body);
 	evbuffer_free(body);

@@ -224,8 +224,8 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	/* The SYN was never answered: the address is as good as unroutable. */
 	if (what & BEV_EVENT_TIMEOUT) {
-		proxy_upstream_failed(up, gw_err_upstream_unreachable,
-		    UPSTREAM_WHY_TIMEOUT);
+		proxy_upstream_failed(
+		    up, gw_err_upstream_unreachable, UPSTREAM_WHY_TIMEOUT);
 		return;
 	}
 	upstream_connect_error(up, err);
