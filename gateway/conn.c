@@ -547,9 +547,13 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 			snprintf(port, sizeof port, ":%d", c->c_local_port);
 		conn_fail(c, gw_err_no_route,
 		    "This gateway serves sandbox "
-		    "ports at %s://{port}-{sandbox}.%s%s/ and "
+		    "ports at %s://%s.%s%s/ and "
 		    "/{sandbox}/{port}/; '%s%s' is not such an address.",
-		    tls ? "https" : "http", dom, port,
+		    tls ? "https" : "http",
+		    g->g_conf->cf_domain_formats[0] == ROUTE_HF_ID_PORT
+			? "{sandbox}-{port}"
+			: "{port}-{sandbox}",
+		    dom, port,
 		    c->c_host != NULL ? c->c_host : "", c->c_path);
 		return (NULL);
 	}

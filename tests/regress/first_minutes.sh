@@ -3,7 +3,8 @@
 # - the no_route page said "serves sandbox ports at
 #   http://{port}-{sandbox}.localhost/" without the listener's port, so
 #   following it went to port 80: it now names the listener's scheme and
-#   port, and the address it shows, filled in, works;
+#   port (and the order of its first domain), and the address it shows,
+#   filled in, works;
 # - "akgateway --help" left out "token --tunnel" and tunnel-server's flags;
 # - "akgateway token --tunnel" for a sandbox without a tunnel minted
 #   silently, while the port case warned.
@@ -75,3 +76,21 @@ for url in "http://127.0.0.1:$GW/" "https://127.0.0.1:$GWS/"; do
 	assert_eq "following the no_route example $ex" "the app" "$got"
 	ok "no_route on $s shows $s://{port}-{sandbox}.gw.localhost:$p/, and $ex works"
 done
+
+# A first domain that reads only {sandbox}-{port} is shown that way.
+GW2=$(free_port)
+cat >"$T/idport.yaml" <<EOT
+listen:
+  - address: 127.0.0.1:$GW2
+domains:
+  - {name: ak.localhost, host_format: id-port}
+sandboxes:
+  - {id: notun, address: 127.0.0.1, ports: [{port: $UP}]}
+EOT
+spawn gateway2 "$AKGW" -c "$T/idport.yaml"
+wait_port "$GW2"
+out=$(curl -s -m 5 "http://127.0.0.1:$GW2/")
+assert_contains "no_route for an id-port domain" "at http://{sandbox}-{port}.ak.localhost:$GW2/ and" "$out"
+got=$(curl -s -m 5 "http://notun-$UP.ak.localhost:$GW2/")
+assert_eq "following the id-port example" "the app" "$got"
+ok "no_route shows {sandbox}-{port} for a domain that reads only that order"
