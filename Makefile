@@ -49,7 +49,8 @@ UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEB_PKGS = gcc clang make pkg-config libevent-dev libssl-dev libnghttp2-dev \
 	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev \
 	   libcmocka-dev libclang-rt-14-dev clang-format curl openssl \
-	   iproute2 procps python3 python3-websockets nghttp2-client chromium
+	   iproute2 procps python3 python3-websockets python3-pil libnss3-tools \
+	   nghttp2-client chromium
 
 ifeq ($(V),1)
 Q =
@@ -165,7 +166,7 @@ $(BUILD)/certs/server.crt: certs/mkcerts.sh
 	$(Q)sh certs/mkcerts.sh $(BUILD)/certs
 
 run: deps all certs
-	./$(BUILD)/akgateway
+	$(BUILD)/akgateway
 
 # bench/tools.mk builds the C backend and load tools into $(BUILD)/bench.
 -include bench/tools.mk

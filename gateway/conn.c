@@ -272,6 +272,7 @@ void
 conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
     const char *fmt, ...)
 {
+	struct errpage ep;
 	va_list ap;
 	char *msg;
 	const char *code;
@@ -279,6 +280,7 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 
 	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
+	memset(&ep, 0, sizeof ep);
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
@@ -306,9 +308,16 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	    c->c_req.m_buf != NULL &&
 	    (c->c_req.m_body == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
 	    !(c->c_flags & CONN_F_CLIENT_EOF);
-	errpage_write(bufferevent_get_output(c->c_bev),
-	    c->c_request_id[0] != '\0' ? c->c_request_id : NULL, status, code,
-	    msg, conn_wants_html(c), c->c_flags & CONN_F_HEAD_REQ, keep);
+	ep.ep_request_id = c->c_request_id[0] != '\0' ? c->c_request_id : NULL;
+	ep.ep_status = status;
+	ep.ep_code = code;
+	ep.ep_message = msg;
+	ep.ep_sandbox = c->c_sandbox != NULL ? c->c_sandbox->sb_id : NULL;
+	ep.ep_port = c->c_port;
+	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
+	    ((c->c_flags & CONN_F_HEAD_REQ) ? ERRPAGE_F_HEAD : 0) |
+	    (keep ? ERRPAGE_F_KEEPALIVE : 0);
+	errpage_put(bufferevent_get_output(c->c_bev), &ep);
 	c->c_status = status;
 	c->c_err_code = code;
 	log_debug("conn %llu %s: refused %d %s: %s",
@@ -492,7 +501,8 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 	struct gw *g = c->c_gw;
 	const char *dom = g->g_conf->cf_domains[0];
 	enum route_result r = a->ca_host;
-	char *id;
+	char *id, port[16];
+	int tls;
 
 	if (r == ROUTE_OK)
 		return (conn_host_reading(c, &a->ca_rh));
@@ -532,11 +542,22 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		    c->c_path);
 		return (NULL);
 	default:
+		/* The listener's own scheme and port, so the example works. */
+		tls = (c->c_flags & CONN_F_TLS) != 0;
+		if (c->c_local_port == (tls ? 443 : 80))
+			port[0] = '\0';
+		else
+			snprintf(port, sizeof port, ":%d", c->c_local_port);
 		conn_fail(c, gw_err_no_route,
 		    "This gateway serves sandbox "
-		    "ports at http://{port}-{sandbox}.%s/ and "
+		    "ports at %s://%s.%s%s/ and "
 		    "/{sandbox}/{port}/; '%s%s' is not such an address.",
-		    dom, c->c_host != NULL ? c->c_host : "", c->c_path);
+		    tls ? "https" : "http",
+		    g->g_conf->cf_domain_formats[0] == ROUTE_HF_ID_PORT
+			? "{sandbox}-{port}"
+			: "{port}-{sandbox}",
+		    dom, port,
+		    c->c_host != NULL ? c->c_host : "", c->c_path);
 		return (NULL);
 	}
 }

@@ -3,6 +3,7 @@
  * code in X-Gateway-Error and the body, and a sentence a person can act on.
  * The body is JSON, or a small HTML page for a browser navigation.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,8 @@ const struct gw_error gw_err_tunnel_not_configured[] = { { 404,
 const struct gw_error gw_err_no_resources[] = { { 503, "out_of_resources" } };
 const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
+const struct gw_error gw_err_upstream_unreachable[] = { { 502,
+    "upstream_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
 /*
@@ -129,39 +132,179 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 	evbuffer_free(body);
 }
 
+/* What a person can do next, by error code; the last entry is the default. */
+static const struct {
+	const char *h_code;
+	const char *h_next;
+} errpage_hints[] = {
+	{ "no_route",
+	    "Open a port URL as shown above, with the sandbox's id and a port "
+	    "it publishes." },
+	{ "bad_host", "Correct the address as shown above, then try again." },
+	{ "bad_path", "Correct the address as shown above, then try again." },
+	{ "ambiguous_host",
+	    "Use the path form /{sandbox}/{port}/, which names both without "
+	    "doubt." },
+	{ "sandbox_not_found",
+	    "Check the sandbox id in the address: the sandbox may have been "
+	    "stopped or deleted." },
+	{ "port_not_published",
+	    "Use a port the sandbox publishes, or ask its owner to publish "
+	    "this one." },
+	{ "port_not_listening",
+	    "Start the server in the sandbox on this port (listening on "
+	    "0.0.0.0, or 127.0.0.1 for a local sandbox), then reload this "
+	    "page." },
+	{ "upstream_unreachable",
+	    "The sandbox may be stopping or its network down: check that it "
+	    "runs, then reload this page." },
+	{ "sandbox_unreachable",
+	    "The sandbox may be stopping: check that it runs, then reload "
+	    "this page." },
+	{ "upstream_timeout",
+	    "The server in the sandbox is slow or stuck: reload in a "
+	    "moment, or look at its logs." },
+	{ "upstream_closed",
+	    "The server in the sandbox failed on this request: look at its "
+	    "logs, then reload this page." },
+	{ "bad_upstream_response",
+	    "The server in the sandbox sent a malformed answer: look at its "
+	    "logs." },
+	{ "unauthorized",
+	    "Open the link again with a fresh access token, or ask the "
+	    "sandbox's owner for one." },
+	{ "forbidden",
+	    "This token is for another sandbox or port: get one for this "
+	    "address." },
+	{ "host_form_required",
+	    "Open the sandbox at its host-form address "
+	    "({port}-{sandbox}.domain) instead." },
+	{ "credentials_need_tls",
+	    "Open the address with https:// instead of http://." },
+	{ "cross_origin_credential",
+	    "Open the address directly, not from another site's page." },
+	{ "too_many_connections",
+	    "Too many requests at once: wait a moment, then reload this "
+	    "page." },
+	{ "tunnel_not_connected",
+	    "Start aktunnel for this sandbox on the developer's machine, "
+	    "then try again." },
+	{ NULL,
+	    "Reload this page. If it keeps failing, give the request id "
+	    "below to whoever runs this gateway." },
+};
+
+/* The inline style sheet: no external resource, light and dark. */
+static const char errpage_css[] =
+    ":root{color-scheme:light dark;--bg:#f4f5f7;--fg:#1c2230;"
+    "--card:#fff;--muted:#5a6477;--line:#dfe3ea;--accent:#c2410c}"
+    "@media (prefers-color-scheme:dark){:root{--bg:#0f1217;--fg:#e5e8ee;"
+    "--card:#181d25;--muted:#98a2b3;--line:#2a313c;--accent:#fb923c}}"
+    ".s5{--accent:#dc2626}"
+    "@media (prefers-color-scheme:dark){.s5{--accent:#f87171}}"
+    "*{box-sizing:border-box}"
+    "body{margin:0;min-height:100vh;display:flex;align-items:center;"
+    "justify-content:center;background:var(--bg);color:var(--fg);"
+    "font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,"
+    "'Helvetica Neue',Arial,sans-serif}"
+    "main{width:min(40rem,calc(100% - 2rem));margin:2rem 0;"
+    "background:var(--card);border:1px solid var(--line);"
+    "border-top:4px solid var(--accent);border-radius:10px;"
+    "padding:2rem 2.25rem;box-shadow:0 1px 3px rgba(0,0,0,.08)}"
+    ".st{margin:0;color:var(--accent);font-weight:700;font-size:.95rem;"
+    "letter-spacing:.04em;text-transform:uppercase}"
+    "h1{margin:.25rem 0 1rem;font-size:1.6rem;line-height:1.25}"
+    ".msg{margin:0 0 1rem;font-size:1.05rem}"
+    ".next{margin:0 0 1.5rem;padding:.75rem 1rem;border-radius:6px;"
+    "background:var(--bg);border-left:3px solid var(--accent)}"
+    "dl{display:grid;grid-template-columns:max-content 1fr;gap:.35rem 1rem;"
+    "margin:0;font-size:.9rem}"
+    "dt{color:var(--muted)}dd{margin:0;overflow-wrap:anywhere}"
+    "code{font:.9em ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}"
+    "footer{margin-top:1.5rem;padding-top:1rem;border-top:1px solid "
+    "var(--line);color:var(--muted);font-size:.85rem}"
+    "a{color:inherit}";
+
+/* The next-step sentence for code. */
+static const char *
+errpage_hint(const char *code)
+{
+	size_t i;
+
+	for (i = 0; errpage_hints[i].h_code != NULL; i++) {
+		if (strcmp(errpage_hints[i].h_code, code) == 0)
+			break;
+	}
+	return (errpage_hints[i].h_next);
+}
+
+/* Append one row of the details list, its value escaped, in code. */
+static void
+errpage_html_row(struct evbuffer *body, const char *name, const char *value)
+{
+	evbuffer_add_printf(body, "<dt>%s</dt><dd><code>", name);
+	errpage_html_escape(body, value);
+	evbuffer_add_printf(body, "</code></dd>");
+}
+
+/* Append the HTML page of error ep to body. */
+static void
+errpage_html(struct evbuffer *body, const struct errpage *ep)
+{
+	const char *reason = http1_reason(ep->ep_status);
+	char port[16];
+
+	evbuffer_add_printf(body,
+	    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	    "<meta name=\"viewport\" content=\"width=device-width,"
+	    "initial-scale=1\"><meta name=\"color-scheme\" "
+	    "content=\"light dark\">"
+	    "<title>%d %s</title><style>%s</style></head>\n"
+	    "<body class=\"s%d\"><main>\n<p class=\"st\">Error %d</p>\n"
+	    "<h1>%s</h1>\n<p class=\"msg\">",
+	    ep->ep_status, reason, errpage_css, ep->ep_status / 100,
+	    ep->ep_status, reason);
+	errpage_html_escape(body, ep->ep_message);
+	evbuffer_add_printf(body, "</p>\n<p class=\"next\">");
+	errpage_html_escape(body, errpage_hint(ep->ep_code));
+	evbuffer_add_printf(body, "</p>\n<dl>");
+	errpage_html_row(body, "Code", ep->ep_code);
+	if (ep->ep_sandbox != NULL)
+		errpage_html_row(body, "Sandbox", ep->ep_sandbox);
+	if (ep->ep_port > 0) {
+		snprintf(port, sizeof port, "%d", ep->ep_port);
+		errpage_html_row(body, "Port", port);
+	}
+	if (ep->ep_request_id != NULL)
+		errpage_html_row(body, "Request id", ep->ep_request_id);
+	evbuffer_add_printf(body,
+	    "</dl>\n<footer>akgateway &middot; <a href=\"\">try "
+	    "again</a></footer>\n</main></body></html>\n");
+}
+
 /*
- * Append a whole error response to out.  request_id, when not NULL, is
- * sent as X-Request-Id; head_only leaves the body out (a HEAD request) but
- * keeps its Content-Length.
+ * Append the whole error response ep to out: JSON, or with ERRPAGE_F_HTML
+ * a page for a browser.  ERRPAGE_F_HEAD leaves the body out (a HEAD
+ * request) but keeps its Content-Length.
  */
 void
-errpage_write(struct evbuffer *out, const char *request_id, int status,
-    const char *code, const char *message, int html, int head_only,
-    int keepalive)
+errpage_put(struct evbuffer *out, const struct errpage *ep)
 {
 	struct evbuffer *body;
+	int html = ep->ep_flags & ERRPAGE_F_HTML;
 	json_t *obj;
 	char *js;
 
 	body = evbuffer_new();
 	if (html) {
-		evbuffer_add_printf(body,
-		    "<!DOCTYPE html>\n<html><head>"
-		    "<meta charset=\"utf-8\"><title>%d %s</title></head>\n"
-		    "<body><h1>%d %s</h1>\n<p>",
-		    status, http1_reason(status), status,
-		    http1_reason(status));
-		errpage_html_escape(body, message);
-		evbuffer_add_printf(body,
-		    "</p>\n<p><code>%s</code></p>\n"
-		    "<hr><p>akgateway</p></body></html>\n",
-		    code);
+		errpage_html(body, ep);
 	} else {
-		obj = json_pack("{s:i, s:s, s:s}", "status", status, "code",
-		    code, "message", message);
+		obj = json_pack("{s:i, s:s, s:s}", "status", ep->ep_status,
+		    "code", ep->ep_code, "message", ep->ep_message);
 		if (obj == NULL) /* message not UTF-8 */
-			obj = json_pack("{s:i, s:s, s:s}", "status", status,
-			    "code", code, "message", http1_reason(status));
+			obj = json_pack("{s:i, s:s, s:s}", "status",
+			    ep->ep_status, "code", ep->ep_code, "message",
+			    http1_reason(ep->ep_status));
 		js = json_dumps(obj, JSON_COMPACT);
 		evbuffer_add_printf(body, "%s\n", js);
 		free(js);
@@ -174,18 +317,46 @@ errpage_write(struct evbuffer *out, const char *request_id, int status,
 	    "Cache-Control: no-store\r\n"
 	    "X-Gateway-Error: %s\r\n"
 	    "%s%s%s"
-	    "%s%s"
+	    "%s%s%s"
 	    "\r\n",
-	    status, http1_reason(status),
+	    ep->ep_status, http1_reason(ep->ep_status),
 	    html ? "text/html; charset=utf-8" : "application/json",
-	    evbuffer_get_length(body), code,
-	    request_id != NULL ? "X-Request-Id: " : "",
-	    request_id != NULL ? request_id : "",
-	    request_id != NULL ? "\r\n" : "",
+	    evbuffer_get_length(body), ep->ep_code,
+	    ep->ep_request_id != NULL ? "X-Request-Id: " : "",
+	    ep->ep_request_id != NULL ? ep->ep_request_id : "",
+	    ep->ep_request_id != NULL ? "\r\n" : "",
+	    /* Our page loads nothing, and nothing may be injected into it. */
+	    html ? "Content-Security-Policy: default-src 'none'; "
+		   "style-src 'unsafe-inline'\r\n"
+		 : "",
 	    /* 426 refuses a WebSocket version: say which one we speak. */
-	    status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
-	    keepalive ? "" : "Connection: close\r\n");
-	if (!head_only)
+	    ep->ep_status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
+	    (ep->ep_flags & ERRPAGE_F_KEEPALIVE) ? ""
+						 : "Connection: close\r\n");
+	if (!(ep->ep_flags & ERRPAGE_F_HEAD))
 		evbuffer_add_buffer(out, body);
 	evbuffer_free(body);
+}
+
+/*
+ * Append a whole error response to out, without sandbox or port.
+ * request_id, when not NULL, is sent as X-Request-Id; head_only leaves the
+ * body out (a HEAD request) but keeps its Content-Length.
+ */
+void
+errpage_write(struct evbuffer *out, const char *request_id, int status,
+    const char *code, const char *message, int html, int head_only,
+    int keepalive)
+{
+	struct errpage ep = {
+		.ep_request_id = request_id,
+		.ep_status = status,
+		.ep_code = code,
+		.ep_message = message,
+		.ep_flags = (html ? ERRPAGE_F_HTML : 0) |
+		    (head_only ? ERRPAGE_F_HEAD : 0) |
+		    (keepalive ? ERRPAGE_F_KEEPALIVE : 0),
+	};
+
+	errpage_put(out, &ep);
 }

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -172,6 +173,7 @@ extern const struct gw_error gw_err_request_timeout[];
 extern const struct gw_error gw_err_bad_target[];
 extern const struct gw_error gw_err_bad_path[];
 extern const struct gw_error gw_err_sandbox_unreachable[];
+extern const struct gw_error gw_err_upstream_unreachable[];
 extern const struct gw_error gw_err_tunnel_not_configured[];
 extern const struct gw_error gw_err_no_resources[];
 
@@ -811,6 +813,7 @@ void tunnel_ws_free(struct tunnel_xchg *);
 
 /* tunnelsrv.c */
 int tunnelsrv_main(int argc, char **argv);
+void tsrv_usage(FILE *);
 
 /* upstream.c */
 struct upstream *upstream_get(
@@ -823,6 +826,9 @@ void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
 
+/* The reason upstream.c gives proxy_upstream_failed for a connect timeout. */
+#define UPSTREAM_WHY_TIMEOUT "connect timeout"
+
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive);
@@ -831,6 +837,21 @@ void errpage_moved(struct evbuffer *, const char *request_id, int status,
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,
     int keepalive);
+
+/* A gateway error response, for errpage_put. */
+struct errpage {
+	const char *ep_request_id; /* sent as X-Request-Id, or NULL */
+	int ep_status;
+	const char *ep_code;
+	const char *ep_message; /* the sentence */
+	const char *ep_sandbox; /* shown on the HTML page, or NULL */
+	int ep_port; /* shown on the HTML page; 0: none */
+	int ep_flags;
+#define ERRPAGE_F_HTML 0x01 /* an HTML page for a browser, not JSON */
+#define ERRPAGE_F_HEAD 0x02 /* HEAD: no body, but its Content-Length */
+#define ERRPAGE_F_KEEPALIVE 0x04 /* the connection stays open */
+};
+void errpage_put(struct evbuffer *, const struct errpage *);
 
 /* auth.c */
 /* A request for a port, as auth_check sees it. */
@@ -874,5 +895,6 @@ auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
 
 /* tokencmd.c */
 int tokencmd_main(int argc, char **argv);
+void tokencmd_usage(FILE *);
 
 #endif

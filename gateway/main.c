@@ -15,15 +15,19 @@
 #include "splicer.h"
 #include "tls.h"
 
+/* Print the usage of akgateway and of its subcommands to f. */
 static void
 usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: akgateway [-c FILE] [--check] [--version] [--help]\n"
-	    "       akgateway token --sandbox ID --port N|--all-ports --ttl T "
-	    "[-c FILE]\n"
+	    "       akgateway token --sandbox ID (--port N | --all-ports | "
+	    "--tunnel)\n"
+	    "                       --ttl DURATION [-c FILE]\n"
 	    "       akgateway tunnel-server [--ws ADDR] [--listen ADDR] "
 	    "[--token T]\n"
+	    "                               [--client-wait D] "
+	    "[--http-timeout D] [-v]\n"
 	    "\n"
 	    "The public entry for sandbox port URLs.\n"
 	    "\n"
@@ -36,6 +40,13 @@ usage(FILE *f)
 	    "  -h, --help         print this help and exit\n"
 	    "\n"
 	    "Try: make run, then curl http://8000-local.localhost:8080/\n");
+	if (f != stdout)
+		return;
+	/* The whole help: each subcommand's own text, written once. */
+	fprintf(f, "\n");
+	tokencmd_usage(f);
+	fprintf(f, "\n");
+	tsrv_usage(f);
 }
 
 /* SIGHUP: reload the TLS certificates without dropping connections. */

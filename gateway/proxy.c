@@ -13,6 +13,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
+#include "addr.h"
 #include "alloc.h"
 #include "clock.h"
 #include "evb.h"
@@ -1252,19 +1253,28 @@ proxy_upstream_failed(
 {
 	struct conn *c = up->u_conn;
 	struct gw *g = up->u_gw;
+	char addr[ADDR_STRLEN];
 
+	addr_format((struct sockaddr *)&up->u_addr, addr, sizeof addr);
 	upstream_close(up, why);
 	if (c == NULL)
 		return;
 	if (e == gw_err_sandbox_unreachable)
 		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",
 		    c->c_sandbox->sb_id, why, c->c_sandbox->sb_netns);
-	else if (e == gw_err_upstream_timeout)
+	else if (e == gw_err_upstream_unreachable &&
+	    strcmp(why, UPSTREAM_WHY_TIMEOUT) == 0)
 		conn_fail(c, e,
-		    "Sandbox '%s' port %d did not accept a "
-		    "connection within %llums.",
-		    c->c_sandbox->sb_id, c->c_port,
+		    "Sandbox '%s' cannot be reached: %s did not answer "
+		    "a connection within %llums; the sandbox may be down "
+		    "or its address unroutable.",
+		    c->c_sandbox->sb_id, addr,
 		    (unsigned long long)g->g_conf->cf_connect_timeout);
+	else if (e == gw_err_upstream_unreachable)
+		conn_fail(c, e,
+		    "Sandbox '%s' cannot be reached: no route to %s (%s); "
+		    "the sandbox may be down or its address unroutable.",
+		    c->c_sandbox->sb_id, addr, why);
 	else
 		conn_fail(c, e,
 		    "Nothing is listening on port %d in sandbox "

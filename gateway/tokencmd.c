@@ -18,7 +18,7 @@
 #define TOKENCMD_MAX_TTL_MS (365ULL * 86400 * 1000)
 
 /* Print the subcommand's usage to f. */
-static void
+void
 tokencmd_usage(FILE *f)
 {
 	fprintf(f,
@@ -235,6 +235,11 @@ tokencmd_main(int argc, char **argv)
 	}
 	if (port != 0)
 		tokencmd_check_port(sb, port, cf->cf_file);
+	else if (strcmp(scope, "tunnel") == 0 && sb->sb_ntunnel_ports == 0)
+		fprintf(stderr,
+		    "akgateway token: warning: sandbox '%s' has no tunnel in "
+		    "%s; the token is of no use until one is configured\n",
+		    sb->sb_id, cf->cf_file);
 
 	expiry = (uint64_t)time(NULL) + ttl_ms / 1000;
 	token = token_mint(cf->cf_auth_secret, cf->cf_auth_secret_len,

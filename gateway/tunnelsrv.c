@@ -70,7 +70,7 @@ static const struct http1_limits tsrv_limits = { TSRV_HEAD_MAX, TSRV_LINE_MAX,
 	TSRV_HEADERS_MAX };
 
 /* Print the subcommand's usage to f. */
-static void
+void
 tsrv_usage(FILE *f)
 {
 	fprintf(f,

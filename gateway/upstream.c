@@ -24,6 +24,7 @@
 #define UP_ATTEMPTS 5
 
 static void upstream_connect(struct upstream *);
+static void upstream_connect_error(struct upstream *, int);
 static void upstream_idle_read_cb(struct bufferevent *, void *);
 static void upstream_idle_event_cb(struct bufferevent *, short, void *);
 
@@ -131,11 +132,32 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 	evtimer_add(up->u_timer, &tv);
 }
 
+/*
+ * A connection attempt failed with errno err.  No route, or a host that
+ * does not answer, fails at once: retrying would only make the client wait
+ * longer for the same answer.  Anything else (refused) is retried.
+ */
+static void
+upstream_connect_error(struct upstream *up, int err)
+{
+	char why[128];
+
+	snprintf(why, sizeof why, "%s", evutil_socket_error_to_string(err));
+	if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN ||
+	    err == ENETDOWN) {
+		GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
+		proxy_upstream_failed(up, gw_err_upstream_unreachable, why);
+		return;
+	}
+	upstream_attempt_failed(up, why);
+}
+
 /* Start a connection attempt; runs from the timer, never from the caller. */
 static void
 upstream_connect(struct upstream *up)
 {
 	struct gw *g = up->u_gw;
+	struct bufferevent *bev;
 	struct timeval tv;
 	int one = 1;
 	evutil_socket_t fd;
@@ -168,9 +190,15 @@ upstream_connect(struct upstream *up)
 	evio_tune(up->u_bev);
 	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
 	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
+	bev = up->u_bev;
+	/*
+	 * A connect that fails at once (ENETUNREACH) has already run the
+	 * event callback, which dealt with the attempt: do not count it twice.
+	 */
 	if (bufferevent_socket_connect(up->u_bev,
-		(struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0)
-		upstream_attempt_failed(up, "cannot start a connection");
+		(struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0 &&
+	    up->u_state == UP_S_CONNECTING && up->u_bev == bev)
+		upstream_connect_error(up, EVUTIL_SOCKET_ERROR());
 }
 
 /* Connection events while connecting or active. */
@@ -178,7 +206,7 @@ void
 upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream *up = arg;
-	char why[128];
+	int err = EVUTIL_SOCKET_ERROR();
 
 	(void)bev;
 	if (up->u_state == UP_S_DEAD)
@@ -194,14 +222,13 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		proxy_upstream_ready(up);
 		return;
 	}
+	/* The SYN was never answered: the address is as good as unroutable. */
 	if (what & BEV_EVENT_TIMEOUT) {
 		proxy_upstream_failed(
-		    up, gw_err_upstream_timeout, "connect timeout");
+		    up, gw_err_upstream_unreachable, UPSTREAM_WHY_TIMEOUT);
 		return;
 	}
-	snprintf(why, sizeof why, "%s",
-	    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-	upstream_attempt_failed(up, why);
+	upstream_connect_error(up, err);
 }
 
 /*

@@ -16,8 +16,10 @@ one tab and prints one JSON line per step:
   cdp M JSON call DevTools method M with params JSON in the tab:
              {"step": "cdp", "value": the result}
 
-Certificates are not checked (the test gateway uses the dev CA), and every
-*.localhost name is loopback inside Chromium.  A missing browser is an
+Certificates are not checked (the test gateway uses the dev CA) unless
+--verify-tls is given: then Chromium verifies them as a browser does,
+against the NSS database in $HOME/.pki/nssdb.  Every *.localhost name is
+loopback inside Chromium.  A missing browser is an
 error (exit 2), never a skip.  Everything is bounded in time.
 """
 import argparse
@@ -154,6 +156,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--step", action="append", default=[])
     ap.add_argument("--timeout", type=float, default=40)
+    ap.add_argument("--verify-tls", action="store_true")
     args = ap.parse_args()
     steps = []
     for s in args.step:
@@ -168,7 +171,9 @@ def main():
               "make deps)", file=sys.stderr)
         sys.exit(2)
     prof = tempfile.mkdtemp(prefix="akgw-chromium.")
-    proc = subprocess.Popen([exe, "--user-data-dir=" + prof] + FLAGS,
+    flags = [f for f in FLAGS if not (args.verify_tls and
+                                      f == "--ignore-certificate-errors")]
+    proc = subprocess.Popen([exe, "--user-data-dir=" + prof] + flags,
                             stdout=subprocess.DEVNULL,
                             stderr=open(os.path.join(prof, "stderr"), "w"))
     try:

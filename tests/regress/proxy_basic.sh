@@ -118,7 +118,9 @@ ok "refusals with status, code and sentence"
 
 # A browser navigation gets HTML.
 out=$($C -H 'Accept: text/html' "http://$ECHO-nosuch.localhost:$GW/")
-assert_contains "HTML error" "<h1>404 Not Found</h1>" "$out"
+assert_contains "HTML error status" '<p class="st">Error 404</p>' "$out"
+assert_contains "HTML error reason" "<h1>Not Found</h1>" "$out"
+assert_contains "HTML error code" "<dt>Code</dt><dd><code>sandbox_not_found</code>" "$out"
 ok "HTML error page for browsers"
 
 # A malformed request gets 400, the connection closes, the upstream sees nothing.
