@@ -375,8 +375,8 @@ conf_domains(const struct cfg_doc *doc, const struct cfg_node *n,
 	if (cfg_check_seq(doc, n, "domains", cause) != 0)
 		return (-1);
 	cf->cf_domains = xcalloc(n->n_count + 1, sizeof *cf->cf_domains);
-	cf->cf_domain_formats =
-	    xcalloc(n->n_count + 1, sizeof *cf->cf_domain_formats);
+	cf->cf_domain_formats = xcalloc(
+	    n->n_count + 1, sizeof *cf->cf_domain_formats);
 	for (i = 0; i < n->n_count; i++) {
 		item = n->n_items[i];
 		f = ROUTE_HF_AUTO;
@@ -385,10 +385,10 @@ conf_domains(const struct cfg_doc *doc, const struct cfg_node *n,
 			    0)
 				return (-1);
 			if ((v = cfg_map_get(item, "name")) == NULL)
-				return (cfg_error(doc, item, cause,
-				    "a domain needs a name"));
-			if ((item = cfg_map_get(n->n_items[i],
-				 "host_format")) != NULL &&
+				return (cfg_error(
+				    doc, item, cause, "a domain needs a name"));
+			if ((item = cfg_map_get(
+				 n->n_items[i], "host_format")) != NULL &&
 			    cfg_get_enum(doc, item, "host_format", formats, &f,
 				cause) != 0)
 				return (-1);
@@ -874,8 +874,8 @@ conf_build(const struct cfg_doc *doc, char **cause)
 			goto fail;
 	} else {
 		cf->cf_domains = xcalloc(2, sizeof *cf->cf_domains);
-		cf->cf_domain_formats =
-		    xcalloc(2, sizeof *cf->cf_domain_formats);
+		cf->cf_domain_formats = xcalloc(
+		    2, sizeof *cf->cf_domain_formats);
 		cf->cf_domains[cf->cf_ndomains++] = xstrdup("localhost");
 	}
 	if ((v = cfg_map_get(root, "workers")) != NULL &&

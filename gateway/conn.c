@@ -103,8 +103,8 @@ conn_reset_exchange(struct conn *c)
 	c->c_up_start_us = 0;
 	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
 	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
-	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE |
-	    CONN_F_LOGGED | CONN_F_READ_HELD | CONN_F_NO_SLASH);
+	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE | CONN_F_LOGGED |
+	    CONN_F_READ_HELD | CONN_F_NO_SLASH);
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -135,8 +135,7 @@ conn_close(struct conn *c, const char *reason)
 	log_debug("conn %llu %s: closed in state %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
 	    reason);
-	if ((c->c_flags & (CONN_F_UPGRADED | CONN_F_HANDED)) ==
-	    CONN_F_UPGRADED)
+	if ((c->c_flags & (CONN_F_UPGRADED | CONN_F_HANDED)) == CONN_F_UPGRADED)
 		GW_ADD(g->g_metrics.m_ws_active, -1);
 	/*
 	 * A request cut short (a client gone mid-body, an upstream gone
@@ -556,8 +555,7 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		    g->g_conf->cf_domain_formats[0] == ROUTE_HF_ID_PORT
 			? "{sandbox}-{port}"
 			: "{port}-{sandbox}",
-		    dom, port,
-		    c->c_host != NULL ? c->c_host : "", c->c_path);
+		    dom, port, c->c_host != NULL ? c->c_host : "", c->c_path);
 		return (NULL);
 	}
 }
@@ -838,8 +836,8 @@ conn_slash_redirect(struct conn *c)
 	xasprintf(&loc, "%s/%s", c->c_prefix, c->c_target + 1);
 	keep = (c->c_flags & CONN_F_KEEPALIVE) &&
 	    c->c_req.m_body == HTTP1_BODY_NONE;
-	errpage_moved(bufferevent_get_output(c->c_bev), c->c_request_id, 308,
-	    loc, keep);
+	errpage_moved(
+	    bufferevent_get_output(c->c_bev), c->c_request_id, 308, loc, keep);
 	free(loc);
 	c->c_status = 308;
 	conn_log_access(c, keep ? "keep-alive" : "close");
@@ -1225,7 +1223,8 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 		/* A client that closes without close_notify is just EOF. */
 		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
 	} else
-		bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+		bev = bufferevent_socket_new(
+		    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	conn_setup(g, c, bev);
 	GW_ADD(g->g_metrics.m_conns_accepted, 1);
 	log_debug("conn %llu %s: accepted on port %d",
@@ -1256,8 +1255,9 @@ conn_adopt(struct gw *g, struct conn *c, int fd, int listen_port)
 {
 	struct bufferevent *bev;
 
-	if (g == NULL || (bev = bufferevent_socket_new(g->g_base, fd,
-			      BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	if (g == NULL ||
+	    (bev = bufferevent_socket_new(
+		 g->g_base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
 		if (fd != -1)
 			close(fd);
 		conn_reset_exchange(c);

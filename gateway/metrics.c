@@ -25,7 +25,8 @@ metrics_code(struct gw *g, const char *code)
 	for (i = 0; i < GW_METRIC_CODES; i++) {
 		/* The main loop may read the table while we write. */
 		if (m->m_codes[i] == NULL)
-			__atomic_store_n(&m->m_codes[i], code, __ATOMIC_RELEASE);
+			__atomic_store_n(
+			    &m->m_codes[i], code, __ATOMIC_RELEASE);
 		if (m->m_codes[i] == code || strcmp(m->m_codes[i], code) == 0) {
 			GW_ADD(m->m_code_counts[i], 1);
 			break;
@@ -116,8 +117,8 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	gw_metrics_sum(g, &sum, &nconns); /* worker.c */
 	metrics_head(out, "akgw_connections_active", "gauge",
 	    "Client connections open now.");
-	evbuffer_add_printf(out, "akgw_connections_active %llu\n",
-	    (unsigned long long)nconns);
+	evbuffer_add_printf(
+	    out, "akgw_connections_active %llu\n", (unsigned long long)nconns);
 	metrics_head(out, "akgw_connections_accepted_total", "counter",
 	    "Client connections accepted.");
 	evbuffer_add_printf(out, "akgw_connections_accepted_total %llu\n",

@@ -392,8 +392,8 @@ proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 	memset(&ck, 0, sizeof ck);
 	do {
 		before = evbuffer_get_length(copy);
-		r = http1_chunked_decode(&ck, copy, sink, PROXY_STEP, &moved,
-		    err);
+		r = http1_chunked_decode(
+		    &ck, copy, sink, PROXY_STEP, &moved, err);
 		evbuffer_drain(sink, evbuffer_get_length(sink));
 	} while (r == 0 && evbuffer_get_length(copy) != before &&
 	    evbuffer_get_length(copy) != 0);
@@ -600,9 +600,9 @@ proxy_request_splice_done(void *arg, int error)
 		return;
 	}
 	conn_close(c,
-	    error == ETIMEDOUT ? "idle timeout mid-body"
-	    : error == EPIPE   ? "client closed mid-body"
-			       : "error relaying the request body");
+	    error == ETIMEDOUT   ? "idle timeout mid-body"
+		: error == EPIPE ? "client closed mid-body"
+				 : "error relaying the request body");
 }
 
 /*
@@ -687,8 +687,8 @@ proxy_write_small_tls(struct conn *c, struct upstream *up)
 	 * libevent offers it again.
 	 */
 	if (evbuffer_get_length(out) == 0 &&
-	    (n = tls_write_now(bufferevent_openssl_get_ssl(c->c_bev), p,
-		 len)) > 0)
+	    (n = tls_write_now(bufferevent_openssl_get_ssl(c->c_bev), p, len)) >
+		0)
 		evbuffer_drain(stage, (size_t)n);
 	evbuffer_add_buffer(out, stage);
 	return (1);
@@ -805,8 +805,8 @@ proxy_prefix_field(const struct conn *c, const struct http1_header *h)
 			e = end;
 		if ((np = proxy_prefix_path(c, a, (size_t)(e - a))) == NULL)
 			return (NULL);
-		xasprintf(&s, "%.*s%s%.*s", (int)(a - v), v, np,
-		    (int)(end - e), e);
+		xasprintf(
+		    &s, "%.*s%s%.*s", (int)(a - v), v, np, (int)(end - e), e);
 		free(np);
 		return (s);
 	}
@@ -839,7 +839,8 @@ proxy_add_response_start(
 		if (proxy_is_hop(m, h, nconn))
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
-		if (c->c_prefix != NULL && (v = proxy_prefix_field(c, h)) != NULL) {
+		if (c->c_prefix != NULL &&
+		    (v = proxy_prefix_field(c, h)) != NULL) {
 			strbuf_add_header(
 			    sb, h->name, h->name_len, v, strlen(v));
 			free(v);
@@ -1036,9 +1037,9 @@ proxy_splice_done(void *arg, int error)
 		 "%llu bytes early: %s",
 	    (unsigned long long)c->c_id, c->c_sandbox->sb_id, c->c_port,
 	    (unsigned long long)c->c_resp_body.b_left,
-	    error == ETIMEDOUT ? "idle timeout"
-			       : error == EPIPE ? "upstream closed"
-						: strerror(error));
+	    error == ETIMEDOUT   ? "idle timeout"
+		: error == EPIPE ? "upstream closed"
+				 : strerror(error));
 	if (up != NULL)
 		upstream_close(up, "closed mid-response");
 	conn_close(c,
@@ -1110,9 +1111,8 @@ proxy_interim(struct conn *c, struct upstream *up)
 		up->u_flags |= UP_F_NO_REUSE;
 		log_warn("conn %llu: sandbox '%s' port %d sent %u interim "
 			 "responses (%llu bytes) for one request; cut off",
-		    (unsigned long long)c->c_id, c->c_sandbox->sb_id,
-		    c->c_port, c->c_interim,
-		    (unsigned long long)c->c_interim_bytes);
+		    (unsigned long long)c->c_id, c->c_sandbox->sb_id, c->c_port,
+		    c->c_interim, (unsigned long long)c->c_interim_bytes);
 		conn_fail(c, gw_err_bad_response,
 		    "Sandbox '%s' port %d sent more interim (1xx) responses "
 		    "than the %d (or %d bytes) the gateway relays for one "

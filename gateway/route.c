@@ -140,8 +140,8 @@ route_parse_host(const char *host, size_t len, char *const *domains,
 	if (fmt != ROUTE_HF_ID_PORT && dash != NULL &&
 	    (port = route_port(label, (size_t)(dash - label))) != -1 &&
 	    route_host_id(dash + 1, (size_t)(label + llen - dash - 1)))
-		route_host_add(rh, port, dash + 1,
-		    (size_t)(label + llen - dash - 1));
+		route_host_add(
+		    rh, port, dash + 1, (size_t)(label + llen - dash - 1));
 	/* {id}-{port}: the last dash starts the port. */
 	for (dash = label + llen; dash > label && dash[-1] != '-'; dash--)
 		;

@@ -340,9 +340,8 @@ tdc_reply_error(
 	const char *q = NULL;
 	json_t *f;
 
-	log_debug("tunnel %s:%d: conn %llu %s: %d %s: %s", t->t_name,
-	    t->t_port, (unsigned long long)d->d_id, d->d_peer, status, code,
-	    msg);
+	log_debug("tunnel %s:%d: conn %llu %s: %d %s: %s", t->t_name, t->t_port,
+	    (unsigned long long)d->d_id, d->d_peer, status, code, msg);
 	/* A refusal before any exchange is counted and logged like one. */
 	t->t_requests++;
 	t->t_errors++;
@@ -355,10 +354,11 @@ tdc_reply_error(
 		json_object_set_new(f, "listen_port", json_integer(t->t_port));
 		json_object_set_new(f, "id", json_null());
 		json_object_set_new(f, "method",
-		    m->m_buf != NULL ? json_stringn(m->m_method, m->m_method_len)
-				     : json_null());
-		if (m->m_buf != NULL && (q = memchr(m->m_target, '?',
-					     m->m_target_len)) == NULL)
+		    m->m_buf != NULL
+			? json_stringn(m->m_method, m->m_method_len)
+			: json_null());
+		if (m->m_buf != NULL &&
+		    (q = memchr(m->m_target, '?', m->m_target_len)) == NULL)
 			q = m->m_target + m->m_target_len;
 		json_object_set_new(f, "path",
 		    m->m_buf != NULL

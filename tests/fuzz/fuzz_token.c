@@ -178,8 +178,8 @@ fuzz_target(const struct gw_config *cf, const char *text)
 	auth_result_free(&res);
 
 	/* The same target on the private port, with no other credential. */
-	rc = fuzz_auth(cf, sb, 8080, &sb->sb_ports[0], &m, target,
-	    AUTH_F_TLS, &res);
+	rc = fuzz_auth(
+	    cf, sb, 8080, &sb->sb_ports[0], &m, target, AUTH_F_TLS, &res);
 	if (rc == -1)
 		FUZZ_ASSERT(res.ar_err != NULL && res.ar_message != NULL &&
 		    (res.ar_err->e_status == 401 ||

@@ -24,8 +24,8 @@ expect_host(const char *host, int want_port, const char *want_id)
 {
 	struct route_host rh;
 
-	assert_int_equal(route_parse_host(host, strlen(host), domains, NULL, 4,
-			     &rh),
+	assert_int_equal(
+	    route_parse_host(host, strlen(host), domains, NULL, 4, &rh),
 	    ROUTE_OK);
 	assert_true(rh.rh_n >= 1);
 	assert_int_equal(rh.rh_port[0], want_port);
@@ -43,8 +43,8 @@ expect_readings(const char *host, const enum route_host_format *formats,
 {
 	struct route_host rh;
 
-	assert_int_equal(route_parse_host(host, strlen(host), domains, formats,
-			     4, &rh),
+	assert_int_equal(
+	    route_parse_host(host, strlen(host), domains, formats, 4, &rh),
 	    ROUTE_OK);
 	assert_int_equal(rh.rh_n, n);
 	assert_int_equal(rh.rh_port[0], p1);
@@ -82,30 +82,32 @@ test_host_id_port(void **state)
 	/* AKernel's e2e test: Host: {sandbox_id}-{port}.{domain}. */
 	expect_readings("sbx1-abc123-18081.localhost", NULL, 1, 18081,
 	    "sbx1-abc123", 0, NULL);
-	expect_readings("local-8000.localhost:8080", NULL, 1, 8000, "local", 0,
-	    NULL);
+	expect_readings(
+	    "local-8000.localhost:8080", NULL, 1, 8000, "local", 0, NULL);
 	/* Both orders read: port-first first. */
-	expect_readings("8000-9000.localhost", NULL, 2, 8000, "9000", 9000,
-	    "8000");
-	expect_readings("8000-a-1.localhost", NULL, 2, 8000, "a-1", 1,
-	    "8000-a");
+	expect_readings(
+	    "8000-9000.localhost", NULL, 2, 8000, "9000", 9000, "8000");
+	expect_readings(
+	    "8000-a-1.localhost", NULL, 2, 8000, "a-1", 1, "8000-a");
 	/* A pinned order reads one way only. */
-	expect_readings("8000-9000.localhost", pin_port, 1, 8000, "9000", 0,
-	    NULL);
-	expect_readings("8000-9000.localhost", pin_id, 1, 9000, "8000", 0,
-	    NULL);
-	assert_int_equal(route_parse_host("sbx-1.localhost", 15, domains,
-			     pin_port, 4, &rh),
+	expect_readings(
+	    "8000-9000.localhost", pin_port, 1, 8000, "9000", 0, NULL);
+	expect_readings(
+	    "8000-9000.localhost", pin_id, 1, 9000, "8000", 0, NULL);
+	assert_int_equal(
+	    route_parse_host("sbx-1.localhost", 15, domains, pin_port, 4, &rh),
 	    ROUTE_NONE);
-	assert_int_equal(route_parse_host("8000-sbx.localhost", 18, domains,
-			     pin_id, 4, &rh),
+	assert_int_equal(
+	    route_parse_host("8000-sbx.localhost", 18, domains, pin_id, 4, &rh),
 	    ROUTE_NONE);
 	/* A 63-byte label (the DNS limit AKernel checks) reads whole. */
 	memset(label, 'a', 57);
 	memcpy(label + 57, "-18081.localhost", 17);
 	assert_int_equal(strchr(label, '.') - label, 63);
-	expect_readings(label, NULL, 1, 18081, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	    "aaaaaaaaaaaaaaaaaaaaaaaaaa", 0, NULL);
+	expect_readings(label, NULL, 1, 18081,
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaa",
+	    0, NULL);
 	/* Malformed in the id-first order. */
 	expect_result("sbx-0.localhost", ROUTE_BAD);
 	expect_result("sbx-65536.localhost", ROUTE_BAD);

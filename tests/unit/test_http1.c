@@ -1452,7 +1452,8 @@ test_reason(void **state)
 	assert_string_equal(http1_reason(103), "Early Hints");
 	assert_string_equal(http1_reason(308), "Permanent Redirect");
 	assert_string_equal(http1_reason(413), "Content Too Large");
-	assert_string_equal(http1_reason(511), "Network Authentication Required");
+	assert_string_equal(
+	    http1_reason(511), "Network Authentication Required");
 	assert_string_equal(http1_reason(299), "");
 	assert_string_equal(http1_reason(0), "");
 	assert_string_equal(http1_reason(999), "");
