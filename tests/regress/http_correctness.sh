@@ -69,7 +69,7 @@ assert_contains "HTTP/1.0 final answer" "HTTP/1.1 200 OK" "$out"
 ok "interim responses keep their fields and reasons"
 
 # 4. "Connection: Host" does not leave the upstream without Host.
-out=$(raw "GET /head HTTP/1.1\r\nHost: $UP-local.localhost\r\nConnection: Host, X-Drop\r\nX-Drop: 1\r\nX-Keep: 1\r\n\r\n")
+out=$(raw "GET /head HTTP/1.1\r\nHost: $UP-local.localhost\r\nConnection: Host, X-Drop, close\r\nX-Drop: 1\r\nX-Keep: 1\r\n\r\n")
 h=$(last_head)
 hl=$(printf '%s\n' "$h" | tr -d '\r' | grep -i '^host:')
 assert_eq "Host survives Connection: Host" "Host: $UP-local.localhost" "$hl"
