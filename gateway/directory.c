@@ -55,6 +55,57 @@ directory_stamp(struct gw_sandbox *sb)
 		sb->sb_generation = ++directory_generations;
 }
 
+/* FNV-1a of s, folded to lower case when fold is set (ASCII). */
+static uint64_t
+directory_hash(const char *s, int fold)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	unsigned char c;
+
+	for (; *s != '\0'; s++) {
+		c = (unsigned char)*s;
+		if (fold && c >= 'A' && c <= 'Z')
+			c = (unsigned char)(c - 'A' + 'a');
+		h = (h ^ c) * 0x100000001b3ULL;
+	}
+	return (h);
+}
+
+/* Put index i of d under key in table tab (linear probing). */
+static void
+directory_slot_put(const struct gw_directory *d, uint32_t *tab, const char *key,
+    int fold, size_t i)
+{
+	size_t s = (size_t)directory_hash(key, fold) & d->d_mask;
+
+	while (tab[s] != 0)
+		s = (s + 1) & d->d_mask;
+	tab[s] = (uint32_t)(i + 1);
+}
+
+/*
+ * Build d's hashed indexes once its sandboxes are in place.  A sandbox
+ * earlier in the list sits earlier on its probe chain, so a lookup finds
+ * what a scan in list order would.
+ */
+static void
+directory_index_build(struct gw_directory *d)
+{
+	size_t i, n = 8;
+
+	while (n < 2 * d->d_count)
+		n *= 2;
+	d->d_mask = n - 1;
+	d->d_by_id = xcalloc(n, sizeof *d->d_by_id);
+	d->d_by_safe = xcalloc(n, sizeof *d->d_by_safe);
+	for (i = 0; i < d->d_count; i++) {
+		directory_slot_put(
+		    d, d->d_by_id, d->d_sandboxes[i]->sb_id, 0, i);
+		directory_slot_put(
+		    d, d->d_by_safe, d->d_sandboxes[i]->sb_safe_id, 1, i);
+	}
+}
+
 /* A new directory holding a reference to each of the n sandboxes. */
 struct gw_directory *
 directory_new(struct gw_sandbox *const *sandboxes, size_t n)
@@ -72,6 +123,7 @@ directory_new(struct gw_sandbox *const *sandboxes, size_t n)
 		sandbox_ref(sandboxes[i]);
 		d->d_sandboxes[d->d_count++] = sandboxes[i];
 	}
+	directory_index_build(d);
 	return (d);
 }
 
@@ -94,23 +146,35 @@ directory_unref(struct gw_directory *d)
 	for (i = 0; i < d->d_count; i++)
 		sandbox_unref(d->d_sandboxes[i]);
 	free(d->d_sandboxes);
+	free(d->d_by_id);
+	free(d->d_by_safe);
 	free(d);
 }
 
-/* Index of the sandbox with this raw id, or of this safe id; -1 if none. */
+/*
+ * Index of the sandbox with this raw id, or else of this safe id (host
+ * names are case-insensitive, so safe ids compare that way); -1 if none.
+ * Two probes of hashed indexes, not a scan of every sandbox.
+ */
 static ssize_t
 directory_index(const struct gw_directory *d, const char *id)
 {
-	size_t i;
+	const struct gw_sandbox *sb;
+	size_t s;
 
-	for (i = 0; i < d->d_count; i++) {
-		if (strcmp(d->d_sandboxes[i]->sb_id, id) == 0)
-			return ((ssize_t)i);
+	if (d->d_by_id == NULL)
+		return (-1);
+	for (s = (size_t)directory_hash(id, 0) & d->d_mask; d->d_by_id[s] != 0;
+	     s = (s + 1) & d->d_mask) {
+		sb = d->d_sandboxes[d->d_by_id[s] - 1];
+		if (strcmp(sb->sb_id, id) == 0)
+			return ((ssize_t)d->d_by_id[s] - 1);
 	}
-	/* Host names are case-insensitive, so safe ids compare that way. */
-	for (i = 0; i < d->d_count; i++) {
-		if (strcasecmp(d->d_sandboxes[i]->sb_safe_id, id) == 0)
-			return ((ssize_t)i);
+	for (s = (size_t)directory_hash(id, 1) & d->d_mask;
+	     d->d_by_safe[s] != 0; s = (s + 1) & d->d_mask) {
+		sb = d->d_sandboxes[d->d_by_safe[s] - 1];
+		if (strcasecmp(sb->sb_safe_id, id) == 0)
+			return ((ssize_t)d->d_by_safe[s] - 1);
 	}
 	return (-1);
 }
@@ -155,6 +219,7 @@ directory_put(const struct gw_directory *d, struct gw_sandbox *sb)
 		sandbox_ref(sb);
 		nd->d_sandboxes[nd->d_count++] = sb;
 	}
+	directory_index_build(nd);
 	return (nd);
 }
 
@@ -180,5 +245,6 @@ directory_delete(const struct gw_directory *d, const char *id)
 		sandbox_ref(d->d_sandboxes[i]);
 		nd->d_sandboxes[nd->d_count++] = d->d_sandboxes[i];
 	}
+	directory_index_build(nd);
 	return (nd);
 }

@@ -76,6 +76,14 @@ struct gw_directory {
 	uint64_t d_generation;
 	struct gw_sandbox **d_sandboxes;
 	size_t d_count;
+	/*
+	 * Hashed indexes (open addressing, linear probing) by raw id and by
+	 * safe id without regard to case: slot holds an index + 1, 0 is
+	 * empty; d_mask + 1 slots, at least twice d_count.
+	 */
+	uint32_t *d_by_id;
+	uint32_t *d_by_safe;
+	size_t d_mask;
 };
 
 /* A certificate served for the names a client asks for (SNI). */

@@ -236,6 +236,82 @@ test_find_sandbox(void **state)
 	conf_free(cf);
 }
 
+/* A sandbox id and safe id for test_directory_many. */
+static struct gw_sandbox *
+many_sandbox(const char *id, const char *safe)
+{
+	struct gw_sandbox *sb = calloc(1, sizeof *sb);
+
+	sb->sb_refcnt = 1;
+	sb->sb_id = strdup(id);
+	sb->sb_safe_id = strdup(safe);
+	return (sb);
+}
+
+/*
+ * Thousands of sandboxes: each is found by raw id, by safe id in any case,
+ * and not once deleted; a raw id wins over another sandbox's safe id, as a
+ * scan in list order would decide.
+ */
+static void
+test_directory_many(void **state)
+{
+	enum {
+		N = 5000
+	};
+	struct gw_sandbox **v, *sb;
+	struct gw_directory *d, *d2, *d3;
+	char id[64], safe[64], up[64];
+	size_t i, j;
+
+	(void)state;
+	v = calloc(N + 1, sizeof *v);
+	for (i = 0; i < N; i++) {
+		snprintf(id, sizeof id, "sbx@v1/n%zu", i);
+		snprintf(safe, sizeof safe, "sbx-at-v1-n%zu", i);
+		v[i] = many_sandbox(id, safe);
+	}
+	/* Its raw id is the safe id of sandbox 7: the raw id wins. */
+	v[N] = many_sandbox("sbx-at-v1-n7", "other-sbx-at-v1-n7");
+	d = directory_new(v, N + 1);
+	for (i = 0; i < N + 1; i++)
+		sandbox_unref(v[i]);
+	for (i = 0; i < N; i++) {
+		snprintf(id, sizeof id, "sbx@v1/n%zu", i);
+		snprintf(safe, sizeof safe, "sbx-at-v1-n%zu", i);
+		for (j = 0; safe[j] != '\0'; j++)
+			up[j] = (char)(safe[j] >= 'a' && safe[j] <= 'z'
+				? safe[j] - 'a' + 'A'
+				: safe[j]);
+		up[j] = '\0';
+		assert_ptr_equal(directory_find(d, id), v[i]);
+		if (i != 7) {
+			assert_ptr_equal(directory_find(d, safe), v[i]);
+			assert_ptr_equal(directory_find(d, up), v[i]);
+		}
+	}
+	assert_ptr_equal(directory_find(d, "sbx-at-v1-n7"), v[N]);
+	assert_ptr_equal(directory_find(d, "SBX-AT-V1-N7"), v[7]);
+	assert_null(directory_find(d, "sbx@v1/n5000"));
+	assert_null(directory_find(d, ""));
+	/* Delete one, replace another: the new directories index them. */
+	d2 = directory_delete(d, "sbx@v1/n42");
+	assert_non_null(d2);
+	assert_null(directory_find(d2, "sbx@v1/n42"));
+	assert_null(directory_find(d2, "sbx-at-v1-n42"));
+	assert_ptr_equal(directory_find(d2, "sbx@v1/n43"), v[43]);
+	sb = many_sandbox("sbx@v1/n99", "sbx-at-v1-n99");
+	d3 = directory_put(d2, sb);
+	sandbox_unref(sb);
+	assert_ptr_equal(directory_find(d3, "sbx-at-v1-n99"), sb);
+	assert_ptr_equal(directory_find(d2, "sbx-at-v1-n99"), v[99]);
+	assert_int_equal(d3->d_count, N);
+	directory_unref(d);
+	directory_unref(d2);
+	directory_unref(d3);
+	free(v);
+}
+
 static void
 test_directory_change(void **state)
 {
@@ -413,6 +489,7 @@ main(void)
 		cmocka_unit_test(test_safeid),
 		cmocka_unit_test(test_find_sandbox),
 		cmocka_unit_test(test_directory_change),
+		cmocka_unit_test(test_directory_many),
 		cmocka_unit_test(test_path_form),
 		cmocka_unit_test(test_tunnel_path),
 		cmocka_unit_test(test_find_port),
