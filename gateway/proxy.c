@@ -369,7 +369,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 
 /*
  * Check the chunked framing of the body bytes that arrived with the head,
- * on a copy, before anything goes upstream: a malformed body is refused
+ * before anything goes upstream: a malformed body is refused
  * before the upstream sees a head it would then see cut short.  Returns 0,
  * or -1 with *err set.
  */
@@ -377,18 +377,26 @@ static int
 proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 {
 	struct evbuffer *in = bufferevent_get_input(c->c_bev), *copy, *sink;
+	struct evbuffer_iovec iov[8];
 	struct http1_chunked ck;
-	size_t n, moved, before;
-	char *buf;
-	int r = 0;
+	size_t moved, before;
+	int i, n, r = 0;
 
-	if ((n = evbuffer_get_length(in)) == 0)
+	if (evbuffer_get_length(in) == 0)
 		return (0);
-	buf = xmalloc(n);
-	evbuffer_copyout(in, buf, n);
+	/*
+	 * The check reads the input's own memory, by reference: nothing is
+	 * copied, and the input is not touched while it runs.  The few
+	 * chains of a head's read (iov) are enough to tell.
+	 */
+	n = evbuffer_peek(in, -1, NULL, iov, 8);
+	if (n > 8)
+		n = 8;
 	copy = evbuffer_new();
 	sink = evbuffer_new();
-	evbuffer_add_reference(copy, buf, n, NULL, NULL);
+	for (i = 0; i < n; i++)
+		evbuffer_add_reference(
+		    copy, iov[i].iov_base, iov[i].iov_len, NULL, NULL);
 	memset(&ck, 0, sizeof ck);
 	do {
 		before = evbuffer_get_length(copy);
@@ -399,7 +407,6 @@ proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 	    evbuffer_get_length(copy) != 0);
 	evbuffer_free(sink);
 	evbuffer_free(copy);
-	free(buf);
 	return (r < 0 ? -1 : 0);
 }
 
