@@ -204,12 +204,29 @@ tunnel_xchg_end(struct tunnel_xchg *x, const char *reason)
 	event_base_once(x->x_base, -1, EV_TIMEOUT, tx_free_cb, x, &tv);
 }
 
-/* Log one line for a finished exchange and count it. */
+/*
+ * What one tunnel_access line says: an exchange's, or a refusal's before
+ * any exchange (no id, no time, no bytes).
+ */
+struct tx_line {
+	const char *tl_id; /* or NULL */
+	const char *tl_method; /* or NULL */
+	size_t tl_method_len;
+	const char *tl_path; /* or NULL; only up to the query is logged */
+	size_t tl_path_len;
+	int tl_ws;
+	int tl_status;
+	uint64_t tl_in, tl_out; /* body bytes from and to the caller */
+	int64_t tl_us; /* duration, or -1 */
+	const char *tl_code; /* gateway error code, or NULL */
+	const char *tl_end;
+};
+
+/* Log one tunnel_access line for tunnel t; never a query string. */
 static void
-tx_log(struct tunnel_xchg *x, const char *how)
+tx_log_line(const struct tunnel *t, const struct tx_line *tl)
 {
-	struct tunnel *t = x->x_tunnel;
-	uint64_t us = clock_mono_usec() - x->x_start_us;
+	const char *q;
 	json_t *f;
 
 	if (!log_enabled(LOG_LVL_INFO))
@@ -217,24 +234,52 @@ tx_log(struct tunnel_xchg *x, const char *how)
 	f = json_object();
 	json_object_set_new(f, "sandbox", json_string(t->t_name));
 	json_object_set_new(f, "listen_port", json_integer(t->t_port));
-	json_object_set_new(f, "id", json_string(x->x_id));
+	json_object_set_new(
+	    f, "id", tl->tl_id != NULL ? json_string(tl->tl_id) : json_null());
 	json_object_set_new(f, "method",
-	    x->x_method != NULL ? json_string(x->x_method) : json_null());
-	json_object_set_new(f, "path",
-	    x->x_target != NULL
-		? json_stringn(x->x_target, strcspn(x->x_target, "?"))
+	    tl->tl_method != NULL
+		? json_stringn(tl->tl_method, tl->tl_method_len)
 		: json_null());
-	json_object_set_new(f, "websocket", json_boolean(x->x_flags & TX_F_WS));
-	json_object_set_new(f, "status", json_integer(x->x_status));
+	if (tl->tl_path != NULL &&
+	    (q = memchr(tl->tl_path, '?', tl->tl_path_len)) == NULL)
+		q = tl->tl_path + tl->tl_path_len;
+	json_object_set_new(f, "path",
+	    tl->tl_path != NULL
+		? json_stringn(tl->tl_path, (size_t)(q - tl->tl_path))
+		: json_null());
+	json_object_set_new(f, "websocket", json_boolean(tl->tl_ws));
+	json_object_set_new(f, "status", json_integer(tl->tl_status));
+	json_object_set_new(f, "bytes_in", json_integer((json_int_t)tl->tl_in));
 	json_object_set_new(
-	    f, "bytes_in", json_integer((json_int_t)x->x_up_read));
-	json_object_set_new(
-	    f, "bytes_out", json_integer((json_int_t)x->x_resp_received));
-	json_object_set_new(f, "ms", json_real((double)us / 1000));
+	    f, "bytes_out", json_integer((json_int_t)tl->tl_out));
+	json_object_set_new(f, "ms",
+	    tl->tl_us >= 0 ? json_real((double)tl->tl_us / 1000) : json_null());
 	json_object_set_new(f, "error",
-	    x->x_err != NULL ? json_string(x->x_err->e_code) : json_null());
-	json_object_set_new(f, "end", json_string(how));
+	    tl->tl_code != NULL ? json_string(tl->tl_code) : json_null());
+	json_object_set_new(f, "end", json_string(tl->tl_end));
 	log_event(LOG_LVL_INFO, "tunnel_access", f);
+}
+
+/* Log one line for a finished exchange. */
+static void
+tx_log(struct tunnel_xchg *x, const char *how)
+{
+	struct tx_line tl;
+
+	memset(&tl, 0, sizeof tl);
+	tl.tl_id = x->x_id;
+	tl.tl_method = x->x_method;
+	tl.tl_method_len = x->x_method != NULL ? strlen(x->x_method) : 0;
+	tl.tl_path = x->x_target;
+	tl.tl_path_len = x->x_target != NULL ? strlen(x->x_target) : 0;
+	tl.tl_ws = (x->x_flags & TX_F_WS) != 0;
+	tl.tl_status = x->x_status;
+	tl.tl_in = x->x_up_read;
+	tl.tl_out = x->x_resp_received;
+	tl.tl_us = (int64_t)(clock_mono_usec() - x->x_start_us);
+	tl.tl_code = x->x_err != NULL ? x->x_err->e_code : NULL;
+	tl.tl_end = how;
+	tx_log_line(x->x_tunnel, &tl);
 }
 
 /*
@@ -337,8 +382,7 @@ tdc_reply_error(
 {
 	struct tunnel *t = d->d_tunnel;
 	const struct http1_msg *m = &d->d_req;
-	const char *q = NULL;
-	json_t *f;
+	struct tx_line tl;
 
 	log_debug("tunnel %s:%d: conn %llu %s: %d %s: %s", t->t_name, t->t_port,
 	    (unsigned long long)d->d_id, d->d_peer, status, code, msg);
@@ -348,27 +392,18 @@ tdc_reply_error(
 	GW_ADD(t->t_gw->g_metrics.m_tunnel_requests, 1);
 	GW_ADD(t->t_gw->g_metrics.m_tunnel_errors, 1);
 	metrics_code(t->t_gw, code);
-	if (log_enabled(LOG_LVL_INFO)) {
-		f = json_object();
-		json_object_set_new(f, "sandbox", json_string(t->t_name));
-		json_object_set_new(f, "listen_port", json_integer(t->t_port));
-		json_object_set_new(f, "id", json_null());
-		json_object_set_new(f, "method",
-		    m->m_buf != NULL
-			? json_stringn(m->m_method, m->m_method_len)
-			: json_null());
-		if (m->m_buf != NULL &&
-		    (q = memchr(m->m_target, '?', m->m_target_len)) == NULL)
-			q = m->m_target + m->m_target_len;
-		json_object_set_new(f, "path",
-		    m->m_buf != NULL
-			? json_stringn(m->m_target, (size_t)(q - m->m_target))
-			: json_null());
-		json_object_set_new(f, "status", json_integer(status));
-		json_object_set_new(f, "error", json_string(code));
-		json_object_set_new(f, "end", json_string("refused"));
-		log_event(LOG_LVL_INFO, "tunnel_access", f);
+	memset(&tl, 0, sizeof tl);
+	if (m->m_buf != NULL) {
+		tl.tl_method = m->m_method;
+		tl.tl_method_len = m->m_method_len;
+		tl.tl_path = m->m_target;
+		tl.tl_path_len = m->m_target_len;
 	}
+	tl.tl_status = status;
+	tl.tl_us = -1;
+	tl.tl_code = code;
+	tl.tl_end = "refused";
+	tx_log_line(t, &tl);
 	errpage_write(bufferevent_get_output(d->d_bev), NULL, status, code, msg,
 	    0, d->d_flags & TDC_F_HEAD_REQ, 0);
 	d->d_flags &= ~TDC_F_KEEPALIVE;
