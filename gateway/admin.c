@@ -398,7 +398,7 @@ static int
 admin_authorized(const struct admin_conn *ac)
 {
 	const char *token = ac->ac_admin->a_gw->g_conf->cf_admin_token;
-	const struct http1_header *h;
+	const struct hfield *h;
 	const char *p;
 	size_t want, got;
 	int diff;

@@ -107,7 +107,7 @@ auth_found_free(struct auth_found *f)
  * Authorization gives 0.
  */
 static int
-auth_bearer(const struct http1_header *h, const char **tok, size_t *len)
+auth_bearer(const struct hfield *h, const char **tok, size_t *len)
 {
 	const char *v = h->value, *end = h->value + h->value_len;
 
@@ -127,7 +127,7 @@ auth_bearer(const struct http1_header *h, const char **tok, size_t *len)
 
 /* Is h an X-Access-Token field? */
 static int
-auth_is_access_header(const struct http1_header *h)
+auth_is_access_header(const struct hfield *h)
 {
 	return (h->name_len == 14 &&
 	    strncasecmp(h->name, "x-access-token", 14) == 0);
@@ -363,7 +363,7 @@ auth_collect(
 {
 	const struct http1_msg *req = aq->aq_msg;
 	struct auth_cookie_ctx cc;
-	const struct http1_header *h;
+	const struct hfield *h;
 	const char *tok;
 	size_t i, len;
 
@@ -514,7 +514,7 @@ static int
 auth_from_own_origin(const struct auth_req *aq, const char **why,
     size_t *why_len, int *is_origin)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t i;
 
 	for (i = 0; i < aq->aq_msg->m_nheaders; i++) {
@@ -765,7 +765,7 @@ auth_result_free(struct auth_result *res)
  */
 int
 auth_is_credential_header(
-    const struct gw_config *cf, const struct http1_header *h)
+    const struct gw_config *cf, const struct hfield *h)
 {
 	const char *tok;
 	size_t len;

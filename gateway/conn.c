@@ -249,7 +249,7 @@ conn_finish(struct conn *c)
 static int
 conn_wants_html(const struct conn *c)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 
 	if (c->c_req.m_buf == NULL)
 		return (0);
@@ -362,7 +362,7 @@ static int
 conn_target(struct conn *c)
 {
 	const struct http1_msg *m = &c->c_req;
-	const struct http1_header *h;
+	const struct hfield *h;
 	const char *t = m->m_target, *slash;
 	size_t tlen = m->m_target_len;
 
@@ -691,7 +691,7 @@ static int
 conn_tunnel_auth(struct conn *c, struct gw_sandbox *sb)
 {
 	const struct gw_config *cf = c->c_gw->g_conf;
-	const struct http1_header *h;
+	const struct hfield *h;
 	const char *tok = NULL;
 	size_t len = 0;
 

@@ -897,7 +897,7 @@ int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
     const struct gw_port_rule *, const struct auth_req *, struct auth_result *);
 void auth_result_free(struct auth_result *);
 int auth_is_credential_header(
-    const struct gw_config *, const struct http1_header *);
+    const struct gw_config *, const struct hfield *);
 char *
 auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
 

@@ -68,7 +68,7 @@ static const struct proxy_name proxy_hop[] = { PROXY_NAME("connection"),
 
 /* Is h called name (len bytes, lowercase)? */
 static inline int
-proxy_named(const struct http1_header *h, const char *name, size_t len)
+proxy_named(const struct hfield *h, const char *name, size_t len)
 {
 	return (h->name_len == len && strncasecmp(h->name, name, len) == 0);
 }
@@ -90,9 +90,9 @@ proxy_nconnection(const struct http1_msg *m)
  */
 static int
 proxy_is_hop(
-    const struct http1_msg *m, const struct http1_header *h, size_t nconn)
+    const struct http1_msg *m, const struct hfield *h, size_t nconn)
 {
-	const struct http1_header *ch;
+	const struct hfield *ch;
 	size_t i;
 
 	for (i = 0; i < sizeof proxy_hop / sizeof proxy_hop[0]; i++) {
@@ -186,7 +186,7 @@ static void
 proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
     size_t len, const char *last)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t i;
 
 	strbuf_add(sb, name, len);
@@ -206,7 +206,7 @@ proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
 static void
 proxy_add_upgrade(const struct http1_msg *m, struct strbuf *sb)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 
 	if ((h = http1_msg_find(m, "upgrade")) != NULL)
 		strbuf_add_header(sb, "Upgrade", 7, h->value, h->value_len);
@@ -221,7 +221,7 @@ void
 proxy_request_id(struct conn *c)
 {
 	static uint64_t seed, counter;
-	const struct http1_header *h;
+	const struct hfield *h;
 	uint64_t n, v;
 	size_t i;
 
@@ -260,7 +260,7 @@ proxy_request_id(struct conn *c)
 static int
 proxy_is_websocket(const struct http1_msg *m)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 
 	if (!(m->m_flags & HTTP1_F_CONN_UPGRADE) ||
 	    !(m->m_flags & HTTP1_F_UPGRADE) || m->m_method_len != 3 ||
@@ -276,7 +276,7 @@ static void
 proxy_write_request_head(struct conn *c, struct evbuffer *out)
 {
 	const struct http1_msg *m = &c->c_req;
-	const struct http1_header *h;
+	const struct hfield *h;
 	const struct gw_port_rule *pr = c->c_rule;
 	struct strbuf *sb = &c->c_gw->g_head;
 	const char *p;
@@ -772,7 +772,7 @@ proxy_prefix_path(const struct conn *c, const char *path, size_t len)
  * Set-Cookie Path.  Returns the new value (xmalloc'd), or NULL to keep h.
  */
 static char *
-proxy_prefix_field(const struct conn *c, const struct http1_header *h)
+proxy_prefix_field(const struct conn *c, const struct hfield *h)
 {
 	const char *v = h->value, *end = h->value + h->value_len, *a, *e, *p;
 	char *np, *s;
@@ -830,7 +830,7 @@ static int
 proxy_add_response_start(
     struct strbuf *sb, const struct http1_msg *m, const struct conn *c)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t i, nconn = proxy_nconnection(m);
 	int own_id = 0;
 	char *v;
@@ -864,7 +864,7 @@ static void
 proxy_write_response_head(
     struct conn *c, const struct http1_msg *m, struct evbuffer *out)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	struct gw_body *b = &c->c_resp_body;
 	struct strbuf *sb = &c->c_gw->g_head;
 	int own_id;

@@ -1011,7 +1011,7 @@ tunnel_find(const struct gw *g, const char *name, int port)
 void
 tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	struct tunnel *t;
 	const char *key;
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];

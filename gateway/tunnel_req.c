@@ -139,7 +139,7 @@ tx_req_conn_named(const struct http1_msg *m, const char *name)
 static void
 tx_req_headers(const struct http1_msg *req, struct tunproto_msg *m)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t i;
 
 	for (i = 0; i < req->m_nheaders; i++) {
@@ -992,7 +992,7 @@ tdc_read_head(struct tunnel_dconn *d)
 	struct evbuffer *in = bufferevent_get_input(d->d_bev);
 	struct http1_msg *m = &d->d_req;
 	enum http1_err err = HTTP1_E_NONE;
-	const struct http1_header *h;
+	const struct hfield *h;
 	int r;
 
 	if (evbuffer_get_length(in) == 0 || (d->d_flags & TDC_F_NEXT))

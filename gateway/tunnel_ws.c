@@ -72,7 +72,7 @@ tws_fail(
 int
 tunnel_ws_start(struct tunnel_dconn *d)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	struct tunnel_xchg *x;
 	const char *key;
 	char *why;
@@ -113,7 +113,7 @@ tunnel_ws_dispatch(struct tunnel_xchg *x)
 	struct tunnel *t = x->x_tunnel;
 	const struct tunnel_link *l = tunnel_active(t);
 	struct tunnel_dconn *d = x->x_dconn;
-	const struct http1_header *h;
+	const struct hfield *h;
 	struct tunproto_msg m;
 	struct timeval tv;
 	size_t i;

@@ -148,7 +148,7 @@ tsrv_refuse(struct tsrv_conn *sc, int status, const char *code, const char *msg)
 static int
 tsrv_token_ok(const struct tsrv *srv, const struct http1_msg *m)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	const char *tok = NULL;
 	size_t len = 0, want = strlen(srv->ts_token);
 	int diff;
@@ -175,7 +175,7 @@ tsrv_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct tsrv_conn *sc = arg;
 	struct tsrv *srv = sc->sc_srv;
-	const struct http1_header *h;
+	const struct hfield *h;
 	enum http1_err err = HTTP1_E_NONE;
 	const char *key;
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];

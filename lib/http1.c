@@ -469,7 +469,7 @@ http1_check_field(const u_char *line, size_t len)
  * and OWS-trimmed value.
  */
 static void
-http1_cut_field(char *line, size_t len, struct http1_header *h)
+http1_cut_field(char *line, size_t len, struct hfield *h)
 {
 	char *colon, *v, *e;
 
@@ -541,7 +541,7 @@ http1_add_te(struct http1_fields *f, const char *value, size_t len)
 /* Note what one header field means for framing and flags. */
 static enum http1_err
 http1_apply_field(struct http1_msg *m, struct http1_fields *f,
-    const struct http1_header *h, int request)
+    const struct hfield *h, int request)
 {
 	const char *name = h->name, *value = h->value;
 	size_t nlen = h->name_len, vlen = h->value_len;
@@ -646,7 +646,7 @@ http1_parse_head(struct evbuffer *in, const struct http1_limits *lim,
     int request, int head_request, struct http1_msg *m, enum http1_err *err)
 {
 	struct http1_fields f;
-	struct http1_header *h;
+	struct hfield *h;
 	char *p, *lf, *end;
 	size_t head_len, nfields;
 	enum http1_err e;
@@ -747,18 +747,46 @@ http1_msg_reset(struct http1_msg *m)
 }
 
 /* First header field named name, ignoring case, or NULL. */
-const struct http1_header *
+const struct hfield *
 http1_msg_find(const struct http1_msg *m, const char *name)
 {
-	size_t i, len;
+	return (hfield_find(m->m_headers, m->m_nheaders, name));
+}
 
-	len = strlen(name);
-	for (i = 0; i < m->m_nheaders; i++) {
-		if (m->m_headers[i].name_len == len &&
-		    strncasecmp(m->m_headers[i].name, name, len) == 0)
-			return (&m->m_headers[i]);
+/* The protocol-neutral view of a parsed message. */
+void
+http1_msg_head(const struct http1_msg *m, struct head *h)
+{
+	const struct hfield *host;
+
+	memset(h, 0, sizeof *h);
+	h->h_method = m->m_method;
+	h->h_method_len = m->m_method_len;
+	h->h_target = m->m_target;
+	h->h_target_len = m->m_target_len;
+	if (m->m_method != NULL &&
+	    (host = http1_msg_find(m, "host")) != NULL) {
+		h->h_authority = host->value;
+		h->h_authority_len = host->value_len;
 	}
-	return (NULL);
+	h->h_status = m->m_status;
+	h->h_version = 10 + m->m_minor;
+	h->h_fields = m->m_headers;
+	h->h_nfields = m->m_nheaders;
+	if (m->m_body == HTTP1_BODY_LENGTH) {
+		h->h_flags |= HEAD_F_LENGTH;
+		h->h_length = m->m_content_length;
+	} else if (m->m_body == HTTP1_BODY_NONE) {
+		/* A request without a body has length 0; a response none. */
+		h->h_flags |= m->m_method != NULL ? HEAD_F_LENGTH : HEAD_F_NO_BODY;
+	}
+	if (m->m_flags & HTTP1_F_CONN_CLOSE)
+		h->h_flags |= HEAD_F_CLOSE;
+	if ((m->m_flags & HTTP1_F_CONN_UPGRADE) &&
+	    (m->m_flags & HTTP1_F_UPGRADE))
+		h->h_flags |= HEAD_F_UPGRADE;
+	if (m->m_flags & HTTP1_F_EXPECT_CONTINUE)
+		h->h_flags |= HEAD_F_CONTINUE;
 }
 
 /* HTTP status for an error. */

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "head.h"
+
 struct evbuffer;
 
 /* Why a message was refused; each maps to one status, code and sentence. */
@@ -58,13 +60,6 @@ struct http1_limits {
 	size_t max_headers; /* number of header fields */
 };
 
-/* One header field; name and value point into m_buf, NUL-terminated. */
-struct http1_header {
-	const char *name;
-	size_t name_len;
-	const char *value; /* without leading/trailing OWS */
-	size_t value_len;
-};
 
 /*
  * A parsed message head.  Zero it (or call http1_msg_reset) before parsing
@@ -84,7 +79,7 @@ struct http1_msg {
 	const char *m_reason; /* response only, may be "" */
 	int m_minor; /* HTTP/1.m_minor */
 
-	struct http1_header *m_headers;
+	struct hfield *m_headers; /* point into m_buf */
 	size_t m_nheaders;
 
 	enum http1_body m_body;
@@ -115,11 +110,17 @@ int http1_parse_request(struct evbuffer *in, const struct http1_limits *,
 int http1_parse_response(struct evbuffer *in, const struct http1_limits *,
     int head_request, struct http1_msg *, enum http1_err *err);
 
+/*
+ * The protocol-neutral view of a parsed message, pointing into m (which
+ * must outlive it): what the core reads.  h_authority is Host.
+ */
+void http1_msg_head(const struct http1_msg *, struct head *);
+
 /* Free what a parse allocated and zero the message for reuse. */
 void http1_msg_reset(struct http1_msg *);
 
 /* First header field named name (case-insensitive), or NULL. */
-const struct http1_header *
+const struct hfield *
 http1_msg_find(const struct http1_msg *, const char *name);
 
 /*

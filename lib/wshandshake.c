@@ -101,7 +101,7 @@ ws_refuse(char **why, const char *fmt, ...)
 /* How many header fields are named name; *first gets the first one. */
 static size_t
 ws_count(const struct http1_msg *m, const char *name,
-    const struct http1_header **first)
+    const struct hfield **first)
 {
 	size_t i, n = 0;
 
@@ -119,7 +119,7 @@ ws_count(const struct http1_msg *m, const char *name,
 static int
 ws_list_has(const struct http1_msg *m, const char *name, const char *token)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t i;
 
 	for (i = 0; i < m->m_nheaders; i++) {
@@ -136,7 +136,7 @@ int
 ws_check_upgrade_request(
     const struct http1_msg *m, const char **key, char **why)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	size_t n;
 
 	*key = NULL;
@@ -265,7 +265,7 @@ ws_client_request(const char *host_header, const char *path, const char *key,
 int
 ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	char want[WS_ACCEPT_LEN + 1];
 	size_t n;
 

@@ -270,7 +270,7 @@ static int
 chan_check_accept(struct tun_chan *ch, char **why)
 {
 	struct http1_msg copy = ch->ch_resp;
-	struct http1_header *h;
+	struct hfield *h;
 	size_t i, n = 0;
 	int rv;
 

@@ -669,7 +669,7 @@ xchg_target_failed(struct tun_xchg *x, const char *why)
 static int
 xchg_content_length(const struct http1_msg *m, uint64_t *out)
 {
-	const struct http1_header *h;
+	const struct hfield *h;
 	uint64_t v = 0;
 	size_t i;
 

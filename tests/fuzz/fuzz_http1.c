@@ -66,7 +66,7 @@ static void
 fuzz_check_head(const struct fuzz_head *h, size_t size, int request)
 {
 	const struct http1_msg *m = &h->msg;
-	const struct http1_header *hd;
+	const struct hfield *hd;
 	size_t i;
 
 	FUZZ_ASSERT(h->rv >= -1 && h->rv <= 1);

@@ -195,7 +195,7 @@ static void
 fuzz_headers(const struct gw_config *cf, const char *text)
 {
 	const struct gw_sandbox *sb = cf->cf_sandboxes[0];
-	struct http1_header h[5];
+	struct hfield h[5];
 	struct auth_result res;
 	struct http1_msg m;
 	char *bearer;

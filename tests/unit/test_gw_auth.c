@@ -66,7 +66,7 @@ struct fixture {
 /* A request head built from "Name: value" strings. */
 struct req {
 	struct http1_msg msg;
-	struct http1_header h[16];
+	struct hfield h[16];
 };
 
 /* Load text into f. */

@@ -1466,6 +1466,59 @@ test_reason(void **state)
 	assert_int_equal(n, 60);
 }
 
+/* The neutral view of a request and of responses: fields, authority, framing. */
+static void
+test_msg_head(void **state)
+{
+	struct test_parse t;
+	struct head h;
+
+	(void)state;
+	assert_int_equal(test_req(&t, "POST /a?b HTTP/1.1\r\nHost: x.example\r\n"
+	    "Content-Length: 5\r\nExpect: 100-continue\r\n"
+	    "Connection: close\r\n\r\n"), 1);
+	http1_msg_head(&t.msg, &h);
+	assert_true(head_method_is(&h, "POST"));
+	assert_false(head_method_is(&h, "post"));
+	assert_memory_equal(h.h_target, "/a?b", 4);
+	assert_int_equal(h.h_target_len, 4);
+	assert_int_equal(h.h_authority_len, 9);
+	assert_memory_equal(h.h_authority, "x.example", 9);
+	assert_int_equal(h.h_version, 11);
+	assert_int_equal(h.h_status, 0);
+	assert_int_equal(h.h_nfields, 4);
+	assert_int_equal(h.h_flags,
+	    HEAD_F_LENGTH | HEAD_F_CONTINUE | HEAD_F_CLOSE);
+	assert_int_equal(h.h_length, 5);
+	assert_string_equal(head_find(&h, "EXPECT")->value, "100-continue");
+	assert_null(head_find(&h, "upgrade"));
+	http1_msg_reset(&t.msg);
+
+	assert_int_equal(test_req(&t, "GET / HTTP/1.0\r\nConnection: upgrade\r\n"
+	    "Upgrade: websocket\r\n\r\n"), 1);
+	http1_msg_head(&t.msg, &h);
+	assert_null(h.h_authority);
+	assert_int_equal(h.h_version, 10);
+	assert_int_equal(h.h_flags, HEAD_F_LENGTH | HEAD_F_UPGRADE);
+	assert_int_equal(h.h_length, 0);
+	http1_msg_reset(&t.msg);
+
+	assert_int_equal(test_resp(&t, "HTTP/1.1 204 No Content\r\n"
+	    "Host: not-an-authority\r\n\r\n", 0), 1);
+	http1_msg_head(&t.msg, &h);
+	assert_null(h.h_method);
+	assert_null(h.h_authority);
+	assert_int_equal(h.h_status, 204);
+	assert_int_equal(h.h_flags, HEAD_F_NO_BODY);
+	http1_msg_reset(&t.msg);
+
+	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n", 0), 1);
+	http1_msg_head(&t.msg, &h);
+	assert_int_equal(h.h_flags, 0);
+	http1_msg_reset(&t.msg);
+}
+
 int
 main(void)
 {
@@ -1514,6 +1567,7 @@ main(void)
 		cmocka_unit_test(test_chunked_max),
 		cmocka_unit_test(test_chunk_writers),
 		cmocka_unit_test(test_reason),
+		cmocka_unit_test(test_msg_head),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -372,7 +372,7 @@ test_client_request_accepted(void **state)
 {
 	const char *extra[] = { "X-Auth: token", "X-YR-Tunnel-Protocol: 2",
 		NULL };
-	const struct http1_header *h;
+	const struct hfield *h;
 	struct http1_msg m;
 	char key[WS_KEY_LEN + 1], *req, *why = NULL;
 	const char *got;
