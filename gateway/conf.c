@@ -50,7 +50,7 @@ static const char *const timeout_keys[] = { "request_header", "connect",
 	"websocket_idle", "websocket_fin", NULL };
 static const char *const limit_keys[] = { "max_connections",
 	"max_connections_per_sandbox", "max_header_size", "max_headers",
-	"max_body_size", NULL };
+	"max_body_size", "max_idle_upstreams", NULL };
 static const char *const sandbox_keys[] = { "id", "address", "netns",
 	"max_connections", "ports", "tunnel", NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
@@ -80,6 +80,7 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_max_headers = 100;
 	cf->cf_max_body_size = 0;
 	cf->cf_max_connections_per_sandbox = 0;
+	cf->cf_max_idle_upstreams = 1024;
 	cf->cf_ws_idle_timeout = 3600 * 1000;
 	cf->cf_ws_fin_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
@@ -470,6 +471,12 @@ conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
 			1000000, &ll, cause) != 0)
 			return (-1);
 		cf->cf_max_connections_per_sandbox = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "max_idle_upstreams")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.max_idle_upstreams", 0,
+			UPSTREAM_POOL_MAX, &ll, cause) != 0)
+			return (-1);
+		cf->cf_max_idle_upstreams = (uint64_t)ll;
 	}
 	if ((v = cfg_map_get(n, "max_header_size")) != NULL &&
 	    cfg_get_size(doc, v, "limits.max_header_size", 1024, 1024 * 1024,

@@ -676,7 +676,7 @@ conn_handoff(struct conn *c, int listen_port)
 	if (c->c_path != NULL)
 		nc->c_path = xstrdup(c->c_path);
 	c->c_flags |= CONN_F_HANDED;
-	c->c_up = upstream_pipe(c->c_gw, c, sv[0]);
+	c->c_up = upstream_pipe(c->c_gw, c->c_sandbox, sv[0], &proxy_owner, c);
 	gw_handoff(c->c_gw, nc, sv[1], listen_port);
 	relay_start(c);
 }

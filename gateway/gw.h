@@ -144,6 +144,7 @@ struct gw_config {
 	uint64_t cf_max_body_size; /* 0 = no limit */
 
 	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
+	uint64_t cf_max_idle_upstreams; /* per event loop; 0: no pool */
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
@@ -205,6 +206,8 @@ struct gw_metrics {
 	uint64_t m_code_counts[GW_METRIC_CODES];
 	uint64_t m_upstream_connect_failures;
 	uint64_t m_upstream_retries;
+	uint64_t m_upstream_idle; /* pooled connections now */
+	uint64_t m_upstream_evicted; /* pooled ones closed at the pool's cap */
 	uint64_t m_bytes_in; /* from clients */
 	uint64_t m_bytes_out; /* to clients */
 	uint64_t m_ws_active;
@@ -243,6 +246,20 @@ struct gw_shared {
 	size_t s_nworkers;
 };
 
+struct upstream;
+TAILQ_HEAD(upstream_list, upstream);
+
+/*
+ * Idle upstreams of one event loop, hashed by identity (sandbox version
+ * and port) and listed oldest last for the cap and the flushes.
+ */
+struct upstream_pool {
+	struct upstream_list p_idle; /* newest first */
+	struct upstream_list *p_buckets; /* p_mask + 1, or NULL: empty */
+	size_t p_mask;
+	size_t p_count;
+};
+
 /*
  * One event loop: the main one (worker 0, which also runs the admin API,
  * signals and terminate-mode tunnels) or a worker thread.  Each has its
@@ -268,7 +285,7 @@ struct gw {
 	uint64_t g_nconns;
 	uint64_t g_conn_ids;
 	TAILQ_HEAD(, conn) g_conns;
-	TAILQ_HEAD(, upstream) g_idle; /* pooled upstreams */
+	struct upstream_pool g_pool; /* idle upstreams (upstream.c) */
 	struct gw_metrics g_metrics;
 	struct admin *g_admin; /* admin listener */
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
@@ -371,14 +388,40 @@ struct conn {
 
 enum upstream_state {
 	UP_S_CONNECTING = 0,
-	UP_S_ACTIVE, /* bound to a conn */
+	UP_S_ACTIVE, /* an owner's */
 	UP_S_IDLE, /* in the pool */
 	UP_S_DEAD,
 };
 
+struct upstream;
+
+/*
+ * What an upstream tells its owner (the exchange using it), h2o's
+ * httpclient style: the upstream never reaches into its owner, and each
+ * callback runs from the loop, never from inside a call the owner made.
+ * Any may be NULL.
+ */
+struct upstream_owner {
+	/* Connected, or taken from the pool: the request may be written. */
+	void (*uo_ready)(struct upstream *, void *arg);
+	/* Connecting failed for good, with the error to answer and why. */
+	void (*uo_failed)(struct upstream *, const struct gw_error *,
+	    const char *why, void *arg);
+	/* EOF, an error or a timeout (BEV_EVENT_*) while the owner's. */
+	void (*uo_event)(struct upstream *, short what, void *arg);
+	/* The response-head deadline (timeouts.response) passed. */
+	void (*uo_timeout)(struct upstream *, void *arg);
+	/*
+	 * The upstream leaves its owner (closed, or back to the pool):
+	 * the owner forgets it and stops using its socket (splice(2)).
+	 */
+	void (*uo_detach)(struct upstream *, void *arg);
+};
+
 /* A connection to a sandbox port. */
 struct upstream {
-	TAILQ_ENTRY(upstream) u_entry;
+	TAILQ_ENTRY(upstream) u_entry; /* pool: oldest idle last */
+	TAILQ_ENTRY(upstream) u_hentry; /* pool: its hash bucket */
 	struct gw *u_gw;
 	struct bufferevent *u_bev;
 	struct wthru u_wt; /* writes to the upstream at once */
@@ -396,7 +439,8 @@ struct upstream {
 	socklen_t u_addrlen;
 	int u_attempt;
 	struct event *u_timer; /* retry, idle, response */
-	struct conn *u_conn;
+	const struct upstream_owner *u_owner; /* NULL: none (pooled, dead) */
+	void *u_owner_arg;
 	struct http1_msg u_resp;
 };
 
@@ -499,12 +543,8 @@ const char *conn_state_name(enum conn_state);
 void proxy_start(struct conn *);
 void proxy_request_id(struct conn *);
 void proxy_request_body(struct conn *);
-void proxy_upstream_ready(struct upstream *);
-void proxy_upstream_failed(
-    struct upstream *, const struct gw_error *, const char *why);
-void proxy_upstream_event(struct upstream *, short);
-void proxy_response_timeout(struct upstream *);
 void proxy_client_drained(struct conn *);
+extern const struct upstream_owner proxy_owner;
 void proxy_request_splice_try(struct conn *);
 
 /* relay.c */
@@ -824,17 +864,24 @@ int tunnelsrv_main(int argc, char **argv);
 void tsrv_usage(FILE *);
 
 /* upstream.c */
-struct upstream *upstream_get(
-    struct gw *, struct conn *, struct gw_sandbox *, int port, int fresh);
+struct upstream *upstream_get(struct gw *, struct gw_sandbox *, int port,
+    int fresh, const struct upstream_owner *, void *arg);
+void upstream_pool_init(struct gw *);
 void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
 void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
-struct upstream *upstream_pipe(struct gw *, struct conn *, int fd);
+struct upstream *upstream_pipe(struct gw *, struct gw_sandbox *, int fd,
+    const struct upstream_owner *, void *arg);
+const char *upstream_state_name(enum upstream_state);
+void upstream_print(const struct upstream *, char *, size_t);
 
-/* The reason upstream.c gives proxy_upstream_failed for a connect timeout. */
+/* Largest limits.max_idle_upstreams: idle connections per event loop. */
+#define UPSTREAM_POOL_MAX 65536
+
+/* The reason upstream.c gives uo_failed for a connect timeout. */
 #define UPSTREAM_WHY_TIMEOUT "connect timeout"
 
 /* errpage.c */

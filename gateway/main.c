@@ -184,7 +184,7 @@ main(int argc, char **argv)
 	g.g_limits.max_headers = cf->cf_max_headers;
 	g.g_dir = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	TAILQ_INIT(&g.g_conns);
-	TAILQ_INIT(&g.g_idle);
+	upstream_pool_init(&g);
 	g.g_splice = relay_splice_pool();
 	evio_malloc_tune();
 	if ((g.g_base = evio_base_new()) == NULL ||

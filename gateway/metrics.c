@@ -143,6 +143,14 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "Upstream connection attempts retried.");
 	evbuffer_add_printf(out, "akgw_upstream_retries_total %llu\n",
 	    (unsigned long long)m->m_upstream_retries);
+	metrics_head(out, "akgw_upstream_idle", "gauge",
+	    "Idle keep-alive connections to sandbox ports in the pools.");
+	evbuffer_add_printf(out, "akgw_upstream_idle %llu\n",
+	    (unsigned long long)m->m_upstream_idle);
+	metrics_head(out, "akgw_upstream_pool_evicted_total", "counter",
+	    "Idle upstream connections closed because a pool was full.");
+	evbuffer_add_printf(out, "akgw_upstream_pool_evicted_total %llu\n",
+	    (unsigned long long)m->m_upstream_evicted);
 	metrics_head(out, "akgw_bytes_in_total", "counter",
 	    "Body and WebSocket bytes received from clients.");
 	evbuffer_add_printf(out, "akgw_bytes_in_total %llu\n",

@@ -44,6 +44,21 @@ static void proxy_upstream_write_cb(struct bufferevent *, void *);
 static void proxy_response_body(struct conn *);
 static int proxy_add_response_start(
     struct strbuf *, const struct http1_msg *, const struct conn *);
+static void proxy_upstream_ready(struct upstream *, void *);
+static void proxy_upstream_failed(
+    struct upstream *, const struct gw_error *, const char *, void *);
+static void proxy_upstream_event(struct upstream *, short, void *);
+static void proxy_response_timeout(struct upstream *, void *);
+static void proxy_upstream_detach(struct upstream *, void *);
+
+/* What a client connection's upstream tells it (upstream.c). */
+const struct upstream_owner proxy_owner = {
+	.uo_ready = proxy_upstream_ready,
+	.uo_failed = proxy_upstream_failed,
+	.uo_event = proxy_upstream_event,
+	.uo_timeout = proxy_response_timeout,
+	.uo_detach = proxy_upstream_detach,
+};
 
 struct proxy_name {
 	const char *pn_name;
@@ -441,23 +456,19 @@ proxy_start(struct conn *c)
 	    c->c_bev, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
 	if (c->c_up_start_us == 0)
 		c->c_up_start_us = clock_mono_usec();
-	c->c_up = upstream_get(
-	    c->c_gw, c, c->c_sandbox, c->c_port, c->c_flags & CONN_F_RETRIED);
+	c->c_up = upstream_get(c->c_gw, c->c_sandbox, c->c_port,
+	    c->c_flags & CONN_F_RETRIED, &proxy_owner, c);
 	if (c->c_up->u_state == UP_S_ACTIVE)
-		proxy_upstream_ready(c->c_up);
+		proxy_upstream_ready(c->c_up, c);
 }
 
 /* The upstream is connected (or came from the pool): send the request. */
-void
-proxy_upstream_ready(struct upstream *up)
+static void
+proxy_upstream_ready(struct upstream *up, void *arg)
 {
-	struct conn *c = up->u_conn;
+	struct conn *c = arg;
 	struct timeval tv;
 
-	if (c == NULL) {
-		upstream_close(up, "client went away");
-		return;
-	}
 	up->u_flags |= UP_F_SENT;
 	proxy_write_request_head(c, bufferevent_get_output(up->u_bev));
 	bufferevent_setcb(up->u_bev, proxy_upstream_read_cb,
@@ -547,13 +558,14 @@ static void
 proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
+	struct conn *c = up->u_owner_arg;
 
 	(void)bev;
-	if (up->u_state != UP_S_ACTIVE || up->u_conn == NULL)
+	if (up->u_state != UP_S_ACTIVE || c == NULL)
 		return;
-	proxy_request_body(up->u_conn);
-	if (up->u_conn != NULL)
-		proxy_request_splice_try(up->u_conn);
+	proxy_request_body(c);
+	if (c->c_up == up)
+		proxy_request_splice_try(c);
 }
 
 /*
@@ -1082,7 +1094,7 @@ static void
 proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_conn;
+	struct conn *c = up->u_owner_arg;
 
 	evio_read_more(bev);
 	proxy_upstream_read(up, bev);
@@ -1141,7 +1153,7 @@ proxy_interim(struct conn *c, struct upstream *up)
 static void
 proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 {
-	struct conn *c = up->u_conn;
+	struct conn *c = up->u_owner_arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	enum http1_err err = HTTP1_E_NONE;
 	int r;
@@ -1184,17 +1196,12 @@ proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 }
 
 /* EOF, error or timeout on an active upstream. */
-void
-proxy_upstream_event(struct upstream *up, short what)
+static void
+proxy_upstream_event(struct upstream *up, short what, void *arg)
 {
-	struct conn *c = up->u_conn;
-	struct gw_body *b;
+	struct conn *c = arg;
+	struct gw_body *b = &c->c_resp_body;
 
-	if (c == NULL) {
-		upstream_close(up, "event without a client");
-		return;
-	}
-	b = &c->c_resp_body;
 	if ((what & BEV_EVENT_EOF) && (c->c_flags & CONN_F_RESP_STARTED) &&
 	    b->b_kind == HTTP1_BODY_EOF) {
 		/* Close-delimited body: flush what is buffered, then end. */
@@ -1239,12 +1246,13 @@ proxy_upstream_event(struct upstream *up, short what)
 }
 
 /* The response-header timer fired. */
-void
-proxy_response_timeout(struct upstream *up)
+static void
+proxy_response_timeout(struct upstream *up, void *arg)
 {
-	struct conn *c = up->u_conn;
+	struct conn *c = arg;
 
-	if (c == NULL || (c->c_flags & CONN_F_RESP_STARTED))
+	(void)up;
+	if (c->c_flags & CONN_F_RESP_STARTED)
 		return;
 	conn_fail(c, gw_err_upstream_timeout,
 	    "Sandbox '%s' port %d did not "
@@ -1254,18 +1262,16 @@ proxy_response_timeout(struct upstream *up)
 }
 
 /* Connecting failed for good: tell the client. */
-void
-proxy_upstream_failed(
-    struct upstream *up, const struct gw_error *e, const char *why)
+static void
+proxy_upstream_failed(struct upstream *up, const struct gw_error *e,
+    const char *why, void *arg)
 {
-	struct conn *c = up->u_conn;
+	struct conn *c = arg;
 	struct gw *g = up->u_gw;
 	char addr[ADDR_STRLEN];
 
 	addr_format((struct sockaddr *)&up->u_addr, addr, sizeof addr);
 	upstream_close(up, why);
-	if (c == NULL)
-		return;
 	if (e == gw_err_sandbox_unreachable)
 		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",
 		    c->c_sandbox->sb_id, why, c->c_sandbox->sb_netns);
@@ -1287,4 +1293,19 @@ proxy_upstream_failed(
 		    "Nothing is listening on port %d in sandbox "
 		    "'%s' (%s).",
 		    c->c_port, c->c_sandbox->sb_id, why);
+}
+
+/*
+ * c's upstream leaves it (closed or pooled): no splice(2) may outlive the
+ * descriptor it moves bytes to, and c forgets it.
+ */
+static void
+proxy_upstream_detach(struct upstream *up, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->c_up != up)
+		return;
+	relay_splice_stop(c);
+	c->c_up = NULL;
 }

@@ -438,13 +438,14 @@ static void
 relay_upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
+	struct conn *c = up->u_owner_arg;
 
-	if (up->u_state == UP_S_DEAD || up->u_conn == NULL)
+	if (up->u_state == UP_S_DEAD || c == NULL)
 		return;
 	evio_read_more(bev);
-	relay_move(up->u_conn, up->u_bev, up->u_conn->c_bev);
-	wthru_flush(&up->u_conn->c_wt);
-	relay_splice_try(up->u_conn);
+	relay_move(c, up->u_bev, c->c_bev);
+	wthru_flush(&c->c_wt);
+	relay_splice_try(c);
 }
 
 /* The upstream's output drained: read the client again, or pass its end. */
@@ -452,7 +453,7 @@ static void
 relay_upstream_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_conn;
+	struct conn *c = up->u_owner_arg;
 
 	(void)bev;
 	if (up->u_state == UP_S_DEAD || c == NULL)
@@ -474,7 +475,7 @@ static void
 relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_conn;
+	struct conn *c = up->u_owner_arg;
 
 	(void)bev;
 	if (up->u_state == UP_S_DEAD)

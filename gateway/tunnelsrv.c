@@ -445,7 +445,7 @@ tunnelsrv_main(int argc, char **argv)
 		return (1);
 	}
 	TAILQ_INIT(&srv.ts_gw.g_conns);
-	TAILQ_INIT(&srv.ts_gw.g_idle);
+	upstream_pool_init(&srv.ts_gw);
 	signal(SIGPIPE, SIG_IGN);
 	srv.ts_tunnel = tunnel_standalone(
 	    &srv.ts_gw, listen, client_wait, http_timeout, &cause);

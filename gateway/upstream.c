@@ -1,8 +1,10 @@
 /*
  * Connections to sandbox ports, and the pool of idle keep-alive ones.  A
- * pooled connection is keyed by the sandbox id and the address and port it
- * reaches, so a connection is never reused for another sandbox even when two
- * sandboxes share an address.
+ * pooled connection is keyed by the sandbox version it was made for and
+ * the port it reaches, so a connection is never reused for another
+ * sandbox even when two sandboxes share an address.  An upstream tells
+ * its owner what happens through a struct upstream_owner and never looks
+ * into it.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -27,6 +29,65 @@ static void upstream_connect(struct upstream *);
 static void upstream_connect_error(struct upstream *, int);
 static void upstream_idle_read_cb(struct bufferevent *, void *);
 static void upstream_idle_event_cb(struct bufferevent *, short, void *);
+static void upstream_pool_remove(struct upstream_pool *, struct upstream *);
+
+/* The name of an upstream state, for logs. */
+const char *
+upstream_state_name(enum upstream_state s)
+{
+	switch (s) {
+	case UP_S_CONNECTING:
+		return ("connecting");
+	case UP_S_ACTIVE:
+		return ("active");
+	case UP_S_IDLE:
+		return ("idle");
+	case UP_S_DEAD:
+		return ("dead");
+	}
+	return ("?");
+}
+
+/* Print up's state and flags into buf, for debug logs. */
+void
+upstream_print(const struct upstream *up, char *buf, size_t len)
+{
+	snprintf(buf, len, "upstream %s state=%s flags=%s%s%s%s%s attempt=%d "
+	    "owner=%s",
+	    up->u_key, upstream_state_name(up->u_state),
+	    (up->u_flags & UP_F_SENT) ? "S" : "-",
+	    (up->u_flags & UP_F_REUSED) ? "R" : "-",
+	    (up->u_flags & UP_F_NO_REUSE) ? "N" : "-",
+	    (up->u_flags & UP_F_GOT_BYTES) ? "B" : "-",
+	    (up->u_flags & UP_F_NETNS_ERR) ? "E" : "-", up->u_attempt,
+	    up->u_owner != NULL ? "yes" : "none");
+}
+
+/* Tell up's owner it has lost up, once, and forget the owner. */
+static void
+upstream_detach(struct upstream *up)
+{
+	const struct upstream_owner *o = up->u_owner;
+	void *arg = up->u_owner_arg;
+
+	up->u_owner = NULL;
+	up->u_owner_arg = NULL;
+	if (o != NULL && o->uo_detach != NULL)
+		o->uo_detach(up, arg);
+}
+
+/* Tell up's owner that connecting failed for good. */
+static void
+upstream_failed(struct upstream *up, const struct gw_error *e, const char *why)
+{
+	const struct upstream_owner *o = up->u_owner;
+	void *arg = up->u_owner_arg;
+
+	if (o != NULL && o->uo_failed != NULL)
+		o->uo_failed(up, e, why, arg);
+	else
+		upstream_close(up, why);
+}
 
 /* Free an upstream; only from outside its own callbacks' use of it. */
 static void
@@ -61,15 +122,13 @@ upstream_close(struct upstream *up, const char *reason)
 	if (up->u_state == UP_S_DEAD)
 		return;
 	log_debug("upstream %s closed: %s", up->u_key, reason);
-	/* No splice(2) may outlive the descriptor it moves bytes to. */
-	if (up->u_conn != NULL && up->u_conn->c_up == up)
-		relay_splice_stop(up->u_conn);
-	if (up->u_state == UP_S_IDLE)
-		TAILQ_REMOVE(&up->u_gw->g_idle, up, u_entry);
+	if (up->u_state == UP_S_IDLE) {
+		upstream_pool_remove(&up->u_gw->g_pool, up);
+		GW_ADD(up->u_gw->g_metrics.m_upstream_idle, -1);
+	}
 	up->u_state = UP_S_DEAD;
-	if (up->u_conn != NULL && up->u_conn->c_up == up)
-		up->u_conn->c_up = NULL;
-	up->u_conn = NULL;
+	/* No splice(2) may outlive the descriptor it moves bytes to. */
+	upstream_detach(up);
 	wthru_detach(&up->u_wt);
 	if (up->u_bev != NULL)
 		bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
@@ -95,8 +154,8 @@ upstream_timer_cb(evutil_socket_t fd, short events, void *arg)
 	}
 	if (up->u_state == UP_S_CONNECTING)
 		upstream_connect(up);
-	else
-		proxy_response_timeout(up);
+	else if (up->u_owner != NULL && up->u_owner->uo_timeout != NULL)
+		up->u_owner->uo_timeout(up, up->u_owner_arg);
 }
 
 /*
@@ -116,7 +175,7 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 	}
 	GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
 	if (up->u_attempt >= UP_ATTEMPTS) {
-		proxy_upstream_failed(up,
+		upstream_failed(up,
 		    (up->u_flags & UP_F_NETNS_ERR) ? gw_err_sandbox_unreachable
 						   : gw_err_port_not_listening,
 		    why);
@@ -146,7 +205,7 @@ upstream_connect_error(struct upstream *up, int err)
 	if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN ||
 	    err == ENETDOWN) {
 		GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
-		proxy_upstream_failed(up, gw_err_upstream_unreachable, why);
+		upstream_failed(up, gw_err_upstream_unreachable, why);
 		return;
 	}
 	upstream_attempt_failed(up, why);
@@ -212,40 +271,122 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (up->u_state == UP_S_DEAD)
 		return;
 	if (up->u_state != UP_S_CONNECTING) {
-		proxy_upstream_event(up, what);
+		if (up->u_owner != NULL && up->u_owner->uo_event != NULL)
+			up->u_owner->uo_event(up, what, up->u_owner_arg);
+		else
+			upstream_close(up, "event without an owner");
 		return;
 	}
 	if (what & BEV_EVENT_CONNECTED) {
 		up->u_state = UP_S_ACTIVE;
 		bufferevent_set_timeouts(up->u_bev, NULL, NULL);
 		evio_own_reads(up->u_bev);
-		proxy_upstream_ready(up);
+		if (up->u_owner != NULL && up->u_owner->uo_ready != NULL)
+			up->u_owner->uo_ready(up, up->u_owner_arg);
+		else
+			upstream_close(up, "connected without an owner");
 		return;
 	}
 	/* The SYN was never answered: the address is as good as unroutable. */
 	if (what & BEV_EVENT_TIMEOUT) {
-		proxy_upstream_failed(
+		upstream_failed(
 		    up, gw_err_upstream_unreachable, UPSTREAM_WHY_TIMEOUT);
 		return;
 	}
 	upstream_connect_error(up, err);
 }
 
+/* The bucket of the pool for identity (sb, port). */
+static struct upstream_list *
+upstream_pool_bucket(
+    const struct upstream_pool *p, const struct gw_sandbox *sb, int port)
+{
+	uint64_t h;
+
+	/* splitmix64's finaliser: generations are ours, not a client's. */
+	h = sb->sb_generation * 0x9e3779b97f4a7c15ULL + (uint64_t)port;
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+	h ^= h >> 31;
+	return (&p->p_buckets[h & p->p_mask]);
+}
+
+/* Empty pool for g, before its first use. */
+void
+upstream_pool_init(struct gw *g)
+{
+	struct upstream_pool *p = &g->g_pool;
+
+	memset(p, 0, sizeof *p);
+	TAILQ_INIT(&p->p_idle);
+}
+
+/*
+ * Rehash p into 2^bits buckets: it keeps at least one bucket per two
+ * idle connections, so a lookup looks at very few.
+ */
+static void
+upstream_pool_rehash(struct upstream_pool *p, size_t nbuckets)
+{
+	struct upstream *up;
+	size_t i;
+
+	free(p->p_buckets);
+	p->p_buckets = xcalloc(nbuckets, sizeof *p->p_buckets);
+	p->p_mask = nbuckets - 1;
+	for (i = 0; i < nbuckets; i++)
+		TAILQ_INIT(&p->p_buckets[i]);
+	TAILQ_FOREACH (up, &p->p_idle, u_entry)
+		TAILQ_INSERT_TAIL(upstream_pool_bucket(p, up->u_sandbox,
+				      up->u_port),
+		    up, u_hentry);
+}
+
+/* Put up in p, newest first. */
+static void
+upstream_pool_insert(struct upstream_pool *p, struct upstream *up)
+{
+	TAILQ_INSERT_HEAD(&p->p_idle, up, u_entry);
+	p->p_count++;
+	if (p->p_buckets == NULL || p->p_count > (p->p_mask + 1) * 2) {
+		upstream_pool_rehash(p, p->p_buckets == NULL ? 16
+							     : (p->p_mask + 1) * 4);
+		return;
+	}
+	TAILQ_INSERT_HEAD(
+	    upstream_pool_bucket(p, up->u_sandbox, up->u_port), up, u_hentry);
+}
+
+/* Take up out of p. */
+static void
+upstream_pool_remove(struct upstream_pool *p, struct upstream *up)
+{
+	TAILQ_REMOVE(&p->p_idle, up, u_entry);
+	TAILQ_REMOVE(
+	    upstream_pool_bucket(p, up->u_sandbox, up->u_port), up, u_hentry);
+	p->p_count--;
+}
+
 /*
  * Take a pooled connection to port of sandbox sb, or NULL.  The identity
  * is the sandbox version itself (a pooled connection holds a reference,
  * so the pointer cannot be reused) and the port: a connection never
- * serves another sandbox, version, namespace or address.
+ * serves another sandbox, version, namespace or address.  The newest
+ * is taken: it is the least likely to have been closed by the server.
  */
 static struct upstream *
 upstream_pool_take(struct gw *g, const struct gw_sandbox *sb, int port)
 {
+	struct upstream_pool *p = &g->g_pool;
 	struct upstream *up;
 
-	TAILQ_FOREACH (up, &g->g_idle, u_entry) {
+	if (p->p_count == 0)
+		return (NULL);
+	TAILQ_FOREACH (up, upstream_pool_bucket(p, sb, port), u_hentry) {
 		if (up->u_sandbox != sb || up->u_port != port)
 			continue;
-		TAILQ_REMOVE(&g->g_idle, up, u_entry);
+		upstream_pool_remove(p, up);
+		GW_ADD(g->g_metrics.m_upstream_idle, -1);
 		event_del(up->u_timer);
 		up->u_state = UP_S_ACTIVE;
 		up->u_flags = UP_F_REUSED;
@@ -255,13 +396,13 @@ upstream_pool_take(struct gw *g, const struct gw_sandbox *sb, int port)
 }
 
 /*
- * An upstream connection for conn c to port on sandbox sb: a pooled one,
- * already UP_S_ACTIVE, or a new one in UP_S_CONNECTING that will call
- * proxy_upstream_ready or proxy_upstream_failed.
+ * An upstream connection to port on sandbox sb for an owner: a pooled
+ * one, already UP_S_ACTIVE, or a new one in UP_S_CONNECTING that will
+ * call the owner's uo_ready or uo_failed.
  */
 struct upstream *
-upstream_get(
-    struct gw *g, struct conn *c, struct gw_sandbox *sb, int port, int fresh)
+upstream_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
+    const struct upstream_owner *owner, void *arg)
 {
 	struct upstream *up;
 	struct sockaddr_storage ss;
@@ -269,7 +410,8 @@ upstream_get(
 	char addr[ADDR_STRLEN], *key;
 
 	if (!fresh && (up = upstream_pool_take(g, sb, port)) != NULL) {
-		up->u_conn = c;
+		up->u_owner = owner;
+		up->u_owner_arg = arg;
 		bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
 		return (up);
 	}
@@ -284,7 +426,8 @@ upstream_get(
 	up->u_gw = g;
 	up->u_key = key;
 	up->u_port = port;
-	up->u_conn = c;
+	up->u_owner = owner;
+	up->u_owner_arg = arg;
 	up->u_state = UP_S_CONNECTING;
 	up->u_sandbox = sb;
 	sandbox_ref(sb);
@@ -319,21 +462,25 @@ void
 upstream_release(struct upstream *up, int reusable)
 {
 	struct gw *g = up->u_gw;
+	struct upstream_pool *p = &g->g_pool;
 	struct timeval tv;
 
 	if (up->u_state != UP_S_ACTIVE)
 		return;
-	if (up->u_conn != NULL && up->u_conn->c_up == up) {
-		relay_splice_stop(up->u_conn);
-		up->u_conn->c_up = NULL;
-	}
-	up->u_conn = NULL;
+	upstream_detach(up);
 	http1_msg_reset(&up->u_resp);
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
 	    g->g_conf->cf_upstream_idle == 0 ||
+	    g->g_conf->cf_max_idle_upstreams == 0 ||
 	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0) {
 		upstream_close(up, "not reusable");
 		return;
+	}
+	/* At the cap, the oldest idle connection makes room. */
+	if (p->p_count >= g->g_conf->cf_max_idle_upstreams) {
+		GW_ADD(g->g_metrics.m_upstream_evicted, 1);
+		upstream_close(TAILQ_LAST(&p->p_idle, upstream_list),
+		    "the pool is full (oldest idle connection closed)");
 	}
 	up->u_state = UP_S_IDLE;
 	up->u_flags = 0;
@@ -344,7 +491,8 @@ upstream_release(struct upstream *up, int reusable)
 	bufferevent_enable(up->u_bev, EV_READ);
 	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
 	evtimer_add(up->u_timer, &tv);
-	TAILQ_INSERT_HEAD(&g->g_idle, up, u_entry);
+	upstream_pool_insert(p, up);
+	GW_ADD(g->g_metrics.m_upstream_idle, 1);
 }
 
 /* Close the pooled connections of sandbox id (it was deleted or replaced). */
@@ -353,7 +501,7 @@ upstream_pool_flush_sandbox(struct gw *g, const char *id)
 {
 	struct upstream *up, *next;
 
-	for (up = TAILQ_FIRST(&g->g_idle); up != NULL; up = next) {
+	for (up = TAILQ_FIRST(&g->g_pool.p_idle); up != NULL; up = next) {
 		next = TAILQ_NEXT(up, u_entry);
 		if (strcmp(up->u_sandbox->sb_id, id) == 0)
 			upstream_close(
@@ -370,7 +518,7 @@ upstream_pool_flush_stale(struct gw *g)
 {
 	struct upstream *up, *next;
 
-	for (up = TAILQ_FIRST(&g->g_idle); up != NULL; up = next) {
+	for (up = TAILQ_FIRST(&g->g_pool.p_idle); up != NULL; up = next) {
 		next = TAILQ_NEXT(up, u_entry);
 		if (directory_find(g->g_dir, up->u_sandbox->sb_id) !=
 		    up->u_sandbox)
@@ -384,17 +532,19 @@ upstream_pool_flush_stale(struct gw *g)
  * worker's end of their socketpair, relayed like an upgraded connection.
  */
 struct upstream *
-upstream_pipe(struct gw *g, struct conn *c, int fd)
+upstream_pipe(struct gw *g, struct gw_sandbox *sb, int fd,
+    const struct upstream_owner *owner, void *arg)
 {
 	struct upstream *up;
 
 	up = xcalloc(1, sizeof *up);
 	up->u_gw = g;
 	up->u_key = xstrdup("main loop");
-	up->u_conn = c;
+	up->u_owner = owner;
+	up->u_owner_arg = arg;
 	up->u_state = UP_S_ACTIVE;
 	up->u_flags = UP_F_NO_REUSE;
-	up->u_sandbox = c->c_sandbox;
+	up->u_sandbox = sb;
 	sandbox_ref(up->u_sandbox);
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
 	up->u_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -405,12 +555,15 @@ upstream_pipe(struct gw *g, struct conn *c, int fd)
 	return (up);
 }
 
-/* Close every pooled connection (shutdown). */
+/* Close every pooled connection and free the index (shutdown). */
 void
 upstream_pool_flush(struct gw *g)
 {
 	struct upstream *up;
 
-	while ((up = TAILQ_FIRST(&g->g_idle)) != NULL)
+	while ((up = TAILQ_FIRST(&g->g_pool.p_idle)) != NULL)
 		upstream_close(up, "pool flushed");
+	free(g->g_pool.p_buckets);
+	g->g_pool.p_buckets = NULL;
+	g->g_pool.p_mask = 0;
 }

@@ -253,7 +253,7 @@ workers_start(struct gw *g, char **cause)
 		w->g_index = i;
 		w->g_limits = g->g_limits;
 		TAILQ_INIT(&w->g_conns);
-		TAILQ_INIT(&w->g_idle);
+		upstream_pool_init(w);
 		w->g_splice = relay_splice_pool();
 		if ((w->g_base = evio_base_new()) == NULL ||
 		    (w->g_wq = wthru_q_new(w->g_base)) == NULL) {
@@ -436,6 +436,8 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_upstream_connect_failures +=
 	    GW_LOAD(m->m_upstream_connect_failures);
 	sum->m_upstream_retries += GW_LOAD(m->m_upstream_retries);
+	sum->m_upstream_idle += GW_LOAD(m->m_upstream_idle);
+	sum->m_upstream_evicted += GW_LOAD(m->m_upstream_evicted);
 	sum->m_bytes_in += GW_LOAD(m->m_bytes_in);
 	sum->m_bytes_out += GW_LOAD(m->m_bytes_out);
 	sum->m_ws_active += GW_LOAD(m->m_ws_active);
