@@ -104,8 +104,7 @@ proxy_nconnection(const struct http1_msg *m)
  * m's nconn Connection fields)?
  */
 static int
-proxy_is_hop(
-    const struct http1_msg *m, const struct hfield *h, size_t nconn)
+proxy_is_hop(const struct http1_msg *m, const struct hfield *h, size_t nconn)
 {
 	const struct hfield *ch;
 	size_t i;
@@ -1263,8 +1262,8 @@ proxy_response_timeout(struct upstream *up, void *arg)
 
 /* Connecting failed for good: tell the client. */
 static void
-proxy_upstream_failed(struct upstream *up, const struct gw_error *e,
-    const char *why, void *arg)
+proxy_upstream_failed(
+    struct upstream *up, const struct gw_error *e, const char *why, void *arg)
 {
 	struct conn *c = arg;
 	struct gw *g = up->u_gw;

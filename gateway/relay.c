@@ -360,12 +360,12 @@ relay_splice_try(struct conn *c)
 		return;
 	bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
 	bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
-	c->c_spl[0] = splicer_new(base, c->c_gw->g_splice, cfd, ufd,
-	    SPLICER_TO_EOF, 0, &up_cbs, c);
-	c->c_spl[1] = splicer_new(base, c->c_gw->g_splice, ufd, cfd,
-	    SPLICER_TO_EOF, 0, &down_cbs, c);
-	log_debug("conn %llu: relaying with splice(2)",
-	    (unsigned long long)c->c_id);
+	c->c_spl[0] = splicer_new(
+	    base, c->c_gw->g_splice, cfd, ufd, SPLICER_TO_EOF, 0, &up_cbs, c);
+	c->c_spl[1] = splicer_new(
+	    base, c->c_gw->g_splice, ufd, cfd, SPLICER_TO_EOF, 0, &down_cbs, c);
+	log_debug(
+	    "conn %llu: relaying with splice(2)", (unsigned long long)c->c_id);
 	splicer_start(c->c_spl[0]);
 	/* The first may have ended the connection already. */
 	if (c->c_spl[1] != NULL)

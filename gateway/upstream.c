@@ -52,7 +52,8 @@ upstream_state_name(enum upstream_state s)
 void
 upstream_print(const struct upstream *up, char *buf, size_t len)
 {
-	snprintf(buf, len, "upstream %s state=%s flags=%s%s%s%s%s attempt=%d "
+	snprintf(buf, len,
+	    "upstream %s state=%s flags=%s%s%s%s%s attempt=%d "
 	    "owner=%s",
 	    up->u_key, upstream_state_name(up->u_state),
 	    (up->u_flags & UP_F_SENT) ? "S" : "-",
@@ -337,9 +338,9 @@ upstream_pool_rehash(struct upstream_pool *p, size_t nbuckets)
 	for (i = 0; i < nbuckets; i++)
 		TAILQ_INIT(&p->p_buckets[i]);
 	TAILQ_FOREACH (up, &p->p_idle, u_entry)
-		TAILQ_INSERT_TAIL(upstream_pool_bucket(p, up->u_sandbox,
-				      up->u_port),
-		    up, u_hentry);
+		TAILQ_INSERT_TAIL(
+		    upstream_pool_bucket(p, up->u_sandbox, up->u_port), up,
+		    u_hentry);
 }
 
 /* Put up in p, newest first. */
@@ -349,8 +350,8 @@ upstream_pool_insert(struct upstream_pool *p, struct upstream *up)
 	TAILQ_INSERT_HEAD(&p->p_idle, up, u_entry);
 	p->p_count++;
 	if (p->p_buckets == NULL || p->p_count > (p->p_mask + 1) * 2) {
-		upstream_pool_rehash(p, p->p_buckets == NULL ? 16
-							     : (p->p_mask + 1) * 4);
+		upstream_pool_rehash(
+		    p, p->p_buckets == NULL ? 16 : (p->p_mask + 1) * 4);
 		return;
 	}
 	TAILQ_INSERT_HEAD(
@@ -547,7 +548,8 @@ upstream_pipe(struct gw *g, struct gw_sandbox *sb, int fd,
 	up->u_sandbox = sb;
 	sandbox_ref(up->u_sandbox);
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
-	up->u_bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	up->u_bev = bufferevent_socket_new(
+	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	evio_tune(up->u_bev);
 	wthru_attach(&up->u_wt, up->u_bev, g->g_wq);
 	evio_own_reads(up->u_bev);
