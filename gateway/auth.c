@@ -361,19 +361,19 @@ static void
 auth_collect(
     const struct gw_config *cf, const struct auth_req *aq, struct auth_found *f)
 {
-	const struct http1_msg *req = aq->aq_msg;
+	const struct head *req = aq->aq_head;
 	struct auth_cookie_ctx cc;
 	const struct hfield *h;
 	const char *tok;
 	size_t i, len;
 
 	memset(f, 0, sizeof *f);
-	for (i = 0; i < req->m_nheaders; i++) {
-		if (auth_bearer(&req->m_headers[i], &tok, &len))
+	for (i = 0; i < req->h_nfields; i++) {
+		if (auth_bearer(&req->h_fields[i], &tok, &len))
 			auth_found_add(f, AUTH_SRC_BEARER, tok, len);
 	}
-	for (i = 0; i < req->m_nheaders; i++) {
-		h = &req->m_headers[i];
+	for (i = 0; i < req->h_nfields; i++) {
+		h = &req->h_fields[i];
 		if (auth_is_access_header(h))
 			auth_found_add(
 			    f, AUTH_SRC_HEADER, h->value, h->value_len);
@@ -385,8 +385,8 @@ auth_collect(
 	cc.cc_name_len = strlen(cf->cf_auth_cookie);
 	cc.cc_prefix = auth_cookie_prefix(aq);
 	cc.cc_found = f;
-	for (i = 0; i < req->m_nheaders; i++) {
-		h = &req->m_headers[i];
+	for (i = 0; i < req->h_nfields; i++) {
+		h = &req->h_fields[i];
 		if (h->name_len == 6 && strncasecmp(h->name, "cookie", 6) == 0)
 			auth_cookie_pairs(h->value, h->value_len,
 			    auth_cookie_collect_cb, &cc);
@@ -517,8 +517,8 @@ auth_from_own_origin(const struct auth_req *aq, const char **why,
 	const struct hfield *h;
 	size_t i;
 
-	for (i = 0; i < aq->aq_msg->m_nheaders; i++) {
-		h = &aq->aq_msg->m_headers[i];
+	for (i = 0; i < aq->aq_head->h_nfields; i++) {
+		h = &aq->aq_head->h_fields[i];
 		if (h->name_len == 6 &&
 		    strncasecmp(h->name, "origin", 6) == 0 &&
 		    !auth_origin_is_own(aq, h->value, h->value_len))
@@ -764,8 +764,7 @@ auth_result_free(struct auth_result *res)
  * Authorization: Bearer with one of our tokens?  The caller drops it.
  */
 int
-auth_is_credential_header(
-    const struct gw_config *cf, const struct hfield *h)
+auth_is_credential_header(const struct gw_config *cf, const struct hfield *h)
 {
 	const char *tok;
 	size_t len;

@@ -72,39 +72,58 @@ conn_timer_set(struct conn *c, uint64_t ms)
 	evtimer_add(c->c_timer, &tv);
 }
 
-/* Free what belongs to the current request. */
+/* The exchange of c, made when its first use needs it. */
+static struct gw_xchg *
+conn_xchg(struct conn *c)
+{
+	if (c->c_x == NULL) {
+		c->c_x = xcalloc(1, sizeof *c->c_x);
+		c->c_x->x_start_us = clock_mono_usec();
+	}
+	return (c->c_x);
+}
+
+/* Free the exchange of c, if any: what belongs to the current request. */
 static void
 conn_reset_exchange(struct conn *c)
 {
-	http1_msg_reset(&c->c_req);
-	memset(&c->c_req_body, 0, sizeof c->c_req_body);
-	memset(&c->c_resp_body, 0, sizeof c->c_resp_body);
-	free(c->c_target);
-	free(c->c_host);
-	free(c->c_method);
-	free(c->c_path);
-	c->c_target = c->c_host = c->c_method = c->c_path = NULL;
-	if (c->c_sandbox != NULL) {
-		if (c->c_flags & CONN_F_COUNTED)
+	struct gw_xchg *x = c->c_x;
+
+	c->c_flags &= ~(CONN_F_HEAD_STARTED | CONN_F_READ_HELD);
+	if (x == NULL)
+		return;
+	c->c_x = NULL;
+	http1_msg_reset(&x->x_req);
+	free(x->x_target);
+	free(x->x_host);
+	free(x->x_method);
+	free(x->x_path);
+	free(x->x_prefix);
+	if (x->x_sandbox != NULL) {
+		if (x->x_flags & XCHG_F_COUNTED)
 			__atomic_sub_fetch(
-			    &c->c_sandbox->sb_nconns, 1, __ATOMIC_RELAXED);
-		sandbox_unref(c->c_sandbox);
-		c->c_sandbox = NULL;
+			    &x->x_sandbox->sb_nconns, 1, __ATOMIC_RELAXED);
+		sandbox_unref(x->x_sandbox);
 	}
-	free(c->c_prefix);
-	c->c_prefix = NULL;
-	c->c_rule = NULL;
-	c->c_port = 0;
-	c->c_status = 0;
-	c->c_interim = 0;
-	c->c_interim_bytes = 0;
-	c->c_err_code = NULL;
-	c->c_request_id[0] = '\0';
-	c->c_up_start_us = 0;
-	c->c_flags &= ~(CONN_F_KEEPALIVE | CONN_F_HEAD_STARTED |
-	    CONN_F_RESP_STARTED | CONN_F_HEAD_REQ | CONN_F_RESP_DONE |
-	    CONN_F_RETRIED | CONN_F_COUNTED | CONN_F_REQ_WHOLE | CONN_F_LOGGED |
-	    CONN_F_READ_HELD | CONN_F_NO_SLASH);
+	free(x);
+}
+
+/* Print c's state, flags and exchange into buf, for debug logs. */
+void
+conn_print(const struct conn *c, char *buf, size_t len)
+{
+	const struct gw_xchg *x = c->c_x;
+
+	snprintf(buf, len,
+	    "conn %llu %s state=%s flags=%#x relay=%#x xchg=%s%s%s flags=%#x "
+	    "status=%d up=%s",
+	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
+	    (unsigned)c->c_flags, (unsigned)c->c_relay, x != NULL ? "" : "none",
+	    x != NULL && x->x_method != NULL ? x->x_method : "",
+	    x != NULL && x->x_path != NULL ? x->x_path : "",
+	    x != NULL ? (unsigned)x->x_flags : 0u, x != NULL ? x->x_status : 0,
+	    x != NULL && x->x_up != NULL ? upstream_state_name(x->x_up->u_state)
+					 : "none");
 }
 
 /* Free a connection; called from the loop after conn_close. */
@@ -128,27 +147,29 @@ void
 conn_close(struct conn *c, const char *reason)
 {
 	struct gw *g = c->c_gw;
+	struct gw_xchg *x = c->c_x;
 	struct timeval tv = { 0, 0 };
+	char buf[256];
 
 	if (c->c_state == CONN_S_DEAD)
 		return;
-	log_debug("conn %llu %s: closed in state %s: %s",
-	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
-	    reason);
+	if (log_enabled(LOG_LVL_DEBUG)) {
+		conn_print(c, buf, sizeof buf);
+		log_debug("%s: closed: %s", buf, reason);
+	}
 	if ((c->c_flags & (CONN_F_UPGRADED | CONN_F_HANDED)) == CONN_F_UPGRADED)
 		GW_ADD(g->g_metrics.m_ws_active, -1);
 	/*
 	 * A request cut short (a client gone mid-body, an upstream gone
 	 * mid-response) or a WebSocket ending gets its line here.
 	 */
-	if (c->c_method != NULL &&
-	    !(c->c_flags & (CONN_F_LOGGED | CONN_F_HANDED)))
+	if (x != NULL && x->x_method != NULL && !(x->x_flags & XCHG_F_LOGGED) &&
+	    !(c->c_flags & CONN_F_HANDED))
 		conn_log_access(c, reason);
 	c->c_flags &= ~CONN_F_UPGRADED;
 	relay_end(c);
-	if (c->c_up != NULL)
-		upstream_close(c->c_up, "client connection closed");
-	c->c_up = NULL;
+	if (x != NULL && x->x_up != NULL)
+		upstream_close(x->x_up, "client connection closed");
 	c->c_state = CONN_S_DEAD;
 	wthru_detach(&c->c_wt);
 	if (c->c_bev != NULL)
@@ -170,43 +191,46 @@ static void
 conn_log_access(struct conn *c, const char *close)
 {
 	struct gw_metrics *m = &c->c_gw->g_metrics;
-	uint64_t now = clock_mono_usec(), us = now - c->c_start_us;
+	uint64_t now = clock_mono_usec(), us = now - c->c_x->x_start_us;
 	json_t *f;
 
-	c->c_flags |= CONN_F_LOGGED;
-	metrics_request(c->c_gw, c->c_status, c->c_err_code, us);
-	GW_ADD(m->m_bytes_in, c->c_req_body.b_total);
-	GW_ADD(m->m_bytes_out, c->c_resp_body.b_total);
+	c->c_x->x_flags |= XCHG_F_LOGGED;
+	metrics_request(c->c_gw, c->c_x->x_status, c->c_x->x_err_code, us);
+	GW_ADD(m->m_bytes_in, c->c_x->x_req_body.b_total);
+	GW_ADD(m->m_bytes_out, c->c_x->x_resp_body.b_total);
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
 	f = json_object();
 	json_object_set_new(f, "conn", json_integer((json_int_t)c->c_id));
 	json_object_set_new(f, "client", json_string(c->c_peer_ip));
 	json_object_set_new(f, "request_id",
-	    c->c_request_id[0] != '\0' ? json_string(c->c_request_id)
-				       : json_null());
+	    c->c_x->x_request_id[0] != '\0' ? json_string(c->c_x->x_request_id)
+					    : json_null());
 	json_object_set_new(f, "method",
-	    c->c_method != NULL ? json_string_nocheck(c->c_method)
-				: json_null());
+	    c->c_x->x_method != NULL ? json_string_nocheck(c->c_x->x_method)
+				     : json_null());
 	json_object_set_new(f, "path",
-	    c->c_path != NULL ? json_string_nocheck(c->c_path) : json_null());
-	json_object_set_new(f, "status", json_integer(c->c_status));
+	    c->c_x->x_path != NULL ? json_string_nocheck(c->c_x->x_path)
+				   : json_null());
+	json_object_set_new(f, "status", json_integer(c->c_x->x_status));
 	json_object_set_new(f, "sandbox",
-	    c->c_sandbox != NULL ? json_string_nocheck(c->c_sandbox->sb_id)
-				 : json_null());
-	json_object_set_new(
-	    f, "port", c->c_port != 0 ? json_integer(c->c_port) : json_null());
-	json_object_set_new(
-	    f, "bytes_in", json_integer((json_int_t)c->c_req_body.b_total));
-	json_object_set_new(
-	    f, "bytes_out", json_integer((json_int_t)c->c_resp_body.b_total));
+	    c->c_x->x_sandbox != NULL
+		? json_string_nocheck(c->c_x->x_sandbox->sb_id)
+		: json_null());
+	json_object_set_new(f, "port",
+	    c->c_x->x_port != 0 ? json_integer(c->c_x->x_port) : json_null());
+	json_object_set_new(f, "bytes_in",
+	    json_integer((json_int_t)c->c_x->x_req_body.b_total));
+	json_object_set_new(f, "bytes_out",
+	    json_integer((json_int_t)c->c_x->x_resp_body.b_total));
 	json_object_set_new(f, "ms", json_real((double)us / 1000));
 	json_object_set_new(f, "upstream_ms",
-	    c->c_up_start_us != 0
-		? json_real((double)(now - c->c_up_start_us) / 1000)
+	    c->c_x->x_up_start_us != 0
+		? json_real((double)(now - c->c_x->x_up_start_us) / 1000)
 		: json_null());
 	json_object_set_new(f, "error",
-	    c->c_err_code != NULL ? json_string(c->c_err_code) : json_null());
+	    c->c_x->x_err_code != NULL ? json_string(c->c_x->x_err_code)
+				       : json_null());
 	json_object_set_new(f, "close", json_string_nocheck(close));
 	log_event(LOG_LVL_INFO, "access", f);
 }
@@ -234,9 +258,8 @@ conn_next(struct conn *c)
 void
 conn_finish(struct conn *c)
 {
-	if (c->c_up != NULL)
-		upstream_close(c->c_up, "client connection finishing");
-	c->c_up = NULL;
+	if (c->c_x != NULL && c->c_x->x_up != NULL)
+		upstream_close(c->c_x->x_up, "client connection finishing");
 	c->c_state = CONN_S_ERROR;
 	bufferevent_setwatermark(c->c_bev, EV_WRITE, 0, 0);
 	bufferevent_enable(c->c_bev, EV_WRITE);
@@ -251,12 +274,12 @@ conn_wants_html(const struct conn *c)
 {
 	const struct hfield *h;
 
-	if (c->c_req.m_buf == NULL)
+	if (c->c_x == NULL || c->c_x->x_head.h_method == NULL)
 		return (0);
-	if ((h = http1_msg_find(&c->c_req, "sec-fetch-mode")) != NULL &&
+	if ((h = head_find(&c->c_x->x_head, "sec-fetch-mode")) != NULL &&
 	    strcasecmp(h->value, "navigate") == 0)
 		return (1);
-	if ((h = http1_msg_find(&c->c_req, "accept")) != NULL &&
+	if ((h = head_find(&c->c_x->x_head, "accept")) != NULL &&
 	    strstr(h->value, "text/html") != NULL)
 		return (1);
 	return (0);
@@ -279,21 +302,21 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 
 	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
+	(void)conn_xchg(c); /* a refusal at accept has its line too */
 	memset(&ep, 0, sizeof ep);
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
 	status = e != NULL ? e->e_status : http1_err_status(err);
 	code = e != NULL ? e->e_code : http1_err_code(err);
-	if (c->c_up != NULL) {
-		c->c_up->u_flags |= UP_F_NO_REUSE;
-		upstream_close(c->c_up, "request refused");
-		c->c_up = NULL;
+	if (c->c_x->x_up != NULL) {
+		c->c_x->x_up->u_flags |= UP_F_NO_REUSE;
+		upstream_close(c->c_x->x_up, "request refused");
 	}
-	if (c->c_flags & CONN_F_RESP_STARTED) {
+	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
 		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
 		    c->c_peer_ip, code, msg);
-		c->c_err_code = code;
+		c->c_x->x_err_code = code;
 		conn_close(c, code);
 		free(msg);
 		return;
@@ -303,22 +326,26 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	 * Keep the connection only when the request was read in full: a body
 	 * left unread would otherwise be parsed as the next request.
 	 */
-	keep = e != NULL && (c->c_flags & CONN_F_KEEPALIVE) &&
-	    c->c_req.m_buf != NULL &&
-	    (c->c_req.m_body == HTTP1_BODY_NONE || c->c_req_body.b_done) &&
+	keep = e != NULL && (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
+	    c->c_x->x_req.m_buf != NULL &&
+	    (c->c_x->x_req.m_body == HTTP1_BODY_NONE ||
+		c->c_x->x_req_body.b_done) &&
 	    !(c->c_flags & CONN_F_CLIENT_EOF);
-	ep.ep_request_id = c->c_request_id[0] != '\0' ? c->c_request_id : NULL;
+	ep.ep_request_id = c->c_x->x_request_id[0] != '\0'
+	    ? c->c_x->x_request_id
+	    : NULL;
 	ep.ep_status = status;
 	ep.ep_code = code;
 	ep.ep_message = msg;
-	ep.ep_sandbox = c->c_sandbox != NULL ? c->c_sandbox->sb_id : NULL;
-	ep.ep_port = c->c_port;
+	ep.ep_sandbox = c->c_x->x_sandbox != NULL ? c->c_x->x_sandbox->sb_id
+						  : NULL;
+	ep.ep_port = c->c_x->x_port;
 	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
-	    ((c->c_flags & CONN_F_HEAD_REQ) ? ERRPAGE_F_HEAD : 0) |
+	    ((c->c_x->x_flags & XCHG_F_HEAD_REQ) ? ERRPAGE_F_HEAD : 0) |
 	    (keep ? ERRPAGE_F_KEEPALIVE : 0);
 	errpage_put(bufferevent_get_output(c->c_bev), &ep);
-	c->c_status = status;
-	c->c_err_code = code;
+	c->c_x->x_status = status;
+	c->c_x->x_err_code = code;
 	log_debug("conn %llu %s: refused %d %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
 	free(msg);
@@ -334,16 +361,15 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 void
 conn_response_done(struct conn *c)
 {
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 	int reusable, keep;
 
-	reusable = c->c_req_body.b_done && c->c_resp_body.b_done;
-	keep = (c->c_flags & CONN_F_KEEPALIVE) && c->c_req_body.b_done &&
-	    !(c->c_flags & CONN_F_CLIENT_EOF);
+	reusable = c->c_x->x_req_body.b_done && c->c_x->x_resp_body.b_done;
+	keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
+	    c->c_x->x_req_body.b_done && !(c->c_flags & CONN_F_CLIENT_EOF);
 	conn_log_access(c, keep ? "keep-alive" : "close");
 	if (up != NULL)
 		upstream_release(up, reusable);
-	c->c_up = NULL;
 	if (keep)
 		conn_next(c);
 	else
@@ -361,7 +387,7 @@ conn_log_path(const char *target)
 static int
 conn_target(struct conn *c)
 {
-	const struct http1_msg *m = &c->c_req;
+	const struct http1_msg *m = &c->c_x->x_req;
 	const struct hfield *h;
 	const char *t = m->m_target, *slash;
 	size_t tlen = m->m_target_len;
@@ -371,25 +397,26 @@ conn_target(struct conn *c)
 		slash = memchr(t + 7, '/', tlen - 7);
 		if (slash == NULL)
 			slash = t + tlen;
-		c->c_host = xstrndup(t + 7, (size_t)(slash - t - 7));
+		c->c_x->x_host = xstrndup(t + 7, (size_t)(slash - t - 7));
 		if (slash == t + tlen)
-			c->c_target = xstrdup("/");
+			c->c_x->x_target = xstrdup("/");
 		else
-			c->c_target = xstrndup(
+			c->c_x->x_target = xstrndup(
 			    slash, (size_t)(t + tlen - slash));
 	} else if (*t == '/' ||
-	    (tlen == 1 && *t == '*' && strcmp(c->c_method, "OPTIONS") == 0)) {
-		c->c_target = xstrndup(t, tlen);
+	    (tlen == 1 && *t == '*' &&
+		strcmp(c->c_x->x_method, "OPTIONS") == 0)) {
+		c->c_x->x_target = xstrndup(t, tlen);
 		if ((h = http1_msg_find(m, "host")) != NULL)
-			c->c_host = xstrndup(h->value, h->value_len);
+			c->c_x->x_host = xstrndup(h->value, h->value_len);
 	} else {
-		c->c_path = xstrdup("-");
+		c->c_x->x_path = xstrdup("-");
 		conn_fail(c, gw_err_bad_target,
 		    "The request target must be "
 		    "a path such as /index.html.");
 		return (-1);
 	}
-	c->c_path = conn_log_path(c->c_target);
+	c->c_x->x_path = conn_log_path(c->c_x->x_target);
 	return (0);
 }
 
@@ -430,13 +457,13 @@ conn_addr_parse(struct conn *c, struct conn_addr *a)
 
 	memset(a, 0, sizeof *a);
 	a->ca_host = a->ca_path = ROUTE_NONE;
-	if (c->c_host != NULL)
-		a->ca_host = route_parse_host(c->c_host, strlen(c->c_host),
-		    cf->cf_domains, cf->cf_domain_formats, cf->cf_ndomains,
-		    &a->ca_rh);
+	if (c->c_x->x_host != NULL)
+		a->ca_host = route_parse_host(c->c_x->x_host,
+		    strlen(c->c_x->x_host), cf->cf_domains,
+		    cf->cf_domain_formats, cf->cf_ndomains, &a->ca_rh);
 	if (a->ca_host == ROUTE_NONE)
-		a->ca_path = route_parse_path(
-		    c->c_target, &a->ca_path_id, &a->ca_path_port, &a->ca_rest);
+		a->ca_path = route_parse_path(c->c_x->x_target, &a->ca_path_id,
+		    &a->ca_path_port, &a->ca_rest);
 }
 
 static void
@@ -477,13 +504,13 @@ conn_host_reading(struct conn *c, struct route_host *rh)
 		    "The host '%s' names port %d of sandbox '%s' and port %d "
 		    "of sandbox '%s'; give the domain a host_format, or use "
 		    "the path form /{sandbox}/{port}/.",
-		    c->c_host, rh->rh_port[0], rh->rh_id[0], rh->rh_port[1],
-		    rh->rh_id[1]);
+		    c->c_x->x_host, rh->rh_port[0], rh->rh_id[0],
+		    rh->rh_port[1], rh->rh_id[1]);
 		return (NULL);
 	}
 	if (npub == 0)
 		pick = known < rh->rh_n ? known : 0;
-	c->c_port = rh->rh_port[pick];
+	c->c_x->x_port = rh->rh_port[pick];
 	id = rh->rh_id[pick];
 	rh->rh_id[pick] = NULL;
 	return (id);
@@ -510,21 +537,21 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		    "The host '%s' is not a port "
 		    "URL: write it as {port}-{sandbox}.%s or "
 		    "{sandbox}-{port}.%s, for example 8000-mysandbox.%s.",
-		    c->c_host, dom, dom, dom);
+		    c->c_x->x_host, dom, dom, dom);
 		return (NULL);
 	}
 	switch (a->ca_path) {
 	case ROUTE_OK:
 		/* The upstream sees the rest; the prefix travels apart. */
-		c->c_port = a->ca_path_port;
+		c->c_x->x_port = a->ca_path_port;
 		id = a->ca_path_id;
 		a->ca_path_id = NULL;
-		c->c_prefix = conn_path_prefix(id, c->c_port);
+		c->c_x->x_prefix = conn_path_prefix(id, c->c_x->x_port);
 		/* "/{id}/{port}" or "/{id}/{port}?q": no slash after it. */
-		if (c->c_target[strlen(c->c_prefix)] != '/')
-			c->c_flags |= CONN_F_NO_SLASH;
-		free(c->c_target);
-		c->c_target = a->ca_rest;
+		if (c->c_x->x_target[strlen(c->c_x->x_prefix)] != '/')
+			c->c_x->x_flags |= XCHG_F_NO_SLASH;
+		free(c->c_x->x_target);
+		c->c_x->x_target = a->ca_rest;
 		a->ca_rest = NULL;
 		return (id);
 	case ROUTE_BAD:
@@ -532,13 +559,13 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		    "The path '%s' is not a port "
 		    "URL: write it as /{sandbox}/{port}/..., with a port from "
 		    "1 to 65535.",
-		    c->c_path);
+		    c->c_x->x_path);
 		return (NULL);
 	case ROUTE_RESERVED:
 		conn_fail(c, gw_err_no_route,
 		    "The path '%s' is reserved for "
 		    "the control plane.",
-		    c->c_path);
+		    c->c_x->x_path);
 		return (NULL);
 	default:
 		/* The listener's own scheme and port, so the example works. */
@@ -555,7 +582,8 @@ conn_find_route(struct conn *c, struct conn_addr *a)
 		    g->g_conf->cf_domain_formats[0] == ROUTE_HF_ID_PORT
 			? "{sandbox}-{port}"
 			: "{port}-{sandbox}",
-		    dom, port, c->c_host != NULL ? c->c_host : "", c->c_path);
+		    dom, port, c->c_x->x_host != NULL ? c->c_x->x_host : "",
+		    c->c_x->x_path);
 		return (NULL);
 	}
 }
@@ -575,29 +603,30 @@ conn_auth(struct conn *c)
 	int r, keep, page;
 
 	memset(&aq, 0, sizeof aq);
-	aq.aq_msg = &c->c_req;
-	aq.aq_target = c->c_target;
-	aq.aq_host = c->c_host;
-	aq.aq_prefix = c->c_prefix;
+	aq.aq_head = &c->c_x->x_head;
+	aq.aq_target = c->c_x->x_target;
+	aq.aq_host = c->c_x->x_host;
+	aq.aq_prefix = c->c_x->x_prefix;
 	aq.aq_now = (uint64_t)time(NULL);
 	aq.aq_flags = (c->c_flags & CONN_F_TLS ? AUTH_F_TLS : 0) |
 	    (conn_wants_html(c) ? AUTH_F_NAVIGATION : 0);
-	r = auth_check(g->g_conf, c->c_sandbox, c->c_port, c->c_rule, &aq, &ar);
+	r = auth_check(g->g_conf, c->c_x->x_sandbox, c->c_x->x_port,
+	    c->c_x->x_rule, &aq, &ar);
 	if (r < 0) {
 		conn_fail(c, ar.ar_err, "%s", ar.ar_message);
 		auth_result_free(&ar);
 		return (-1);
 	}
 	if (r > 0) {
-		keep = (c->c_flags & CONN_F_KEEPALIVE) &&
-		    c->c_req.m_body == HTTP1_BODY_NONE;
+		keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
+		    c->c_x->x_req.m_body == HTTP1_BODY_NONE;
 		/* A page has a body, which HEAD must not get: a 303 then. */
 		page = (ar.ar_flags & AUTH_R_F_PAGE) &&
-		    !(c->c_flags & CONN_F_HEAD_REQ);
+		    !(c->c_x->x_flags & XCHG_F_HEAD_REQ);
 		errpage_redirect(bufferevent_get_output(c->c_bev),
-		    c->c_request_id, ar.ar_location, ar.ar_set_cookie, page,
-		    keep);
-		c->c_status = page ? 200 : 303;
+		    c->c_x->x_request_id, ar.ar_location, ar.ar_set_cookie,
+		    page, keep);
+		c->c_x->x_status = page ? 200 : 303;
 		conn_log_access(c, keep ? "keep-alive" : "close");
 		auth_result_free(&ar);
 		if (keep)
@@ -607,8 +636,8 @@ conn_auth(struct conn *c)
 		return (-1);
 	}
 	if (ar.ar_target != NULL) {
-		free(c->c_target);
-		c->c_target = ar.ar_target;
+		free(c->c_x->x_target);
+		c->c_x->x_target = ar.ar_target;
 		ar.ar_target = NULL;
 	}
 	auth_result_free(&ar);
@@ -630,7 +659,7 @@ conn_steal_bev(struct conn *c)
 	bufferevent_set_timeouts(bev, NULL, NULL);
 	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
 	c->c_bev = NULL;
-	c->c_status = 101;
+	c->c_x->x_status = 101;
 	conn_log_access(c, "tunnel");
 	conn_close(c, "handed to the tunnel");
 	return (bev);
@@ -650,7 +679,7 @@ conn_handoff(struct conn *c, int listen_port)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		sv) == -1) {
-		c->c_flags &= ~CONN_F_KEEPALIVE;
+		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 		conn_fail(c, gw_err_no_resources,
 		    "The gateway cannot open a channel to its main loop "
 		    "(%s); try again shortly.",
@@ -659,24 +688,30 @@ conn_handoff(struct conn *c, int listen_port)
 	}
 	nc = xcalloc(1, sizeof *nc);
 	nc->c_id = c->c_id;
-	nc->c_flags = c->c_flags & (CONN_F_TLS | CONN_F_TLS_UP | CONN_F_WS_REQ);
+	nc->c_flags = c->c_flags & (CONN_F_TLS | CONN_F_TLS_UP);
+	(void)conn_xchg(nc);
+	nc->c_x->x_flags = c->c_x->x_flags & XCHG_F_WS_REQ;
 	memcpy(nc->c_peer, c->c_peer, sizeof nc->c_peer);
 	memcpy(nc->c_peer_ip, c->c_peer_ip, sizeof nc->c_peer_ip);
 	nc->c_local_port = c->c_local_port;
-	nc->c_start_us = c->c_start_us;
-	memcpy(nc->c_request_id, c->c_request_id, sizeof nc->c_request_id);
-	nc->c_req = c->c_req; /* the head and its fields move */
-	memset(&c->c_req, 0, sizeof c->c_req);
-	nc->c_sandbox = c->c_sandbox;
-	sandbox_ref(nc->c_sandbox);
-	nc->c_port = c->c_port;
-	nc->c_method = xstrdup(c->c_method);
-	if (c->c_target != NULL)
-		nc->c_target = xstrdup(c->c_target);
-	if (c->c_path != NULL)
-		nc->c_path = xstrdup(c->c_path);
+	nc->c_x->x_start_us = c->c_x->x_start_us;
+	memcpy(nc->c_x->x_request_id, c->c_x->x_request_id,
+	    sizeof nc->c_x->x_request_id);
+	nc->c_x->x_req = c->c_x->x_req; /* the head and its fields move */
+	memset(&c->c_x->x_req, 0, sizeof c->c_x->x_req);
+	nc->c_x->x_head = c->c_x->x_head; /* points into the moved head */
+	memset(&c->c_x->x_head, 0, sizeof c->c_x->x_head);
+	nc->c_x->x_sandbox = c->c_x->x_sandbox;
+	sandbox_ref(nc->c_x->x_sandbox);
+	nc->c_x->x_port = c->c_x->x_port;
+	nc->c_x->x_method = xstrdup(c->c_x->x_method);
+	if (c->c_x->x_target != NULL)
+		nc->c_x->x_target = xstrdup(c->c_x->x_target);
+	if (c->c_x->x_path != NULL)
+		nc->c_x->x_path = xstrdup(c->c_x->x_path);
 	c->c_flags |= CONN_F_HANDED;
-	c->c_up = upstream_pipe(c->c_gw, c->c_sandbox, sv[0], &proxy_owner, c);
+	c->c_x->x_up = upstream_pipe(
+	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c);
 	gw_handoff(c->c_gw, nc, sv[1], listen_port);
 	relay_start(c);
 }
@@ -695,10 +730,10 @@ conn_tunnel_auth(struct conn *c, struct gw_sandbox *sb)
 	const char *tok = NULL;
 	size_t len = 0;
 
-	if ((h = http1_msg_find(&c->c_req, "x-auth")) != NULL) {
+	if ((h = head_find(&c->c_x->x_head, "x-auth")) != NULL) {
 		tok = h->value;
 		len = h->value_len;
-	} else if ((h = http1_msg_find(&c->c_req, "authorization")) != NULL &&
+	} else if ((h = head_find(&c->c_x->x_head, "authorization")) != NULL &&
 	    h->value_len > 7 && strncasecmp(h->value, "bearer ", 7) == 0) {
 		tok = h->value + 7;
 		len = h->value_len - 7;
@@ -754,7 +789,7 @@ conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 	/* A host-form port URL keeps its whole path, /tunnel/ included. */
 	if (a->ca_host != ROUTE_NONE)
 		return (0);
-	switch (route_parse_tunnel(c->c_target, &id, &ws_port)) {
+	switch (route_parse_tunnel(c->c_x->x_target, &id, &ws_port)) {
 	case ROUTE_OK:
 		break;
 	case ROUTE_BAD:
@@ -786,7 +821,7 @@ conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 	}
 	free(id);
 	sandbox_ref(sb);
-	c->c_sandbox = sb;
+	c->c_x->x_sandbox = sb;
 	for (i = 0; lp == 0 && i < sb->sb_ntunnel_ports; i++) {
 		if (ws_port == 0 || sb->sb_tunnel_ports[i] - 1 == ws_port)
 			lp = sb->sb_tunnel_ports[i];
@@ -799,16 +834,16 @@ conn_tunnel_route(struct conn *c, const struct conn_addr *a)
 		    sb->sb_id, ws_port);
 		return (1);
 	}
-	c->c_port = lp - 1;
+	c->c_x->x_port = lp - 1;
 	if (conn_tunnel_auth(c, sb) != 0)
 		return (1);
 	if (sb->sb_tunnel_mode == GW_TUNNEL_FORWARD) {
 		/* The in-sandbox tunnel server takes the WebSocket on "/". */
-		free(c->c_target);
-		c->c_target = xstrdup("/");
-		c->c_rule = &conn_forward_rule;
+		free(c->c_x->x_target);
+		c->c_x->x_target = xstrdup("/");
+		c->c_x->x_rule = &conn_forward_rule;
 		__atomic_add_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED);
-		c->c_flags |= CONN_F_COUNTED;
+		c->c_x->x_flags |= XCHG_F_COUNTED;
 		proxy_start(c);
 		return (1);
 	}
@@ -833,13 +868,13 @@ conn_slash_redirect(struct conn *c)
 	int keep;
 
 	/* c_target is "/" then the query, if any. */
-	xasprintf(&loc, "%s/%s", c->c_prefix, c->c_target + 1);
-	keep = (c->c_flags & CONN_F_KEEPALIVE) &&
-	    c->c_req.m_body == HTTP1_BODY_NONE;
-	errpage_moved(
-	    bufferevent_get_output(c->c_bev), c->c_request_id, 308, loc, keep);
+	xasprintf(&loc, "%s/%s", c->c_x->x_prefix, c->c_x->x_target + 1);
+	keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
+	    c->c_x->x_req.m_body == HTTP1_BODY_NONE;
+	errpage_moved(bufferevent_get_output(c->c_bev), c->c_x->x_request_id,
+	    308, loc, keep);
 	free(loc);
-	c->c_status = 308;
+	c->c_x->x_status = 308;
 	conn_log_access(c, keep ? "keep-alive" : "close");
 	if (keep)
 		conn_next(c);
@@ -852,13 +887,13 @@ static void
 conn_route(struct conn *c)
 {
 	struct gw *g = c->c_gw;
-	const struct http1_msg *m = &c->c_req;
+	const struct http1_msg *m = &c->c_x->x_req;
 	struct gw_sandbox *sb;
 	struct conn_addr a;
 	uint64_t limit;
 	char *id;
 
-	c->c_method = xstrndup(m->m_method, m->m_method_len);
+	c->c_x->x_method = xstrndup(m->m_method, m->m_method_len);
 	proxy_request_id(c);
 	if (conn_target(c) != 0)
 		return;
@@ -881,17 +916,18 @@ conn_route(struct conn *c)
 	}
 	free(id);
 	sandbox_ref(sb);
-	c->c_sandbox = sb;
-	if ((c->c_rule = route_find_port(g, sb, c->c_port)) == NULL) {
+	c->c_x->x_sandbox = sb;
+	if ((c->c_x->x_rule = route_find_port(g, sb, c->c_x->x_port)) == NULL) {
 		conn_fail(c, gw_err_port_not_published,
 		    "Sandbox '%s' does not publish port %d.", sb->sb_id,
-		    c->c_port);
+		    c->c_x->x_port);
 		return;
 	}
 	/* Browsers follow it; an upgrade or a POST goes on as to "/". */
-	if ((c->c_flags & CONN_F_NO_SLASH) && !(m->m_flags & HTTP1_F_UPGRADE) &&
-	    (strcmp(c->c_method, "GET") == 0 ||
-		strcmp(c->c_method, "HEAD") == 0)) {
+	if ((c->c_x->x_flags & XCHG_F_NO_SLASH) &&
+	    !(m->m_flags & HTTP1_F_UPGRADE) &&
+	    (strcmp(c->c_x->x_method, "GET") == 0 ||
+		strcmp(c->c_x->x_method, "HEAD") == 0)) {
 		conn_slash_redirect(c);
 		return;
 	}
@@ -910,11 +946,11 @@ conn_route(struct conn *c)
 		    sb->sb_id, (unsigned long long)limit);
 		return;
 	}
-	c->c_flags |= CONN_F_COUNTED;
+	c->c_x->x_flags |= XCHG_F_COUNTED;
 	if (g->g_conf->cf_max_body_size != 0 &&
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
-		c->c_flags &= ~CONN_F_KEEPALIVE;
+		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 		conn_fail(c, gw_err_body_too_large,
 		    "The request body of %llu "
 		    "bytes is larger than the %llu bytes this gateway accepts.",
@@ -938,29 +974,30 @@ conn_read_head(struct conn *c)
 	if (!(c->c_flags & CONN_F_HEAD_STARTED)) {
 		/* A whole-head deadline, not an idle timer. */
 		c->c_flags |= CONN_F_HEAD_STARTED;
-		c->c_start_us = clock_mono_usec();
+		(void)conn_xchg(c);
 		conn_timer_set(c, c->c_gw->g_conf->cf_header_timeout);
 	}
-	r = http1_parse_request(in, &c->c_gw->g_limits, &c->c_req, &err);
+	r = http1_parse_request(in, &c->c_gw->g_limits, &c->c_x->x_req, &err);
 	if (r == 0)
 		return;
 	if (r < 0) {
-		http1_msg_reset(&c->c_req);
+		http1_msg_reset(&c->c_x->x_req);
 		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
 		return;
 	}
 	evtimer_del(c->c_timer);
-	if (c->c_req.m_minor == 1)
-		c->c_flags |= (c->c_req.m_flags & HTTP1_F_CONN_CLOSE)
+	http1_msg_head(&c->c_x->x_req, &c->c_x->x_head);
+	if (c->c_x->x_req.m_minor == 1)
+		c->c_x->x_flags |= (c->c_x->x_req.m_flags & HTTP1_F_CONN_CLOSE)
 		    ? 0
-		    : CONN_F_KEEPALIVE;
-	else if (c->c_req.m_flags & HTTP1_F_CONN_KEEPALIVE)
-		c->c_flags |= CONN_F_KEEPALIVE;
-	if (c->c_req.m_method_len == 4 &&
-	    memcmp(c->c_req.m_method, "HEAD", 4) == 0)
-		c->c_flags |= CONN_F_HEAD_REQ;
-	if (c->c_req.m_body == HTTP1_BODY_NONE)
-		c->c_flags |= CONN_F_REQ_WHOLE;
+		    : XCHG_F_KEEPALIVE;
+	else if (c->c_x->x_req.m_flags & HTTP1_F_CONN_KEEPALIVE)
+		c->c_x->x_flags |= XCHG_F_KEEPALIVE;
+	if (c->c_x->x_req.m_method_len == 4 &&
+	    memcmp(c->c_x->x_req.m_method, "HEAD", 4) == 0)
+		c->c_x->x_flags |= XCHG_F_HEAD_REQ;
+	if (c->c_x->x_req.m_body == HTTP1_BODY_NONE)
+		c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
 	conn_route(c);
 }
 
@@ -982,7 +1019,8 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	    c->c_state == CONN_S_WAIT)
 		evio_read_hold(bev, &c->c_flags, CONN_F_READ_HELD);
 	/* Send what this input made at once (wthru.h). */
-	if ((up = c->c_up) != NULL && up->u_state == UP_S_ACTIVE)
+	if (c->c_x != NULL && (up = c->c_x->x_up) != NULL &&
+	    up->u_state == UP_S_ACTIVE)
 		wthru_flush(&up->u_wt);
 	wthru_flush(&c->c_wt);
 	if (c->c_state == CONN_S_UPGRADED)
@@ -1029,7 +1067,7 @@ conn_nothing_more(struct conn *c, struct bufferevent *bev)
 {
 	int fd, n = 0;
 
-	if (!(c->c_flags & CONN_F_REQ_WHOLE) ||
+	if (c->c_x == NULL || !(c->c_x->x_flags & XCHG_F_REQ_WHOLE) ||
 	    evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
 	    (fd = bufferevent_getfd(bev)) == -1)
 		return (0);
@@ -1212,7 +1250,6 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	    ? __atomic_add_fetch(&g->g_shared->s_conn_ids, 1, __ATOMIC_RELAXED)
 	    : ++g->g_conn_ids;
 	c->c_local_port = gl->gl_port;
-	c->c_start_us = clock_mono_usec();
 	addr_format(sa, c->c_peer, sizeof c->c_peer);
 	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
 	if (gl->gl_ctx != NULL) {
@@ -1270,7 +1307,7 @@ conn_adopt(struct gw *g, struct conn *c, int fd, int listen_port)
 	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
 	log_debug("conn %llu %s: handed to the main loop",
 	    (unsigned long long)c->c_id, c->c_peer);
-	tunnel_attach(c, c->c_sandbox, listen_port);
+	tunnel_attach(c, c->c_x->x_sandbox, listen_port);
 	wthru_flush(&c->c_wt);
 }
 

@@ -324,7 +324,47 @@ struct gw_body {
 	int b_done;
 };
 
-/* A client connection on a public listener. */
+/*
+ * One request and its response on a client connection: the route, the
+ * credentials' outcome, both bodies, the upstream and what the access
+ * line says.  Made when a request head begins and freed when its
+ * response ends, so an idle kept-alive connection holds none.
+ */
+struct gw_xchg {
+	struct http1_msg x_req; /* as parsed */
+	struct head x_head; /* the request as the core reads it (x_req's) */
+	int x_flags;
+#define XCHG_F_KEEPALIVE 0x001 /* the connection may serve another */
+#define XCHG_F_RESP_STARTED 0x002 /* response head sent to the client */
+#define XCHG_F_HEAD_REQ 0x004 /* the request is HEAD */
+#define XCHG_F_RESP_DONE 0x008 /* response fully relayed */
+#define XCHG_F_RETRIED 0x010 /* retried on a fresh upstream */
+#define XCHG_F_COUNTED 0x020 /* counted in x_sandbox->sb_nconns */
+#define XCHG_F_WS_REQ 0x040 /* the request asks for a WebSocket upgrade */
+#define XCHG_F_REQ_WHOLE 0x080 /* the request, body included, was read */
+#define XCHG_F_LOGGED 0x100 /* the access line is written */
+#define XCHG_F_NO_SLASH 0x200 /* path form without "/" after the port */
+	struct gw_body x_req_body;
+	struct gw_body x_resp_body;
+	struct upstream *x_up;
+	struct gw_sandbox *x_sandbox; /* referenced while routed */
+	const struct gw_port_rule *x_rule;
+	int x_port;
+	char *x_target; /* origin-form, for upstream */
+	char *x_host; /* Host as the client sent it */
+	char *x_prefix; /* path-form prefix "/{id}/{port}", or NULL */
+	char x_request_id[40]; /* X-Request-Id sent upstream */
+	uint64_t x_start_us;
+	uint64_t x_up_start_us; /* upstream asked for, for upstream_ms */
+	unsigned x_interim; /* interim (1xx) responses relayed */
+	uint64_t x_interim_bytes; /* ... and their head bytes */
+	int x_status; /* status sent, for the log */
+	const char *x_err_code; /* gateway error code sent, or NULL */
+	char *x_method;
+	char *x_path; /* without the query */
+};
+
+/* A client connection on a public listener: the transport. */
 struct conn {
 	TAILQ_ENTRY(conn) c_entry;
 	struct gw *c_gw;
@@ -333,49 +373,21 @@ struct conn {
 	struct wthru c_wt; /* writes to the client at once */
 	enum conn_state c_state;
 	int c_flags;
-#define CONN_F_KEEPALIVE 0x01 /* this exchange may keep the conn */
 #define CONN_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
 #define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
-#define CONN_F_RESP_STARTED 0x08 /* response head sent to client */
-#define CONN_F_HEAD_REQ 0x10 /* request was HEAD */
-#define CONN_F_RESP_DONE 0x20 /* response fully relayed */
 #define CONN_F_LINGER 0x40 /* shut down, draining input */
-#define CONN_F_RETRIED 0x80 /* retried on a fresh upstream */
-#define CONN_F_COUNTED 0x100 /* counted in c_sandbox->sb_nconns */
 #define CONN_F_UPGRADED 0x200 /* relaying raw bytes after 101 */
 #define CONN_F_TLS 0x400 /* the client connection is TLS */
-#define CONN_F_WS_REQ 0x800 /* the request asks for a WebSocket upgrade */
 #define CONN_F_TLS_UP 0x1000 /* the TLS handshake completed */
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
-#define CONN_F_REQ_WHOLE 0x8000 /* the request, body included, was read */
-#define CONN_F_LOGGED 0x10000 /* this exchange has its access line */
 #define CONN_F_READ_HELD 0x20000 /* reading off: the input cannot move on */
-#define CONN_F_NO_SLASH 0x40000 /* path form without "/" after the port */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
 	struct event *c_timer; /* header deadline, idle */
-	struct http1_msg c_req;
-	struct gw_body c_req_body;
-	struct gw_body c_resp_body;
-	struct upstream *c_up;
-	struct gw_sandbox *c_sandbox; /* referenced while routed */
-	const struct gw_port_rule *c_rule;
-	int c_port;
-	char *c_target; /* origin-form, for upstream */
-	char *c_host; /* Host as the client sent it */
-	char *c_prefix; /* path-form prefix "/{id}/{port}", or NULL */
-	char c_request_id[40]; /* X-Request-Id sent upstream */
-	uint64_t c_start_us;
-	uint64_t c_up_start_us; /* upstream asked for, for upstream_ms */
+	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
-	unsigned c_interim; /* interim (1xx) responses relayed */
-	uint64_t c_interim_bytes; /* ... and their head bytes */
-	int c_status; /* status sent, for the log */
-	const char *c_err_code; /* gateway error code sent, or NULL */
-	char *c_method;
-	char *c_path; /* without the query */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
@@ -538,6 +550,7 @@ struct bufferevent *conn_steal_bev(struct conn *);
 void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
+void conn_print(const struct conn *, char *, size_t);
 
 /* proxy.c */
 void proxy_start(struct conn *);
@@ -911,7 +924,7 @@ void errpage_put(struct evbuffer *, const struct errpage *);
 /* auth.c */
 /* A request for a port, as auth_check sees it. */
 struct auth_req {
-	const struct http1_msg *aq_msg; /* credentials, Origin, Sec-Fetch-* */
+	const struct head *aq_head; /* credentials, Origin, Sec-Fetch-* */
 	const char *aq_target; /* the target the upstream would see */
 	const char *aq_host; /* Host as the client sent it, or NULL */
 	const char *aq_prefix; /* path form: "/{id}/{port}"; host form: NULL */

@@ -90,12 +90,12 @@ proxy_named(const struct hfield *h, const char *name, size_t len)
 
 /* How many Connection fields m has: proxy_is_hop reads them when any. */
 static size_t
-proxy_nconnection(const struct http1_msg *m)
+proxy_nconnection(const struct head *m)
 {
 	size_t i, n = 0;
 
-	for (i = 0; i < m->m_nheaders; i++)
-		n += proxy_named(&m->m_headers[i], "connection", 10);
+	for (i = 0; i < m->h_nfields; i++)
+		n += proxy_named(&m->h_fields[i], "connection", 10);
 	return (n);
 }
 
@@ -104,7 +104,7 @@ proxy_nconnection(const struct http1_msg *m)
  * m's nconn Connection fields)?
  */
 static int
-proxy_is_hop(const struct http1_msg *m, const struct hfield *h, size_t nconn)
+proxy_is_hop(const struct head *m, const struct hfield *h, size_t nconn)
 {
 	const struct hfield *ch;
 	size_t i;
@@ -113,8 +113,8 @@ proxy_is_hop(const struct http1_msg *m, const struct hfield *h, size_t nconn)
 		if (proxy_named(h, proxy_hop[i].pn_name, proxy_hop[i].pn_len))
 			return (1);
 	}
-	for (i = 0; nconn > 0 && i < m->m_nheaders; i++) {
-		ch = &m->m_headers[i];
+	for (i = 0; nconn > 0 && i < m->h_nfields; i++) {
+		ch = &m->h_fields[i];
 		if (!proxy_named(ch, "connection", 10))
 			continue;
 		nconn--;
@@ -197,7 +197,7 @@ proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
  * in m (they form one list, RFC 9110 section 5.3) with last at the end.
  */
 static void
-proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
+proxy_add_list(struct strbuf *sb, const struct head *m, const char *name,
     size_t len, const char *last)
 {
 	const struct hfield *h;
@@ -205,8 +205,8 @@ proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
 
 	strbuf_add(sb, name, len);
 	strbuf_add(sb, ": ", 2);
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
+	for (i = 0; i < m->h_nfields; i++) {
+		h = &m->h_fields[i];
 		if (h->value_len == 0 || !proxy_named(h, name, len))
 			continue;
 		strbuf_add(sb, h->value, h->value_len);
@@ -218,11 +218,11 @@ proxy_add_list(struct strbuf *sb, const struct http1_msg *m, const char *name,
 
 /* Copy the client's Upgrade field and say Connection: Upgrade. */
 static void
-proxy_add_upgrade(const struct http1_msg *m, struct strbuf *sb)
+proxy_add_upgrade(const struct head *m, struct strbuf *sb)
 {
 	const struct hfield *h;
 
-	if ((h = http1_msg_find(m, "upgrade")) != NULL)
+	if ((h = head_find(m, "upgrade")) != NULL)
 		strbuf_add_header(sb, "Upgrade", 7, h->value, h->value_len);
 	strbuf_adds(sb, "Connection: Upgrade\r\n");
 }
@@ -239,13 +239,13 @@ proxy_request_id(struct conn *c)
 	uint64_t n, v;
 	size_t i;
 
-	h = http1_msg_find(&c->c_req, "x-request-id");
+	h = head_find(&c->c_x->x_head, "x-request-id");
 	if (h != NULL && h->value_len > 0 &&
-	    h->value_len < sizeof c->c_request_id &&
+	    h->value_len < sizeof c->c_x->x_request_id &&
 	    strspn(h->value,
 		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
 		"YZ0123456789-_.:") == h->value_len) {
-		memcpy(c->c_request_id, h->value, h->value_len + 1);
+		memcpy(c->c_x->x_request_id, h->value, h->value_len + 1);
 		return;
 	}
 	/*
@@ -262,25 +262,23 @@ proxy_request_id(struct conn *c)
 	v = __atomic_load_n(&seed, __ATOMIC_RELAXED);
 	n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < 16; i++) {
-		c->c_request_id[i] =
+		c->c_x->x_request_id[i] =
 		    "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
-		c->c_request_id[16 + i] =
+		c->c_x->x_request_id[16 + i] =
 		    "0123456789abcdef"[(n >> (60 - 4 * i)) & 0xf];
 	}
-	c->c_request_id[32] = '\0';
+	c->c_x->x_request_id[32] = '\0';
 }
 
 /* Is the request a WebSocket upgrade (GET, Connection: upgrade, websocket)? */
 static int
-proxy_is_websocket(const struct http1_msg *m)
+proxy_is_websocket(const struct head *m)
 {
 	const struct hfield *h;
 
-	if (!(m->m_flags & HTTP1_F_CONN_UPGRADE) ||
-	    !(m->m_flags & HTTP1_F_UPGRADE) || m->m_method_len != 3 ||
-	    memcmp(m->m_method, "GET", 3) != 0)
+	if (!(m->h_flags & HEAD_F_UPGRADE) || !head_method_is(m, "GET"))
 		return (0);
-	h = http1_msg_find(m, "upgrade");
+	h = head_find(m, "upgrade");
 	return (
 	    h != NULL && http1_list_has(h->value, h->value_len, "websocket"));
 }
@@ -289,28 +287,29 @@ proxy_is_websocket(const struct http1_msg *m)
 static void
 proxy_write_request_head(struct conn *c, struct evbuffer *out)
 {
-	const struct http1_msg *m = &c->c_req;
+	const struct head *m = &c->c_x->x_head;
 	const struct hfield *h;
-	const struct gw_port_rule *pr = c->c_rule;
+	const struct gw_port_rule *pr = c->c_x->x_rule;
 	struct strbuf *sb = &c->c_gw->g_head;
 	const char *p;
 	size_t i, nconn = proxy_nconnection(m);
 	char *cookie;
 
 	strbuf_reset(sb);
-	strbuf_add(sb, m->m_method, m->m_method_len);
+	strbuf_add(sb, m->h_method, m->h_method_len);
 	strbuf_add(sb, " ", 1);
-	strbuf_adds(sb, c->c_target);
+	strbuf_adds(sb, c->c_x->x_target);
 	strbuf_add(sb, " HTTP/1.1\r\n", 11);
 	/*
 	 * Host is the gateway's to write: the authority of an absolute-form
 	 * target replaces the client's field (RFC 9112 section 3.2.2), and
 	 * a Connection field naming Host cannot remove it.
 	 */
-	if (pr->pr_host_rewrite == NULL && c->c_host != NULL)
-		strbuf_add_header(sb, "Host", 4, c->c_host, strlen(c->c_host));
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
+	if (pr->pr_host_rewrite == NULL && c->c_x->x_host != NULL)
+		strbuf_add_header(
+		    sb, "Host", 4, c->c_x->x_host, strlen(c->c_x->x_host));
+	for (i = 0; i < m->h_nfields; i++) {
+		h = &m->h_fields[i];
 		if (proxy_is_hop(m, h, nconn))
 			continue;
 		if (proxy_named(h, "host", 4))
@@ -334,38 +333,38 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		strbuf_add_header(
 		    sb, h->name, h->name_len, h->value, h->value_len);
 	}
-	if (c->c_flags & CONN_F_WS_REQ)
+	if (c->c_x->x_flags & XCHG_F_WS_REQ)
 		proxy_add_upgrade(m, sb);
-	strbuf_add_header(
-	    sb, "X-Request-Id", 12, c->c_request_id, strlen(c->c_request_id));
-	if (c->c_prefix != NULL)
-		strbuf_add_header(sb, "X-Forwarded-Prefix", 18, c->c_prefix,
-		    strlen(c->c_prefix));
+	strbuf_add_header(sb, "X-Request-Id", 12, c->c_x->x_request_id,
+	    strlen(c->c_x->x_request_id));
+	if (c->c_x->x_prefix != NULL)
+		strbuf_add_header(sb, "X-Forwarded-Prefix", 18,
+		    c->c_x->x_prefix, strlen(c->c_x->x_prefix));
 	if (pr->pr_host_rewrite != NULL) {
 		strbuf_add(sb, "Host: ", 6);
 		if ((p = strstr(pr->pr_host_rewrite, "${port}")) != NULL) {
 			strbuf_add(sb, pr->pr_host_rewrite,
 			    (size_t)(p - pr->pr_host_rewrite));
-			strbuf_add_u64(sb, (uint64_t)c->c_port);
+			strbuf_add_u64(sb, (uint64_t)c->c_x->x_port);
 			strbuf_adds(sb, p + 7);
 		} else
 			strbuf_adds(sb, pr->pr_host_rewrite);
 		strbuf_add(sb, "\r\n", 2);
 	}
-	if (c->c_host != NULL)
-		strbuf_add_header(
-		    sb, "X-Forwarded-Host", 16, c->c_host, strlen(c->c_host));
+	if (c->c_x->x_host != NULL)
+		strbuf_add_header(sb, "X-Forwarded-Host", 16, c->c_x->x_host,
+		    strlen(c->c_x->x_host));
 	if (c->c_flags & CONN_F_TLS)
 		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
 	else
 		strbuf_adds(sb, "X-Forwarded-Proto: http\r\n");
 	proxy_add_list(sb, m, "X-Forwarded-For", 15, c->c_peer_ip);
 	proxy_add_list(sb, m, "Via", 3,
-	    m->m_minor == 0 ? "1.0 akgateway" : "1.1 akgateway");
-	switch (c->c_req_body.b_kind) {
+	    m->h_version == 10 ? "1.0 akgateway" : "1.1 akgateway");
+	switch (c->c_x->x_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
 		strbuf_add(sb, "Content-Length: ", 16);
-		strbuf_add_u64(sb, m->m_content_length);
+		strbuf_add_u64(sb, m->h_length);
 		strbuf_add(sb, "\r\n", 2);
 		break;
 	case HTTP1_BODY_CHUNKED:
@@ -373,7 +372,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		break;
 	default:
 		/* A body-less POST keeps its explicit zero length. */
-		if (http1_msg_find(m, "content-length") != NULL)
+		if (head_find(m, "content-length") != NULL)
 			strbuf_adds(sb, "Content-Length: 0\r\n");
 		break;
 	}
@@ -428,24 +427,24 @@ proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 void
 proxy_start(struct conn *c)
 {
-	struct gw_body *b = &c->c_req_body;
+	struct gw_body *b = &c->c_x->x_req_body;
 	enum http1_err err = HTTP1_E_NONE;
 	struct timeval tv;
 
-	if (c->c_req.m_body == HTTP1_BODY_CHUNKED &&
-	    !(c->c_flags & CONN_F_RETRIED) &&
+	if (c->c_x->x_req.m_body == HTTP1_BODY_CHUNKED &&
+	    !(c->c_x->x_flags & XCHG_F_RETRIED) &&
 	    proxy_check_buffered_chunks(c, &err) != 0) {
-		c->c_flags &= ~CONN_F_KEEPALIVE;
+		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
 		return;
 	}
 	memset(b, 0, sizeof *b);
-	b->b_kind = c->c_req.m_body;
-	b->b_left = c->c_req.m_content_length;
+	b->b_kind = c->c_x->x_req.m_body;
+	b->b_left = c->c_x->x_req.m_content_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	c->c_state = CONN_S_BODY;
-	if (proxy_is_websocket(&c->c_req))
-		c->c_flags |= CONN_F_WS_REQ;
+	if (proxy_is_websocket(&c->c_x->x_head))
+		c->c_x->x_flags |= XCHG_F_WS_REQ;
 	/*
 	 * The client must keep sending a body, and keep reading the answer.
 	 * Once its request is whole it owes us nothing (proxy_request_body).
@@ -453,12 +452,12 @@ proxy_start(struct conn *c)
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
 	bufferevent_set_timeouts(
 	    c->c_bev, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
-	if (c->c_up_start_us == 0)
-		c->c_up_start_us = clock_mono_usec();
-	c->c_up = upstream_get(c->c_gw, c->c_sandbox, c->c_port,
-	    c->c_flags & CONN_F_RETRIED, &proxy_owner, c);
-	if (c->c_up->u_state == UP_S_ACTIVE)
-		proxy_upstream_ready(c->c_up, c);
+	if (c->c_x->x_up_start_us == 0)
+		c->c_x->x_up_start_us = clock_mono_usec();
+	c->c_x->x_up = upstream_get(c->c_gw, c->c_x->x_sandbox, c->c_x->x_port,
+	    c->c_x->x_flags & XCHG_F_RETRIED, &proxy_owner, c);
+	if (c->c_x->x_up->u_state == UP_S_ACTIVE)
+		proxy_upstream_ready(c->c_x->x_up, c);
 }
 
 /* The upstream is connected (or came from the pool): send the request. */
@@ -488,8 +487,8 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 void
 proxy_request_body(struct conn *c)
 {
-	struct upstream *up = c->c_up;
-	struct gw_body *b = &c->c_req_body;
+	struct upstream *up = c->c_x->x_up;
+	struct gw_body *b = &c->c_x->x_req_body;
 	struct evbuffer *in = bufferevent_get_input(c->c_bev);
 	enum http1_err err = HTTP1_E_NONE;
 	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
@@ -538,13 +537,13 @@ proxy_request_body(struct conn *c)
 		 * calls a request.
 		 */
 		c->c_state = CONN_S_WAIT;
-		c->c_flags |= CONN_F_REQ_WHOLE;
+		c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
 		if (b->b_kind != HTTP1_BODY_NONE) {
 			/* A silent client is no longer idle: it is waiting. */
 			clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
 			bufferevent_set_timeouts(c->c_bev, NULL, &tv);
 		}
-		if (c->c_flags & CONN_F_RESP_DONE)
+		if (c->c_x->x_flags & XCHG_F_RESP_DONE)
 			conn_response_done(c);
 	} else {
 		c->c_flags &= ~CONN_F_READ_HELD;
@@ -563,7 +562,7 @@ proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
 	if (up->u_state != UP_S_ACTIVE || c == NULL)
 		return;
 	proxy_request_body(c);
-	if (c->c_up == up)
+	if (c->c_x != NULL && c->c_x->x_up == up)
 		proxy_request_splice_try(c);
 }
 
@@ -580,7 +579,7 @@ proxy_splice_start(struct conn *c, int dir, struct bufferevent *src,
 	int sfd, dfd;
 
 	/* What the pass queued for dst goes first (wthru.h). */
-	wthru_write_now(dir == 1 ? &c->c_wt : &c->c_up->u_wt);
+	wthru_write_now(dir == 1 ? &c->c_wt : &c->c_x->x_up->u_wt);
 	if (evbuffer_get_length(bufferevent_get_input(src)) != 0 ||
 	    proxy_out_len(dst) != 0 || (sfd = bufferevent_getfd(src)) == -1 ||
 	    (dfd = bufferevent_getfd(dst)) == -1)
@@ -597,8 +596,8 @@ proxy_request_splice_progress(void *arg, size_t n)
 {
 	struct conn *c = arg;
 
-	c->c_req_body.b_left -= n;
-	c->c_req_body.b_total += n;
+	c->c_x->x_req_body.b_left -= n;
+	c->c_x->x_req_body.b_total += n;
 }
 
 /* The spliced part of a request body ended. */
@@ -608,8 +607,8 @@ proxy_request_splice_done(void *arg, int error)
 	struct conn *c = arg;
 
 	relay_splice_stop_one(c, 0);
-	if (error == 0 && c->c_req_body.b_left == 0) {
-		c->c_req_body.b_done = 1;
+	if (error == 0 && c->c_x->x_req_body.b_left == 0) {
+		c->c_x->x_req_body.b_done = 1;
 		if (c->c_state != CONN_S_BODY)
 			return;
 		/* Reading on, as after any whole request. */
@@ -633,8 +632,8 @@ proxy_request_splice_try(struct conn *c)
 {
 	static const struct splicer_cbs cbs = { proxy_request_splice_progress,
 		proxy_request_splice_done };
-	struct upstream *up = c->c_up;
-	struct gw_body *b = &c->c_req_body;
+	struct upstream *up = c->c_x->x_up;
+	struct gw_body *b = &c->c_x->x_req_body;
 
 	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
@@ -648,11 +647,12 @@ proxy_request_splice_try(struct conn *c)
 void
 proxy_client_drained(struct conn *c)
 {
-	struct upstream *up = c->c_up;
+	struct upstream *up;
 
-	if (up == NULL || up->u_state != UP_S_ACTIVE)
+	if (c->c_x == NULL || (up = c->c_x->x_up) == NULL ||
+	    up->u_state != UP_S_ACTIVE)
 		return;
-	if (!(c->c_flags & CONN_F_RESP_STARTED)) {
+	if (!(c->c_x->x_flags & XCHG_F_RESP_STARTED)) {
 		/* Interim responses waited for the client (proxy_interim). */
 		if (!(bufferevent_get_enabled(up->u_bev) & EV_READ) &&
 		    (up->u_flags & UP_F_SENT)) {
@@ -662,7 +662,7 @@ proxy_client_drained(struct conn *c)
 		return;
 	}
 	proxy_response_body(c);
-	if (c->c_up == up)
+	if (c->c_x != NULL && c->c_x->x_up == up)
 		proxy_splice_try(c);
 }
 
@@ -679,7 +679,7 @@ static void proxy_write_response_head(
 static int
 proxy_write_small_tls(struct conn *c, struct upstream *up)
 {
-	struct gw_body *b = &c->c_resp_body;
+	struct gw_body *b = &c->c_x->x_resp_body;
 	struct evbuffer *in = bufferevent_get_input(up->u_bev);
 	struct evbuffer *out = bufferevent_get_output(c->c_bev), *stage;
 	unsigned char *p;
@@ -719,14 +719,15 @@ proxy_write_small_tls(struct conn *c, struct upstream *up)
 static char *
 proxy_upstream_host(const struct conn *c)
 {
-	const char *rw = c->c_rule->pr_host_rewrite, *p;
+	const char *rw = c->c_x->x_rule->pr_host_rewrite, *p;
 	char *s;
 
 	if (rw == NULL)
-		return (c->c_host != NULL ? xstrdup(c->c_host) : NULL);
+		return (
+		    c->c_x->x_host != NULL ? xstrdup(c->c_x->x_host) : NULL);
 	if ((p = strstr(rw, "${port}")) == NULL)
 		return (xstrdup(rw));
-	xasprintf(&s, "%.*s%d%s", (int)(p - rw), rw, c->c_port, p + 7);
+	xasprintf(&s, "%.*s%d%s", (int)(p - rw), rw, c->c_x->x_port, p + 7);
 	return (s);
 }
 
@@ -746,10 +747,10 @@ proxy_own_authority(const struct conn *c, const char *a, size_t len)
 	    strncasecmp(host, a, len) == 0)
 		r = 1;
 	free(host);
-	n = (size_t)snprintf(own, sizeof own, "localhost:%d", c->c_port);
+	n = (size_t)snprintf(own, sizeof own, "localhost:%d", c->c_x->x_port);
 	if (n == len && strncasecmp(own, a, len) == 0)
 		r = 1;
-	n = (size_t)snprintf(own, sizeof own, "127.0.0.1:%d", c->c_port);
+	n = (size_t)snprintf(own, sizeof own, "127.0.0.1:%d", c->c_x->x_port);
 	if (n == len && memcmp(own, a, len) == 0)
 		r = 1;
 	return (r);
@@ -764,13 +765,13 @@ proxy_own_authority(const struct conn *c, const char *a, size_t len)
 static char *
 proxy_prefix_path(const struct conn *c, const char *path, size_t len)
 {
-	size_t plen = strlen(c->c_prefix);
+	size_t plen = strlen(c->c_x->x_prefix);
 	char *s;
 
-	if (len >= plen && memcmp(path, c->c_prefix, plen) == 0 &&
+	if (len >= plen && memcmp(path, c->c_x->x_prefix, plen) == 0 &&
 	    (len == plen || strchr("/?#", path[plen]) != NULL))
 		return (NULL);
-	xasprintf(&s, "%s%s%.*s", c->c_prefix,
+	xasprintf(&s, "%s%s%.*s", c->c_x->x_prefix,
 	    len == 0 || path[0] != '/' ? "/" : "", (int)len, path);
 	return (s);
 }
@@ -842,22 +843,25 @@ proxy_add_response_start(
     struct strbuf *sb, const struct http1_msg *m, const struct conn *c)
 {
 	const struct hfield *h;
-	size_t i, nconn = proxy_nconnection(m);
+	struct head rh;
+	size_t i, nconn;
 	int own_id = 0;
 	char *v;
 
+	http1_msg_head(m, &rh);
+	nconn = proxy_nconnection(&rh);
 	strbuf_add(sb, "HTTP/1.1 ", 9);
 	strbuf_add_u64(sb, (uint64_t)m->m_status);
 	strbuf_add(sb, " ", 1);
 	strbuf_adds(sb,
 	    m->m_reason[0] != '\0' ? m->m_reason : http1_reason(m->m_status));
 	strbuf_add(sb, "\r\n", 2);
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
-		if (proxy_is_hop(m, h, nconn))
+	for (i = 0; i < rh.h_nfields; i++) {
+		h = &rh.h_fields[i];
+		if (proxy_is_hop(&rh, h, nconn))
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
-		if (c->c_prefix != NULL &&
+		if (c->c_x->x_prefix != NULL &&
 		    (v = proxy_prefix_field(c, h)) != NULL) {
 			strbuf_add_header(
 			    sb, h->name, h->name_len, v, strlen(v));
@@ -876,7 +880,8 @@ proxy_write_response_head(
     struct conn *c, const struct http1_msg *m, struct evbuffer *out)
 {
 	const struct hfield *h;
-	struct gw_body *b = &c->c_resp_body;
+	struct head rh;
+	struct gw_body *b = &c->c_x->x_resp_body;
 	struct strbuf *sb = &c->c_gw->g_head;
 	int own_id;
 
@@ -902,13 +907,14 @@ proxy_write_response_head(
 		break;
 	}
 	if (!own_id)
-		strbuf_add_header(sb, "X-Request-Id", 12, c->c_request_id,
-		    strlen(c->c_request_id));
-	if (m->m_status == 101)
-		proxy_add_upgrade(m, sb);
-	else if (!(c->c_flags & CONN_F_KEEPALIVE))
+		strbuf_add_header(sb, "X-Request-Id", 12, c->c_x->x_request_id,
+		    strlen(c->c_x->x_request_id));
+	if (m->m_status == 101) {
+		http1_msg_head(m, &rh);
+		proxy_add_upgrade(&rh, sb);
+	} else if (!(c->c_x->x_flags & XCHG_F_KEEPALIVE))
 		strbuf_adds(sb, "Connection: close\r\n");
-	else if (c->c_req.m_minor == 0)
+	else if (c->c_x->x_req.m_minor == 0)
 		strbuf_adds(sb, "Connection: keep-alive\r\n");
 	strbuf_add(sb, "\r\n", 2);
 	evbuffer_add(out, sb->sb_buf, sb->sb_len);
@@ -919,47 +925,47 @@ static int
 proxy_response_head(struct conn *c, struct upstream *up)
 {
 	struct http1_msg *m = &up->u_resp;
-	struct gw_body *b = &c->c_resp_body;
+	struct gw_body *b = &c->c_x->x_resp_body;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = m->m_body;
 	b->b_left = m->m_content_length;
 	if (m->m_status == 101) {
-		if (!(c->c_flags & CONN_F_WS_REQ)) {
+		if (!(c->c_x->x_flags & XCHG_F_WS_REQ)) {
 			conn_fail(c, gw_err_bad_response,
 			    "Sandbox '%s' port "
 			    "%d switched protocols without being asked to.",
-			    c->c_sandbox->sb_id, c->c_port);
+			    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 			return (-1);
 		}
-		c->c_status = 101;
-		c->c_flags |= CONN_F_RESP_STARTED;
+		c->c_x->x_status = 101;
+		c->c_x->x_flags |= XCHG_F_RESP_STARTED;
 		proxy_write_response_head(
 		    c, m, bufferevent_get_output(c->c_bev));
 		relay_start(c);
 		return (1);
 	}
-	if (c->c_flags & CONN_F_WS_REQ)
+	if (c->c_x->x_flags & XCHG_F_WS_REQ)
 		up->u_flags |= UP_F_NO_REUSE;
 	if (m->m_flags & HTTP1_F_TE_OTHER) {
 		conn_fail(c, gw_err_bad_response,
 		    "Sandbox '%s' port %d "
 		    "answered with a transfer coding other than chunked.",
-		    c->c_sandbox->sb_id, c->c_port);
+		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 		return (-1);
 	}
 	if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0)
 		up->u_flags |= UP_F_NO_REUSE;
 	if (b->b_kind == HTTP1_BODY_EOF || b->b_kind == HTTP1_BODY_CHUNKED) {
 		/* An HTTP/1.0 client only understands close-delimited. */
-		if (c->c_req.m_minor == 0) {
-			c->c_flags &= ~CONN_F_KEEPALIVE;
+		if (c->c_x->x_req.m_minor == 0) {
+			c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 			b->b_out_chunked = 0;
 		} else
 			b->b_out_chunked = 1;
 	}
-	c->c_status = m->m_status;
-	c->c_flags |= CONN_F_RESP_STARTED;
+	c->c_x->x_status = m->m_status;
+	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
 	if (!proxy_write_small_tls(c, up))
 		proxy_write_response_head(
 		    c, m, bufferevent_get_output(c->c_bev));
@@ -970,16 +976,16 @@ proxy_response_head(struct conn *c, struct upstream *up)
 static void
 proxy_response_complete(struct conn *c)
 {
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 
-	c->c_flags |= CONN_F_RESP_DONE;
+	c->c_x->x_flags |= XCHG_F_RESP_DONE;
 	if (up != NULL)
 		evtimer_del(up->u_timer);
 	if (c->c_state != CONN_S_WAIT) {
 		/* Answered before the request body ended. */
 		if (up != NULL)
 			up->u_flags |= UP_F_NO_REUSE;
-		c->c_flags &= ~CONN_F_KEEPALIVE;
+		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 	}
 	conn_response_done(c);
 }
@@ -988,8 +994,8 @@ proxy_response_complete(struct conn *c)
 static void
 proxy_response_body(struct conn *c)
 {
-	struct upstream *up = c->c_up;
-	struct gw_body *b = &c->c_resp_body;
+	struct upstream *up = c->c_x->x_up;
+	struct gw_body *b = &c->c_x->x_resp_body;
 	struct evbuffer *in = bufferevent_get_input(up->u_bev);
 	enum http1_err err = HTTP1_E_NONE;
 	size_t before;
@@ -1009,8 +1015,9 @@ proxy_response_body(struct conn *c)
 		if (r < 0) {
 			log_warn("conn %llu: bad response body from sandbox "
 				 "'%s' port %d: %s",
-			    (unsigned long long)c->c_id, c->c_sandbox->sb_id,
-			    c->c_port, http1_err_message(err));
+			    (unsigned long long)c->c_id,
+			    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
+			    http1_err_message(err));
 			conn_close(c, "bad upstream response body");
 			return;
 		}
@@ -1034,8 +1041,8 @@ proxy_splice_progress(void *arg, size_t n)
 {
 	struct conn *c = arg;
 
-	c->c_resp_body.b_left -= n;
-	c->c_resp_body.b_total += n;
+	c->c_x->x_resp_body.b_left -= n;
+	c->c_x->x_resp_body.b_total += n;
 }
 
 /* The spliced part of a response body ended. */
@@ -1043,18 +1050,18 @@ static void
 proxy_splice_done(void *arg, int error)
 {
 	struct conn *c = arg;
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 
 	relay_splice_stop_one(c, 1);
-	if (error == 0 && c->c_resp_body.b_left == 0) {
-		c->c_resp_body.b_done = 1;
+	if (error == 0 && c->c_x->x_resp_body.b_left == 0) {
+		c->c_x->x_resp_body.b_done = 1;
 		proxy_response_complete(c);
 		return;
 	}
 	log_warn("conn %llu: response body from sandbox '%s' port %d ended "
 		 "%llu bytes early: %s",
-	    (unsigned long long)c->c_id, c->c_sandbox->sb_id, c->c_port,
-	    (unsigned long long)c->c_resp_body.b_left,
+	    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
+	    c->c_x->x_port, (unsigned long long)c->c_x->x_resp_body.b_left,
 	    error == ETIMEDOUT   ? "idle timeout"
 		: error == EPIPE ? "upstream closed"
 				 : strerror(error));
@@ -1076,12 +1083,12 @@ proxy_splice_try(struct conn *c)
 {
 	static const struct splicer_cbs cbs = { proxy_splice_progress,
 		proxy_splice_done };
-	struct upstream *up = c->c_up;
-	struct gw_body *b = &c->c_resp_body;
+	struct upstream *up = c->c_x->x_up;
+	struct gw_body *b = &c->c_x->x_resp_body;
 
 	if (c->c_gw->g_splice == NULL || c->c_spl[1] != NULL || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
-	    !(c->c_flags & CONN_F_RESP_STARTED) || b->b_done ||
+	    !(c->c_x->x_flags & XCHG_F_RESP_STARTED) || b->b_done ||
 	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN ||
 	    c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
@@ -1106,7 +1113,7 @@ proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
 	 * is freed from the loop, so it is still here even if closed.
 	 */
 	wthru_flush(&c->c_wt);
-	if (c->c_up == up)
+	if (c->c_x != NULL && c->c_x->x_up == up)
 		proxy_splice_try(c);
 }
 
@@ -1122,24 +1129,25 @@ proxy_interim(struct conn *c, struct upstream *up)
 {
 	struct strbuf *sb = &c->c_gw->g_head;
 
-	c->c_interim++;
-	c->c_interim_bytes += up->u_resp.m_head_len;
-	if (c->c_interim > PROXY_INTERIM_MAX ||
-	    c->c_interim_bytes > PROXY_INTERIM_BYTES) {
+	c->c_x->x_interim++;
+	c->c_x->x_interim_bytes += up->u_resp.m_head_len;
+	if (c->c_x->x_interim > PROXY_INTERIM_MAX ||
+	    c->c_x->x_interim_bytes > PROXY_INTERIM_BYTES) {
 		up->u_flags |= UP_F_NO_REUSE;
 		log_warn("conn %llu: sandbox '%s' port %d sent %u interim "
 			 "responses (%llu bytes) for one request; cut off",
-		    (unsigned long long)c->c_id, c->c_sandbox->sb_id, c->c_port,
-		    c->c_interim, (unsigned long long)c->c_interim_bytes);
+		    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
+		    c->c_x->x_port, c->c_x->x_interim,
+		    (unsigned long long)c->c_x->x_interim_bytes);
 		conn_fail(c, gw_err_bad_response,
 		    "Sandbox '%s' port %d sent more interim (1xx) responses "
 		    "than the %d (or %d bytes) the gateway relays for one "
 		    "request.",
-		    c->c_sandbox->sb_id, c->c_port, PROXY_INTERIM_MAX,
+		    c->c_x->x_sandbox->sb_id, c->c_x->x_port, PROXY_INTERIM_MAX,
 		    PROXY_INTERIM_BYTES);
 		return (-1);
 	}
-	if (c->c_req.m_minor != 1)
+	if (c->c_x->x_req.m_minor != 1)
 		return (0);
 	strbuf_reset(sb);
 	proxy_add_response_start(sb, &up->u_resp, c);
@@ -1159,7 +1167,7 @@ proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 
 	if (up->u_state != UP_S_ACTIVE || c == NULL)
 		return;
-	while (!(c->c_flags & CONN_F_RESP_STARTED)) {
+	while (!(c->c_x->x_flags & XCHG_F_RESP_STARTED)) {
 		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
 			/*
 			 * Interim responses the client has not read yet:
@@ -1169,14 +1177,14 @@ proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
 			return;
 		}
 		r = http1_parse_response(in, &c->c_gw->g_limits,
-		    c->c_flags & CONN_F_HEAD_REQ, &up->u_resp, &err);
+		    c->c_x->x_flags & XCHG_F_HEAD_REQ, &up->u_resp, &err);
 		if (r == 0)
 			return;
 		if (r < 0) {
 			conn_fail(c, gw_err_bad_response,
 			    "Sandbox '%s' port %d "
 			    "sent a malformed response: %s",
-			    c->c_sandbox->sb_id, c->c_port,
+			    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
 			    http1_err_message(err));
 			return;
 		}
@@ -1199,36 +1207,37 @@ static void
 proxy_upstream_event(struct upstream *up, short what, void *arg)
 {
 	struct conn *c = arg;
-	struct gw_body *b = &c->c_resp_body;
+	struct gw_body *b = &c->c_x->x_resp_body;
 
-	if ((what & BEV_EVENT_EOF) && (c->c_flags & CONN_F_RESP_STARTED) &&
+	if ((what & BEV_EVENT_EOF) && (c->c_x->x_flags & XCHG_F_RESP_STARTED) &&
 	    b->b_kind == HTTP1_BODY_EOF) {
 		/* Close-delimited body: flush what is buffered, then end. */
 		proxy_response_body(c);
-		if (c->c_up != up || c->c_state == CONN_S_DEAD)
+		if (c->c_x == NULL || c->c_x->x_up != up ||
+		    c->c_state == CONN_S_DEAD)
 			return;
 		if (b->b_out_chunked)
 			http1_chunk_last(bufferevent_get_output(c->c_bev));
 		b->b_done = 1;
-		c->c_flags |= CONN_F_RESP_DONE;
+		c->c_x->x_flags |= XCHG_F_RESP_DONE;
 		up->u_flags |= UP_F_NO_REUSE;
 		if (c->c_state != CONN_S_WAIT)
-			c->c_flags &= ~CONN_F_KEEPALIVE;
+			c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 		conn_response_done(c);
 		return;
 	}
-	if (c->c_flags & CONN_F_RESP_STARTED) {
+	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
 		/* Nothing can be said to the client mid-body: close it. */
 		upstream_close(up, "closed mid-response");
 		conn_close(c, "upstream closed mid-response");
 		return;
 	}
 	if ((up->u_flags & UP_F_REUSED) && !(up->u_flags & UP_F_GOT_BYTES) &&
-	    c->c_req_body.b_kind == HTTP1_BODY_NONE &&
-	    !(c->c_flags & CONN_F_RETRIED)) {
+	    c->c_x->x_req_body.b_kind == HTTP1_BODY_NONE &&
+	    !(c->c_x->x_flags & XCHG_F_RETRIED)) {
 		/* A pooled connection the server had closed: try a new one. */
 		upstream_close(up, "stale pooled connection");
-		c->c_flags |= CONN_F_RETRIED;
+		c->c_x->x_flags |= XCHG_F_RETRIED;
 		proxy_start(c);
 		return;
 	}
@@ -1236,12 +1245,12 @@ proxy_upstream_event(struct upstream *up, short what, void *arg)
 		conn_fail(c, gw_err_upstream_timeout,
 		    "Sandbox '%s' port %d "
 		    "did not answer in time.",
-		    c->c_sandbox->sb_id, c->c_port);
+		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 	else
 		conn_fail(c, gw_err_upstream_closed,
 		    "Sandbox '%s' port %d "
 		    "closed the connection without answering.",
-		    c->c_sandbox->sb_id, c->c_port);
+		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 }
 
 /* The response-header timer fired. */
@@ -1251,12 +1260,12 @@ proxy_response_timeout(struct upstream *up, void *arg)
 	struct conn *c = arg;
 
 	(void)up;
-	if (c->c_flags & CONN_F_RESP_STARTED)
+	if (c->c_x->x_flags & XCHG_F_RESP_STARTED)
 		return;
 	conn_fail(c, gw_err_upstream_timeout,
 	    "Sandbox '%s' port %d did not "
 	    "send a response head within %llums.",
-	    c->c_sandbox->sb_id, c->c_port,
+	    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
 	    (unsigned long long)c->c_gw->g_conf->cf_response_timeout);
 }
 
@@ -1273,25 +1282,25 @@ proxy_upstream_failed(
 	upstream_close(up, why);
 	if (e == gw_err_sandbox_unreachable)
 		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",
-		    c->c_sandbox->sb_id, why, c->c_sandbox->sb_netns);
+		    c->c_x->x_sandbox->sb_id, why, c->c_x->x_sandbox->sb_netns);
 	else if (e == gw_err_upstream_unreachable &&
 	    strcmp(why, UPSTREAM_WHY_TIMEOUT) == 0)
 		conn_fail(c, e,
 		    "Sandbox '%s' cannot be reached: %s did not answer "
 		    "a connection within %llums; the sandbox may be down "
 		    "or its address unroutable.",
-		    c->c_sandbox->sb_id, addr,
+		    c->c_x->x_sandbox->sb_id, addr,
 		    (unsigned long long)g->g_conf->cf_connect_timeout);
 	else if (e == gw_err_upstream_unreachable)
 		conn_fail(c, e,
 		    "Sandbox '%s' cannot be reached: no route to %s (%s); "
 		    "the sandbox may be down or its address unroutable.",
-		    c->c_sandbox->sb_id, addr, why);
+		    c->c_x->x_sandbox->sb_id, addr, why);
 	else
 		conn_fail(c, e,
 		    "Nothing is listening on port %d in sandbox "
 		    "'%s' (%s).",
-		    c->c_port, c->c_sandbox->sb_id, why);
+		    c->c_x->x_port, c->c_x->x_sandbox->sb_id, why);
 }
 
 /*
@@ -1303,8 +1312,8 @@ proxy_upstream_detach(struct upstream *up, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->c_up != up)
+	if (c->c_x == NULL || c->c_x->x_up != up)
 		return;
 	relay_splice_stop(c);
-	c->c_up = NULL;
+	c->c_x->x_up = NULL;
 }

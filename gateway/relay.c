@@ -60,9 +60,9 @@ relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 		evbuffer_add_buffer(out, in);
 		c->c_active_ms = clock_mono_msec();
 		if (src == c->c_bev)
-			c->c_req_body.b_total += n;
+			c->c_x->x_req_body.b_total += n;
 		else
-			c->c_resp_body.b_total += n;
+			c->c_x->x_resp_body.b_total += n;
 	}
 	if (ended || evbuffer_get_length(out) >= RELAY_HIGH)
 		bufferevent_disable(src, EV_READ);
@@ -126,8 +126,8 @@ relay_abort(struct conn *c)
 		return;
 	if (c->c_bev != NULL)
 		relay_abort_stuck(c->c_bev);
-	if (c->c_up != NULL && c->c_up->u_bev != NULL)
-		relay_abort_stuck(c->c_up->u_bev);
+	if (c->c_x->x_up != NULL && c->c_x->x_up->u_bev != NULL)
+		relay_abort_stuck(c->c_x->x_up->u_bev);
 }
 
 /*
@@ -156,7 +156,7 @@ relay_idle(struct conn *c)
 static void
 relay_ended(struct conn *c, int eof)
 {
-	struct bufferevent *dst = eof == RELAY_F_UP_EOF ? c->c_up->u_bev
+	struct bufferevent *dst = eof == RELAY_F_UP_EOF ? c->c_x->x_up->u_bev
 							: c->c_bev;
 
 	if (c->c_relay & eof)
@@ -200,7 +200,7 @@ relay_shut_client(struct conn *c)
 static void
 relay_check(struct conn *c)
 {
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 
 	if (c->c_state != CONN_S_UPGRADED || up == NULL)
 		return;
@@ -277,7 +277,7 @@ relay_splice_up(void *arg, size_t n)
 	struct conn *c = arg;
 
 	c->c_active_ms = clock_mono_msec();
-	c->c_req_body.b_total += n;
+	c->c_x->x_req_body.b_total += n;
 }
 
 /* Bytes went from the upstream to the client in the kernel. */
@@ -287,7 +287,7 @@ relay_splice_down(void *arg, size_t n)
 	struct conn *c = arg;
 
 	c->c_active_ms = clock_mono_msec();
-	c->c_resp_body.b_total += n;
+	c->c_x->x_resp_body.b_total += n;
 }
 
 /*
@@ -338,7 +338,7 @@ relay_splice_try(struct conn *c)
 		relay_splice_up_done };
 	static const struct splicer_cbs down_cbs = { relay_splice_down,
 		relay_splice_down_done };
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 	struct event_base *base = c->c_gw->g_base;
 	int cfd, ufd;
 
@@ -376,7 +376,7 @@ relay_splice_try(struct conn *c)
 void
 relay_start(struct conn *c)
 {
-	struct upstream *up = c->c_up;
+	struct upstream *up = c->c_x->x_up;
 
 	c->c_state = CONN_S_UPGRADED;
 	c->c_flags |= CONN_F_UPGRADED;
@@ -401,17 +401,17 @@ relay_start(struct conn *c)
 void
 relay_client_read(struct conn *c)
 {
-	if (c->c_up != NULL)
-		relay_move(c, c->c_bev, c->c_up->u_bev);
+	if (c->c_x->x_up != NULL)
+		relay_move(c, c->c_bev, c->c_x->x_up->u_bev);
 }
 
 /* The client's output drained: read the upstream again, or pass its end. */
 void
 relay_client_drained(struct conn *c)
 {
-	if (c->c_up == NULL)
+	if (c->c_x->x_up == NULL)
 		return;
-	relay_move(c, c->c_up->u_bev, c->c_bev);
+	relay_move(c, c->c_x->x_up->u_bev, c->c_bev);
 	relay_check(c);
 	relay_splice_try(c);
 }
@@ -424,12 +424,12 @@ relay_client_drained(struct conn *c)
 void
 relay_client_eof(struct conn *c)
 {
-	if (c->c_up == NULL) {
+	if (c->c_x->x_up == NULL) {
 		conn_close(c, "websocket client closed");
 		return;
 	}
 	relay_ended(c, RELAY_F_UP_EOF);
-	relay_move(c, c->c_bev, c->c_up->u_bev);
+	relay_move(c, c->c_bev, c->c_x->x_up->u_bev);
 	relay_check(c);
 }
 

@@ -65,7 +65,7 @@ struct fixture {
 
 /* A request head built from "Name: value" strings. */
 struct req {
-	struct http1_msg msg;
+	struct head msg;
 	struct hfield h[16];
 };
 
@@ -142,8 +142,8 @@ req_build(struct req *r, const char *const *lines)
 		r->h[i].value = colon + 2;
 		r->h[i].value_len = strlen(colon + 2);
 	}
-	r->msg.m_headers = r->h;
-	r->msg.m_nheaders = i;
+	r->msg.h_fields = r->h;
+	r->msg.h_nfields = i;
 }
 
 /* A token for sandbox id with scope, valid until LATER; freed by the test. */
@@ -173,7 +173,7 @@ check_at(const struct fixture *f, int port, const char *const *lines,
 
 	req_build(&r, lines);
 	memset(&aq, 0, sizeof aq);
-	aq.aq_msg = &r.msg;
+	aq.aq_head = &r.msg;
 	aq.aq_target = target;
 	aq.aq_host = host;
 	aq.aq_prefix = prefix;
@@ -408,7 +408,7 @@ test_redirect_max_age(void **state)
 	xasprintf(&target, "/?access_token=%s", t);
 	req_build(&r, NULL);
 	memset(&aq, 0, sizeof aq);
-	aq.aq_msg = &r.msg;
+	aq.aq_head = &r.msg;
 	aq.aq_target = target;
 	aq.aq_host = HOST;
 	aq.aq_now = NOW;
@@ -592,7 +592,7 @@ test_no_rule_is_private(void **state)
 
 	req_build(&r, NULL);
 	memset(&aq, 0, sizeof aq);
-	aq.aq_msg = &r.msg;
+	aq.aq_head = &r.msg;
 	aq.aq_target = "/";
 	aq.aq_flags = AUTH_F_TLS;
 	assert_int_equal(auth_check(f->cf, f->sb, 8080, NULL, &aq, &res), -1);
