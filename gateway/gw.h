@@ -344,6 +344,7 @@ struct gw_xchg {
 #define XCHG_F_REQ_WHOLE 0x080 /* the request, body included, was read */
 #define XCHG_F_LOGGED 0x100 /* the access line is written */
 #define XCHG_F_NO_SLASH 0x200 /* path form without "/" after the port */
+#define XCHG_F_STAGED 0x400 /* response head waits for its body (g_stage) */
 	struct gw_body x_req_body;
 	struct gw_body x_resp_body;
 	struct upstream *x_up;
@@ -421,6 +422,8 @@ struct upstream_owner {
 	    const char *why, void *arg);
 	/* EOF, an error or a timeout (BEV_EVENT_*) while the owner's. */
 	void (*uo_event)(struct upstream *, short what, void *arg);
+	/* The request's output drained below its low watermark. */
+	void (*uo_drained)(struct upstream *, void *arg);
 	/* The response-head deadline (timeouts.response) passed. */
 	void (*uo_timeout)(struct upstream *, void *arg);
 	/*
@@ -428,6 +431,32 @@ struct upstream_owner {
 	 * the owner forgets it and stops using its socket (splice(2)).
 	 */
 	void (*uo_detach)(struct upstream *, void *arg);
+	/*
+	 * The response (upstream_read_response): an interim (1xx, not 101)
+	 * head; 0 reads on, -1 when the owner has finished with up.
+	 */
+	int (*uo_interim)(struct upstream *, const struct http1_msg *, void *);
+	/*
+	 * The final head: 0 reads the body, 1 stops reading (101: the
+	 * owner relays the socket from now on), -1 as for uo_interim.
+	 */
+	int (*uo_head)(struct upstream *, const struct http1_msg *, void *);
+	/*
+	 * n bytes of the body, without its framing, at the front of src:
+	 * the owner takes all of them (and may upstream_read_pause).  0
+	 * reads on, -1 as for uo_interim.
+	 */
+	int (*uo_body)(struct upstream *, struct evbuffer *src, size_t n,
+	    void *arg);
+	/* The body ended: its length, its last chunk, or the close. */
+	void (*uo_done)(struct upstream *, void *arg);
+	/*
+	 * The response cannot be read on: e (502 bad_upstream_response)
+	 * with a sentence, or e NULL when the body broke off (closed,
+	 * idle, malformed) after its head.
+	 */
+	void (*uo_error)(struct upstream *, const struct gw_error *,
+	    const char *why, void *arg);
 };
 
 /* A connection to a sandbox port. */
@@ -444,6 +473,11 @@ struct upstream {
 #define UP_F_NO_REUSE 0x04 /* close after this exchange */
 #define UP_F_GOT_BYTES 0x08 /* a response byte arrived */
 #define UP_F_NETNS_ERR 0x20 /* the last attempt could not enter the netns */
+#define UP_F_READING 0x40 /* reading a response (upstream_read_response) */
+#define UP_F_HEAD_DONE 0x80 /* ... its final head came: now the body */
+#define UP_F_HEAD_REQ 0x100 /* ... to a HEAD request: no body */
+#define UP_F_PAUSED 0x200 /* the owner cannot take more now */
+#define UP_F_EOF 0x400 /* the close that ends a close-delimited body came */
 	char *u_key; /* identity, for the log */
 	int u_port;
 	struct gw_sandbox *u_sandbox; /* referenced */
@@ -454,6 +488,12 @@ struct upstream {
 	const struct upstream_owner *u_owner; /* NULL: none (pooled, dead) */
 	void *u_owner_arg;
 	struct http1_msg u_resp;
+	struct gw_body u_body; /* the response body, as the upstream frames it */
+	struct evbuffer *u_chunks; /* a chunked body's data, de-framed */
+	struct splicer *u_spl; /* the body moving to the owner by splice(2) */
+	uint64_t u_spliced; /* body bytes moved so */
+	unsigned u_interim; /* interim (1xx) responses this request */
+	uint64_t u_interim_bytes; /* ... and their head bytes */
 };
 
 /* admin.c */
@@ -889,8 +929,15 @@ void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct gw_sandbox *, int fd,
     const struct upstream_owner *, void *arg);
 const char *upstream_state_name(enum upstream_state);
+void upstream_read_response(struct upstream *, int head_request);
+void upstream_read_pause(struct upstream *);
+void upstream_read_resume(struct upstream *);
+int upstream_splice_body(struct upstream *, int fd);
+size_t upstream_buffered(const struct upstream *);
 void upstream_print(const struct upstream *, char *, size_t);
 
+/* Bodies with less than this left are not worth a splice(2) set-up. */
+#define UPSTREAM_SPLICE_MIN (256 * 1024)
 /* Largest limits.max_idle_upstreams: idle connections per event loop. */
 #define UPSTREAM_POOL_MAX 65536
 

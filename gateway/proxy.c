@@ -31,17 +31,10 @@
 #define PROXY_STEP (256 * 1024)
 /* A TLS response up to this size is sent as one record (one write). */
 #define PROXY_TLS_SMALL (12 * 1024)
-/* Interim (1xx) responses relayed for one request, at most. */
-#define PROXY_INTERIM_MAX 1024
-#define PROXY_INTERIM_BYTES (1024 * 1024)
-/* Bodies with less than this left are not worth a splice(2) set-up. */
-#define PROXY_SPLICE_MIN (256 * 1024)
+/* Request bodies with less than this left are not worth a splice(2). */
+#define PROXY_SPLICE_MIN UPSTREAM_SPLICE_MIN
 
-static void proxy_upstream_read_cb(struct bufferevent *, void *);
-static void proxy_upstream_read(struct upstream *, struct bufferevent *);
-static void proxy_splice_try(struct conn *);
-static void proxy_upstream_write_cb(struct bufferevent *, void *);
-static void proxy_response_body(struct conn *);
+static void proxy_splice_try(struct conn *, struct upstream *);
 static int proxy_add_response_start(
     struct strbuf *, const struct http1_msg *, const struct conn *);
 static void proxy_upstream_ready(struct upstream *, void *);
@@ -50,6 +43,15 @@ static void proxy_upstream_failed(
 static void proxy_upstream_event(struct upstream *, short, void *);
 static void proxy_response_timeout(struct upstream *, void *);
 static void proxy_upstream_detach(struct upstream *, void *);
+static void proxy_upstream_drained(struct upstream *, void *);
+static int proxy_interim(struct upstream *, const struct http1_msg *, void *);
+static int
+proxy_response_head(struct upstream *, const struct http1_msg *, void *);
+static int
+proxy_response_body(struct upstream *, struct evbuffer *, size_t, void *);
+static void proxy_response_complete(struct upstream *, void *);
+static void proxy_response_error(
+    struct upstream *, const struct gw_error *, const char *, void *);
 
 /* What a client connection's upstream tells it (upstream.c). */
 const struct upstream_owner proxy_owner = {
@@ -58,6 +60,12 @@ const struct upstream_owner proxy_owner = {
 	.uo_event = proxy_upstream_event,
 	.uo_timeout = proxy_response_timeout,
 	.uo_detach = proxy_upstream_detach,
+	.uo_drained = proxy_upstream_drained,
+	.uo_interim = proxy_interim,
+	.uo_head = proxy_response_head,
+	.uo_body = proxy_response_body,
+	.uo_done = proxy_response_complete,
+	.uo_error = proxy_response_error,
 };
 
 struct proxy_name {
@@ -469,8 +477,7 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 
 	up->u_flags |= UP_F_SENT;
 	proxy_write_request_head(c, bufferevent_get_output(up->u_bev));
-	bufferevent_setcb(up->u_bev, proxy_upstream_read_cb,
-	    proxy_upstream_write_cb, upstream_event_cb, up);
+	upstream_read_response(up, c->c_x->x_flags & XCHG_F_HEAD_REQ);
 	bufferevent_setwatermark(up->u_bev, EV_WRITE, PROXY_LOW, 0);
 	/* No progress either way for this long ends the exchange. */
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
@@ -551,16 +558,12 @@ proxy_request_body(struct conn *c)
 	}
 }
 
-/* The upstream output drained below the low watermark. */
+/* The upstream's output drained below the low watermark: more body. */
 static void
-proxy_upstream_write_cb(struct bufferevent *bev, void *arg)
+proxy_upstream_drained(struct upstream *up, void *arg)
 {
-	struct upstream *up = arg;
-	struct conn *c = up->u_owner_arg;
+	struct conn *c = arg;
 
-	(void)bev;
-	if (up->u_state != UP_S_ACTIVE || c == NULL)
-		return;
 	proxy_request_body(c);
 	if (c->c_x != NULL && c->c_x->x_up == up)
 		proxy_request_splice_try(c);
@@ -643,27 +646,18 @@ proxy_request_splice_try(struct conn *c)
 	proxy_splice_start(c, 0, c->c_bev, up->u_bev, b->b_left, &cbs);
 }
 
-/* The client output drained below the low watermark. */
+/* The client output drained below the low watermark: read on. */
 void
 proxy_client_drained(struct conn *c)
 {
 	struct upstream *up;
 
 	if (c->c_x == NULL || (up = c->c_x->x_up) == NULL ||
-	    up->u_state != UP_S_ACTIVE)
+	    up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_SENT))
 		return;
-	if (!(c->c_x->x_flags & XCHG_F_RESP_STARTED)) {
-		/* Interim responses waited for the client (proxy_interim). */
-		if (!(bufferevent_get_enabled(up->u_bev) & EV_READ) &&
-		    (up->u_flags & UP_F_SENT)) {
-			bufferevent_enable(up->u_bev, EV_READ);
-			proxy_upstream_read(up, up->u_bev);
-		}
-		return;
-	}
-	proxy_response_body(c);
+	upstream_read_resume(up);
 	if (c->c_x != NULL && c->c_x->x_up == up)
-		proxy_splice_try(c);
+		proxy_splice_try(c, up);
 }
 
 static void proxy_write_response_head(
@@ -677,39 +671,47 @@ static void proxy_write_response_head(
  * cost two of each.  Returns 1 when it wrote the response.
  */
 static int
-proxy_write_small_tls(struct conn *c, struct upstream *up)
+proxy_write_small_tls(
+    struct conn *c, struct upstream *up, const struct http1_msg *m)
 {
 	struct gw_body *b = &c->c_x->x_resp_body;
-	struct evbuffer *in = bufferevent_get_input(up->u_bev);
-	struct evbuffer *out = bufferevent_get_output(c->c_bev), *stage;
+
+	if (!(c->c_flags & CONN_F_TLS) || b->b_kind != HTTP1_BODY_LENGTH ||
+	    b->b_left > PROXY_TLS_SMALL || upstream_buffered(up) < b->b_left)
+		return (0);
+	if (c->c_gw->g_stage == NULL)
+		c->c_gw->g_stage = evbuffer_new();
+	/* The body follows at once, all of it (uo_body, then uo_done). */
+	proxy_write_response_head(c, m, c->c_gw->g_stage);
+	c->c_x->x_flags |= XCHG_F_STAGED;
+	return (1);
+}
+
+/*
+ * Write the staged response (proxy_write_small_tls).  With nothing queued
+ * before it, write it now: libevent 2.1 would first ask epoll for EPOLLOUT
+ * (two epoll_ctl and a wake-up).  What the socket does not take goes to
+ * the output, front first, and libevent offers it again.
+ */
+static void
+proxy_stage_write(struct conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->c_bev);
+	struct evbuffer *stage = c->c_gw->g_stage;
 	unsigned char *p;
 	size_t len;
 	int n;
 
-	if (!(c->c_flags & CONN_F_TLS) || b->b_kind != HTTP1_BODY_LENGTH ||
-	    b->b_left > PROXY_TLS_SMALL || evbuffer_get_length(in) < b->b_left)
-		return (0);
-	if ((stage = c->c_gw->g_stage) == NULL)
-		stage = c->c_gw->g_stage = evbuffer_new();
-	proxy_write_response_head(c, &up->u_resp, stage);
-	evbuffer_remove_buffer(in, stage, (size_t)b->b_left);
-	b->b_total += b->b_left;
-	b->b_left = 0;
-	b->b_done = 1;
+	if (!(c->c_x->x_flags & XCHG_F_STAGED))
+		return;
+	c->c_x->x_flags &= ~XCHG_F_STAGED;
 	len = evbuffer_get_length(stage);
 	p = evbuffer_pullup(stage, -1);
-	/*
-	 * With nothing queued before it, write it now: libevent 2.1 would
-	 * first ask epoll for EPOLLOUT (two epoll_ctl and a wake-up).  What
-	 * the socket does not take goes to the output, front first, and
-	 * libevent offers it again.
-	 */
 	if (evbuffer_get_length(out) == 0 &&
 	    (n = tls_write_now(bufferevent_openssl_get_ssl(c->c_bev), p, len)) >
 		0)
 		evbuffer_drain(stage, (size_t)n);
 	evbuffer_add_buffer(out, stage);
-	return (1);
 }
 
 /*
@@ -920,11 +922,11 @@ proxy_write_response_head(
 	evbuffer_add(out, sb->sb_buf, sb->sb_len);
 }
 
-/* A complete response head arrived: decide framing and send it on. */
+/* The final response head arrived: decide framing and send it on. */
 static int
-proxy_response_head(struct conn *c, struct upstream *up)
+proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 {
-	struct http1_msg *m = &up->u_resp;
+	struct conn *c = arg;
 	struct gw_body *b = &c->c_x->x_resp_body;
 
 	memset(b, 0, sizeof *b);
@@ -943,6 +945,7 @@ proxy_response_head(struct conn *c, struct upstream *up)
 		proxy_write_response_head(
 		    c, m, bufferevent_get_output(c->c_bev));
 		relay_start(c);
+		wthru_flush(&c->c_wt);
 		return (1);
 	}
 	if (c->c_x->x_flags & XCHG_F_WS_REQ)
@@ -954,8 +957,6 @@ proxy_response_head(struct conn *c, struct upstream *up)
 		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 		return (-1);
 	}
-	if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0)
-		up->u_flags |= UP_F_NO_REUSE;
 	if (b->b_kind == HTTP1_BODY_EOF || b->b_kind == HTTP1_BODY_CHUNKED) {
 		/* An HTTP/1.0 client only understands close-delimited. */
 		if (c->c_x->x_req.m_minor == 0) {
@@ -966,7 +967,7 @@ proxy_response_head(struct conn *c, struct upstream *up)
 	}
 	c->c_x->x_status = m->m_status;
 	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
-	if (!proxy_write_small_tls(c, up))
+	if (!proxy_write_small_tls(c, up, m))
 		proxy_write_response_head(
 		    c, m, bufferevent_get_output(c->c_bev));
 	return (0);
@@ -974,102 +975,67 @@ proxy_response_head(struct conn *c, struct upstream *up)
 
 /* The response was relayed in full: keep-alive or close, by state. */
 static void
-proxy_response_complete(struct conn *c)
+proxy_response_complete(struct upstream *up, void *arg)
 {
-	struct upstream *up = c->c_x->x_up;
+	struct conn *c = arg;
+	struct gw_body *b = &c->c_x->x_resp_body;
 
+	proxy_stage_write(c);
+	b->b_total += up->u_spliced;
+	if (b->b_out_chunked)
+		http1_chunk_last(bufferevent_get_output(c->c_bev));
+	b->b_done = 1;
 	c->c_x->x_flags |= XCHG_F_RESP_DONE;
-	if (up != NULL)
-		evtimer_del(up->u_timer);
 	if (c->c_state != CONN_S_WAIT) {
 		/* Answered before the request body ended. */
-		if (up != NULL)
-			up->u_flags |= UP_F_NO_REUSE;
+		up->u_flags |= UP_F_NO_REUSE;
 		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 	}
+	wthru_flush(&c->c_wt);
 	conn_response_done(c);
 }
 
-/* Relay response body bytes from the upstream to the client. */
-static void
-proxy_response_body(struct conn *c)
+/*
+ * n bytes of the response body, de-framed, at the front of src: to the
+ * client, chunked again when the client's framing needs it.  The upstream
+ * stops reading while the client's output is full.
+ */
+static int
+proxy_response_body(
+    struct upstream *up, struct evbuffer *src, size_t n, void *arg)
 {
-	struct upstream *up = c->c_x->x_up;
+	struct conn *c = arg;
 	struct gw_body *b = &c->c_x->x_resp_body;
-	struct evbuffer *in = bufferevent_get_input(up->u_bev);
-	enum http1_err err = HTTP1_E_NONE;
-	size_t before;
-	int r;
+	struct evbuffer *out = bufferevent_get_output(c->c_bev);
 
-	if (c->c_spl[1] != NULL)
-		return; /* splice(2) has the rest */
-	while (!b->b_done) {
-		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
-			/* Backpressure: resume from the client write cb. */
-			bufferevent_disable(up->u_bev, EV_READ);
-			return;
-		}
-		before = evbuffer_get_length(in);
-		r = proxy_move_body(
-		    b, in, bufferevent_get_output(c->c_bev), &err);
-		if (r < 0) {
-			log_warn("conn %llu: bad response body from sandbox "
-				 "'%s' port %d: %s",
-			    (unsigned long long)c->c_id,
-			    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
-			    http1_err_message(err));
-			conn_close(c, "bad upstream response body");
-			return;
-		}
-		if (r == 1) {
-			b->b_done = 1;
-			break;
-		}
-		if (evbuffer_get_length(in) == before)
-			break; /* needs more input */
+	if (c->c_x->x_flags & XCHG_F_STAGED) {
+		evb_take(src, c->c_gw->g_stage, n);
+		b->b_total += n;
+		if (b->b_left <= n)
+			b->b_left = 0;
+		else
+			b->b_left -= n;
+		if (b->b_left == 0)
+			proxy_stage_write(c);
+		return (0);
 	}
-	if (!b->b_done) {
-		bufferevent_enable(up->u_bev, EV_READ);
-		return;
+	if (b->b_out_chunked)
+		http1_chunk_header(out, n);
+	evb_take(src, out, n);
+	if (b->b_out_chunked)
+		http1_chunk_trailer(out);
+	b->b_total += n;
+	if (b->b_kind == HTTP1_BODY_LENGTH)
+		b->b_left -= n < b->b_left ? n : b->b_left;
+	/* Send what this input made at once (wthru.h). */
+	wthru_flush(&c->c_wt);
+	if (evbuffer_get_length(out) >= PROXY_HIGH) {
+		/* Backpressure: read on from proxy_client_drained. */
+		upstream_read_pause(up);
+		return (0);
 	}
-	proxy_response_complete(c);
-}
-
-/* Bytes of a response body went to the client in the kernel. */
-static void
-proxy_splice_progress(void *arg, size_t n)
-{
-	struct conn *c = arg;
-
-	c->c_x->x_resp_body.b_left -= n;
-	c->c_x->x_resp_body.b_total += n;
-}
-
-/* The spliced part of a response body ended. */
-static void
-proxy_splice_done(void *arg, int error)
-{
-	struct conn *c = arg;
-	struct upstream *up = c->c_x->x_up;
-
-	relay_splice_stop_one(c, 1);
-	if (error == 0 && c->c_x->x_resp_body.b_left == 0) {
-		c->c_x->x_resp_body.b_done = 1;
-		proxy_response_complete(c);
-		return;
-	}
-	log_warn("conn %llu: response body from sandbox '%s' port %d ended "
-		 "%llu bytes early: %s",
-	    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
-	    c->c_x->x_port, (unsigned long long)c->c_x->x_resp_body.b_left,
-	    error == ETIMEDOUT   ? "idle timeout"
-		: error == EPIPE ? "upstream closed"
-				 : strerror(error));
-	if (up != NULL)
-		upstream_close(up, "closed mid-response");
-	conn_close(c,
-	    error == ETIMEDOUT ? "idle timeout mid-response"
-			       : "upstream closed mid-response");
+	proxy_splice_try(c, up);
+	return (0);
 }
 
 /*
@@ -1079,127 +1045,67 @@ proxy_splice_done(void *arg, int error)
  * clients, keep the buffered relay.
  */
 static void
-proxy_splice_try(struct conn *c)
+proxy_splice_try(struct conn *c, struct upstream *up)
 {
-	static const struct splicer_cbs cbs = { proxy_splice_progress,
-		proxy_splice_done };
-	struct upstream *up = c->c_x->x_up;
-	struct gw_body *b = &c->c_x->x_resp_body;
+	int fd;
 
-	if (c->c_gw->g_splice == NULL || c->c_spl[1] != NULL || up == NULL ||
-	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
-	    !(c->c_x->x_flags & XCHG_F_RESP_STARTED) || b->b_done ||
-	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN ||
+	if (c->c_gw->g_splice == NULL || (c->c_flags & CONN_F_TLS) ||
+	    !(c->c_x->x_flags & XCHG_F_RESP_STARTED) ||
+	    c->c_x->x_resp_body.b_kind != HTTP1_BODY_LENGTH ||
+	    c->c_x->x_resp_body.b_left < PROXY_SPLICE_MIN ||
 	    c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
 		return;
-	proxy_splice_start(c, 1, up->u_bev, c->c_bev, b->b_left, &cbs);
-}
-
-/* The upstream sent bytes: a response head, interim responses or body. */
-static void
-proxy_upstream_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct upstream *up = arg;
-	struct conn *c = up->u_owner_arg;
-
-	evio_read_more(bev);
-	proxy_upstream_read(up, bev);
-	if (c == NULL)
+	/* What the pass queued for the client goes first (wthru.h). */
+	wthru_write_now(&c->c_wt);
+	if (proxy_out_len(c->c_bev) != 0 ||
+	    (fd = bufferevent_getfd(c->c_bev)) == -1)
 		return;
-	/*
-	 * Send what this input made at once (wthru.h), also when it finished
-	 * the response and up has gone back to the pool: that is the common
-	 * case, and waiting for the loop cost two epoll_ctl per request. c
-	 * is freed from the loop, so it is still here even if closed.
-	 */
-	wthru_flush(&c->c_wt);
-	if (c->c_x != NULL && c->c_x->x_up == up)
-		proxy_splice_try(c);
+	(void)upstream_splice_body(up, fd);
 }
 
 /*
  * Pass an interim (1xx) response on to an HTTP/1.1 client with its fields
  * (hop-by-hop ones dropped); an HTTP/1.0 client gets none (RFC 9110
- * section 15.2).  An upstream that sends more than PROXY_INTERIM_MAX of
- * them, or PROXY_INTERIM_BYTES, for one request is cut off with a 502.
- * Returns 0 to read on, -1 after refusing.
+ * section 15.2).  The upstream caps how many it reads.  While the client
+ * has not read them, the upstream stops reading.
  */
 static int
-proxy_interim(struct conn *c, struct upstream *up)
+proxy_interim(struct upstream *up, const struct http1_msg *m, void *arg)
 {
+	struct conn *c = arg;
 	struct strbuf *sb = &c->c_gw->g_head;
 
-	c->c_x->x_interim++;
-	c->c_x->x_interim_bytes += up->u_resp.m_head_len;
-	if (c->c_x->x_interim > PROXY_INTERIM_MAX ||
-	    c->c_x->x_interim_bytes > PROXY_INTERIM_BYTES) {
-		up->u_flags |= UP_F_NO_REUSE;
-		log_warn("conn %llu: sandbox '%s' port %d sent %u interim "
-			 "responses (%llu bytes) for one request; cut off",
-		    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
-		    c->c_x->x_port, c->c_x->x_interim,
-		    (unsigned long long)c->c_x->x_interim_bytes);
-		conn_fail(c, gw_err_bad_response,
-		    "Sandbox '%s' port %d sent more interim (1xx) responses "
-		    "than the %d (or %d bytes) the gateway relays for one "
-		    "request.",
-		    c->c_x->x_sandbox->sb_id, c->c_x->x_port, PROXY_INTERIM_MAX,
-		    PROXY_INTERIM_BYTES);
-		return (-1);
-	}
 	if (c->c_x->x_req.m_minor != 1)
 		return (0);
 	strbuf_reset(sb);
-	proxy_add_response_start(sb, &up->u_resp, c);
+	proxy_add_response_start(sb, m, c);
 	strbuf_add(sb, "\r\n", 2);
 	evbuffer_add(bufferevent_get_output(c->c_bev), sb->sb_buf, sb->sb_len);
+	wthru_flush(&c->c_wt);
+	if (proxy_out_len(c->c_bev) >= PROXY_HIGH)
+		upstream_read_pause(up);
 	return (0);
 }
 
-/* Response bytes from an active upstream. */
+/* The response could not be read on. */
 static void
-proxy_upstream_read(struct upstream *up, struct bufferevent *bev)
+proxy_response_error(
+    struct upstream *up, const struct gw_error *e, const char *why, void *arg)
 {
-	struct conn *c = up->u_owner_arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	enum http1_err err = HTTP1_E_NONE;
-	int r;
+	struct conn *c = arg;
 
-	if (up->u_state != UP_S_ACTIVE || c == NULL)
+	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
+		/* Nothing can be said to the client mid-body: close it. */
+		log_warn("conn %llu: response from sandbox '%s' port %d broke "
+			 "off: %s",
+		    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
+		    c->c_x->x_port, why);
+		c->c_x->x_resp_body.b_total += up->u_spliced;
+		upstream_close(up, "closed mid-response");
+		conn_close(c, "upstream closed mid-response");
 		return;
-	while (!(c->c_x->x_flags & XCHG_F_RESP_STARTED)) {
-		if (proxy_out_len(c->c_bev) >= PROXY_HIGH) {
-			/*
-			 * Interim responses the client has not read yet:
-			 * read on from proxy_client_drained.
-			 */
-			bufferevent_disable(bev, EV_READ);
-			return;
-		}
-		r = http1_parse_response(in, &c->c_gw->g_limits,
-		    c->c_x->x_flags & XCHG_F_HEAD_REQ, &up->u_resp, &err);
-		if (r == 0)
-			return;
-		if (r < 0) {
-			conn_fail(c, gw_err_bad_response,
-			    "Sandbox '%s' port %d "
-			    "sent a malformed response: %s",
-			    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
-			    http1_err_message(err));
-			return;
-		}
-		up->u_flags |= UP_F_GOT_BYTES;
-		if (up->u_resp.m_status >= 100 && up->u_resp.m_status < 200 &&
-		    up->u_resp.m_status != 101) {
-			if (proxy_interim(c, up) != 0)
-				return;
-			http1_msg_reset(&up->u_resp);
-			continue;
-		}
-		if (proxy_response_head(c, up) != 0)
-			return;
 	}
-	proxy_response_body(c);
+	conn_fail(c, e != NULL ? e : gw_err_bad_response, "%s", why);
 }
 
 /* EOF, error or timeout on an active upstream. */
@@ -1207,25 +1113,7 @@ static void
 proxy_upstream_event(struct upstream *up, short what, void *arg)
 {
 	struct conn *c = arg;
-	struct gw_body *b = &c->c_x->x_resp_body;
 
-	if ((what & BEV_EVENT_EOF) && (c->c_x->x_flags & XCHG_F_RESP_STARTED) &&
-	    b->b_kind == HTTP1_BODY_EOF) {
-		/* Close-delimited body: flush what is buffered, then end. */
-		proxy_response_body(c);
-		if (c->c_x == NULL || c->c_x->x_up != up ||
-		    c->c_state == CONN_S_DEAD)
-			return;
-		if (b->b_out_chunked)
-			http1_chunk_last(bufferevent_get_output(c->c_bev));
-		b->b_done = 1;
-		c->c_x->x_flags |= XCHG_F_RESP_DONE;
-		up->u_flags |= UP_F_NO_REUSE;
-		if (c->c_state != CONN_S_WAIT)
-			c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
-		conn_response_done(c);
-		return;
-	}
 	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
 		/* Nothing can be said to the client mid-body: close it. */
 		upstream_close(up, "closed mid-response");

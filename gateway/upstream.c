@@ -21,9 +21,15 @@
 #include "clock.h"
 #include "gw.h"
 #include "netns.h"
+#include "splicer.h"
 
 /* Connection attempts before a port counts as not listening. */
 #define UP_ATTEMPTS 5
+/* Most body bytes handed to the owner at once, so one cannot starve others. */
+#define UP_STEP (256 * 1024)
+/* Interim (1xx) responses read for one request, at most. */
+#define UP_INTERIM_MAX 1024
+#define UP_INTERIM_BYTES (1024 * 1024)
 
 static void upstream_connect(struct upstream *);
 static void upstream_connect_error(struct upstream *, int);
@@ -90,10 +96,16 @@ upstream_failed(struct upstream *up, const struct gw_error *e, const char *why)
 		upstream_close(up, why);
 }
 
+static int upstream_read_event(struct upstream *, short);
+static void upstream_write_cb(struct bufferevent *, void *);
+
 /* Free an upstream; only from outside its own callbacks' use of it. */
 static void
 upstream_free(struct upstream *up)
 {
+	splicer_free(up->u_spl);
+	if (up->u_chunks != NULL)
+		evbuffer_free(up->u_chunks);
 	wthru_detach(&up->u_wt);
 	if (up->u_bev != NULL)
 		bufferevent_free(up->u_bev);
@@ -129,6 +141,8 @@ upstream_close(struct upstream *up, const char *reason)
 	}
 	up->u_state = UP_S_DEAD;
 	/* No splice(2) may outlive the descriptor it moves bytes to. */
+	splicer_free(up->u_spl);
+	up->u_spl = NULL;
 	upstream_detach(up);
 	wthru_detach(&up->u_wt);
 	if (up->u_bev != NULL)
@@ -272,6 +286,10 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (up->u_state == UP_S_DEAD)
 		return;
 	if (up->u_state != UP_S_CONNECTING) {
+		if (up->u_state == UP_S_ACTIVE &&
+		    (up->u_flags & UP_F_READING) &&
+		    upstream_read_event(up, what))
+			return;
 		if (up->u_owner != NULL && up->u_owner->uo_event != NULL)
 			up->u_owner->uo_event(up, what, up->u_owner_arg);
 		else
@@ -469,7 +487,11 @@ upstream_release(struct upstream *up, int reusable)
 	if (up->u_state != UP_S_ACTIVE)
 		return;
 	upstream_detach(up);
+	splicer_free(up->u_spl);
+	up->u_spl = NULL;
 	http1_msg_reset(&up->u_resp);
+	up->u_interim = 0;
+	up->u_interim_bytes = 0;
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
 	    g->g_conf->cf_upstream_idle == 0 ||
 	    g->g_conf->cf_max_idle_upstreams == 0 ||
@@ -568,4 +590,349 @@ upstream_pool_flush(struct gw *g)
 	free(g->g_pool.p_buckets);
 	g->g_pool.p_buckets = NULL;
 	g->g_pool.p_mask = 0;
+}
+
+/*
+ * The response reader: an HTTP/1 response head (after any interim ones),
+ * then its body without its framing, told to the owner as uo_interim,
+ * uo_head, uo_body and uo_done; uo_error when it cannot be read.
+ */
+
+/* Tell the owner the response cannot be read on (e NULL: mid-body). */
+static void
+upstream_read_error(
+    struct upstream *up, const struct gw_error *e, const char *why)
+{
+	up->u_flags &= ~UP_F_READING;
+	up->u_flags |= UP_F_NO_REUSE;
+	if (up->u_owner != NULL && up->u_owner->uo_error != NULL)
+		up->u_owner->uo_error(up, e, why, up->u_owner_arg);
+	else
+		upstream_close(up, why);
+}
+
+/* The body ended: the owner has all of it. */
+static void
+upstream_read_done(struct upstream *up)
+{
+	up->u_flags &= ~UP_F_READING;
+	up->u_body.b_done = 1;
+	evtimer_del(up->u_timer);
+	if (up->u_owner != NULL && up->u_owner->uo_done != NULL)
+		up->u_owner->uo_done(up, up->u_owner_arg);
+}
+
+/*
+ * Hand the owner what the input holds of the body, de-framed, in steps,
+ * until it is all read, the input is empty or the owner pauses.  Returns
+ * -1 when the owner or an error ended the response.
+ */
+static int
+upstream_read_body(struct upstream *up)
+{
+	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	struct gw_body *b = &up->u_body;
+	enum http1_err err = HTTP1_E_NONE;
+	size_t n, moved;
+	char why[160];
+	int r;
+
+	while (!b->b_done && !(up->u_flags & UP_F_PAUSED)) {
+		switch (b->b_kind) {
+		case HTTP1_BODY_NONE:
+			upstream_read_done(up);
+			return (0);
+		case HTTP1_BODY_LENGTH:
+		case HTTP1_BODY_EOF:
+			if (b->b_kind == HTTP1_BODY_LENGTH && b->b_left == 0) {
+				upstream_read_done(up);
+				return (0);
+			}
+			n = evbuffer_get_length(in);
+			if (b->b_kind == HTTP1_BODY_LENGTH && n > b->b_left)
+				n = (size_t)b->b_left;
+			if (n > UP_STEP)
+				n = UP_STEP;
+			if (n == 0) {
+				/* The close that ends it came, and all before it. */
+				if (up->u_flags & UP_F_EOF)
+					upstream_read_done(up);
+				return (0);
+			}
+			if (b->b_kind == HTTP1_BODY_LENGTH)
+				b->b_left -= n;
+			b->b_total += n;
+			if (up->u_owner->uo_body(up, in, n, up->u_owner_arg) !=
+			    0)
+				return (-1);
+			if (b->b_kind == HTTP1_BODY_LENGTH && b->b_left == 0) {
+				upstream_read_done(up);
+				return (0);
+			}
+			break;
+		case HTTP1_BODY_CHUNKED:
+			if (up->u_chunks == NULL)
+				up->u_chunks = evbuffer_new();
+			n = evbuffer_get_length(in);
+			r = http1_chunked_decode(&b->b_chunked, in,
+			    up->u_chunks, UP_STEP, &moved, &err);
+			if (r < 0) {
+				snprintf(why, sizeof why,
+				    "a malformed chunked body: %s",
+				    http1_err_message(err));
+				upstream_read_error(up, NULL, why);
+				return (-1);
+			}
+			b->b_total += moved;
+			if (moved > 0 &&
+			    up->u_owner->uo_body(
+				up, up->u_chunks, moved, up->u_owner_arg) != 0)
+				return (-1);
+			if (r == 1) {
+				upstream_read_done(up);
+				return (0);
+			}
+			if (evbuffer_get_length(in) == n)
+				return (0); /* needs more input */
+			break;
+		}
+	}
+	return (0);
+}
+
+/*
+ * Read response heads: interim ones, then the final one.  Returns -1 when
+ * the owner or an error ended the response, 1 when the owner took the
+ * socket (101), 0 to go on to the body (or wait for more).
+ */
+static int
+upstream_read_head(struct upstream *up)
+{
+	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	struct http1_msg *m = &up->u_resp;
+	enum http1_err err = HTTP1_E_NONE;
+	char why[256];
+	int r;
+
+	while (!(up->u_flags & UP_F_HEAD_DONE)) {
+		if (up->u_flags & UP_F_PAUSED)
+			return (0);
+		r = http1_parse_response(in, &up->u_gw->g_limits,
+		    up->u_flags & UP_F_HEAD_REQ, m, &err);
+		if (r == 0)
+			return (0);
+		if (r < 0) {
+			snprintf(why, sizeof why,
+			    "Sandbox '%s' port %d sent a malformed response: "
+			    "%s",
+			    up->u_sandbox->sb_id, up->u_port,
+			    http1_err_message(err));
+			upstream_read_error(up, gw_err_bad_response, why);
+			return (-1);
+		}
+		up->u_flags |= UP_F_GOT_BYTES;
+		if (m->m_status >= 100 && m->m_status < 200 &&
+		    m->m_status != 101) {
+			up->u_interim++;
+			up->u_interim_bytes += m->m_head_len;
+			if (up->u_interim > UP_INTERIM_MAX ||
+			    up->u_interim_bytes > UP_INTERIM_BYTES) {
+				log_warn(
+				    "upstream %s sent %u interim responses "
+				    "(%llu bytes) for one request; cut off",
+				    up->u_key, up->u_interim,
+				    (unsigned long long)up->u_interim_bytes);
+				snprintf(why, sizeof why,
+				    "Sandbox '%s' port %d sent more interim "
+				    "(1xx) responses than the %d (or %d bytes) "
+				    "the gateway relays for one request.",
+				    up->u_sandbox->sb_id, up->u_port,
+				    UP_INTERIM_MAX, UP_INTERIM_BYTES);
+				upstream_read_error(
+				    up, gw_err_bad_response, why);
+				return (-1);
+			}
+			if (up->u_owner->uo_interim(up, m, up->u_owner_arg) !=
+			    0)
+				return (-1);
+			http1_msg_reset(m);
+			continue;
+		}
+		up->u_flags |= UP_F_HEAD_DONE;
+		memset(&up->u_body, 0, sizeof up->u_body);
+		up->u_body.b_kind = m->m_body;
+		up->u_body.b_left = m->m_content_length;
+		if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0 ||
+		    m->m_body == HTTP1_BODY_EOF)
+			up->u_flags |= UP_F_NO_REUSE;
+		if ((r = up->u_owner->uo_head(up, m, up->u_owner_arg)) != 0) {
+			if (r > 0)
+				up->u_flags &= ~UP_F_READING;
+			return (r);
+		}
+	}
+	return (0);
+}
+
+/* Read what the input holds of the response. */
+static void
+upstream_read(struct upstream *up)
+{
+	if (up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
+	    up->u_owner == NULL || up->u_spl != NULL)
+		return;
+	if (upstream_read_head(up) != 0 || !(up->u_flags & UP_F_HEAD_DONE))
+		return;
+	(void)upstream_read_body(up);
+}
+
+/* Response bytes arrived. */
+static void
+upstream_read_cb(struct bufferevent *bev, void *arg)
+{
+	evio_read_more(bev);
+	upstream_read(arg);
+}
+
+/* The request's output drained below its low watermark: tell the owner. */
+static void
+upstream_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct upstream *up = arg;
+
+	(void)bev;
+	if (up->u_state == UP_S_ACTIVE && up->u_owner != NULL &&
+	    up->u_owner->uo_drained != NULL)
+		up->u_owner->uo_drained(up, up->u_owner_arg);
+}
+
+/*
+ * An end or an error while reading the response: the close that ends a
+ * close-delimited body is its end (what is buffered goes first).  Returns
+ * 1 when that was it, 0 for the owner's uo_event.
+ */
+static int
+upstream_read_event(struct upstream *up, short what)
+{
+	if (!(what & BEV_EVENT_EOF) || !(up->u_flags & UP_F_HEAD_DONE) ||
+	    up->u_body.b_kind != HTTP1_BODY_EOF)
+		return (0);
+	up->u_flags |= UP_F_EOF;
+	upstream_read(up);
+	return (1);
+}
+
+/*
+ * The request is written (or being written): read its response from now
+ * on, telling the owner.  head_request: the request was HEAD, so the
+ * response has no body whatever it says.
+ */
+void
+upstream_read_response(struct upstream *up, int head_request)
+{
+	up->u_flags &= ~(
+	    UP_F_HEAD_DONE | UP_F_PAUSED | UP_F_HEAD_REQ | UP_F_EOF);
+	up->u_flags |= UP_F_READING | (head_request ? UP_F_HEAD_REQ : 0);
+	http1_msg_reset(&up->u_resp);
+	memset(&up->u_body, 0, sizeof up->u_body);
+	up->u_spliced = 0;
+	bufferevent_setcb(up->u_bev, upstream_read_cb, upstream_write_cb,
+	    upstream_event_cb, up);
+}
+
+/* The owner cannot take more of the response now: stop reading it. */
+void
+upstream_read_pause(struct upstream *up)
+{
+	up->u_flags |= UP_F_PAUSED;
+	if (up->u_bev != NULL)
+		bufferevent_disable(up->u_bev, EV_READ);
+}
+
+/*
+ * The owner can take more: read on, handing it what is buffered before
+ * this returns (its callbacks run from inside this call).
+ */
+void
+upstream_read_resume(struct upstream *up)
+{
+	if (up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
+	    up->u_spl != NULL)
+		return;
+	if (up->u_flags & UP_F_PAUSED) {
+		up->u_flags &= ~UP_F_PAUSED;
+		bufferevent_enable(up->u_bev, EV_READ);
+	}
+	upstream_read(up);
+}
+
+/* Bytes of the body reached the owner's socket in the kernel. */
+static void
+upstream_splice_progress(void *arg, size_t n)
+{
+	struct upstream *up = arg;
+
+	up->u_body.b_left -= n;
+	up->u_body.b_total += n;
+	up->u_spliced += n;
+}
+
+/* The spliced rest of the body ended. */
+static void
+upstream_splice_done(void *arg, int error)
+{
+	struct upstream *up = arg;
+	char why[160];
+
+	splicer_free(up->u_spl);
+	up->u_spl = NULL;
+	if (error == 0 && up->u_body.b_left == 0) {
+		upstream_read_done(up);
+		return;
+	}
+	snprintf(why, sizeof why, "the body ended %llu bytes early: %s",
+	    (unsigned long long)up->u_body.b_left,
+	    error == ETIMEDOUT   ? "idle timeout"
+		: error == EPIPE ? "upstream closed"
+				 : strerror(error));
+	upstream_read_error(up, NULL, why);
+}
+
+/*
+ * Move the rest of a large Content-Length body to the owner's socket fd
+ * with splice(2), once nothing of it is buffered here (the owner has
+ * written what it holds for fd): the bytes no longer enter user space.
+ * The owner hears uo_done or uo_error as after a read.  Returns 1 when
+ * the move started.
+ */
+int
+upstream_splice_body(struct upstream *up, int fd)
+{
+	static const struct splicer_cbs cbs = { upstream_splice_progress,
+		upstream_splice_done };
+	struct gw *g = up->u_gw;
+	int sfd;
+
+	if (g->g_splice == NULL || up->u_spl != NULL ||
+	    up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
+	    !(up->u_flags & UP_F_HEAD_DONE) ||
+	    up->u_body.b_kind != HTTP1_BODY_LENGTH || up->u_body.b_done ||
+	    up->u_body.b_left < UPSTREAM_SPLICE_MIN ||
+	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
+	    (sfd = bufferevent_getfd(up->u_bev)) == -1)
+		return (0);
+	bufferevent_disable(up->u_bev, EV_READ);
+	up->u_spl = splicer_new(g->g_base, g->g_splice, sfd, fd,
+	    up->u_body.b_left, g->g_conf->cf_idle_timeout, &cbs, up);
+	splicer_start(up->u_spl);
+	return (1);
+}
+
+/* Bytes read from the upstream and not yet handed to the owner. */
+size_t
+upstream_buffered(const struct upstream *up)
+{
+	return (up->u_bev != NULL
+		? evbuffer_get_length(bufferevent_get_input(up->u_bev))
+		: 0);
 }
