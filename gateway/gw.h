@@ -588,7 +588,7 @@ struct tunnel {
 	TAILQ_HEAD(, tunnel_link) t_links; /* every link not yet freed */
 	uint64_t t_generation; /* links accepted */
 	char t_session[TUNPROTO_UUID_LEN + 1]; /* "" without one */
-	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges, channels; oldest first */
+	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges, channels: oldest 1st */
 	struct idmap t_xchg_ids; /* t_xchgs by x_id: every frame looks one up */
 	size_t t_ninflight; /* HTTP exchanges sent to the client */
 	size_t t_nheld; /* exchanges waiting (TX_S_HOLD) */

@@ -694,8 +694,8 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 				    "client session was replaced).");
 		}
 		if (t->t_flags & TUNNEL_F_RESUMABLE)
-			tombs_add(&t->t_replaced, t->t_session,
-			    clock_mono_msec());
+			tombs_add(
+			    &t->t_replaced, t->t_session, clock_mono_msec());
 		t->t_flags &= ~TUNNEL_F_RESUMABLE;
 		t->t_session[0] = '\0';
 		if (resumable) {
@@ -1510,10 +1510,10 @@ tunnel_json(const struct tunnel *t)
 	    o, "connections", json_integer((json_int_t)t->t_ndconns));
 	json_object_set_new(o, "exchanges",
 	    json_integer((json_int_t)idmap_count(&t->t_xchg_ids)));
-	json_object_set_new(o, "tombstones",
-	    json_integer((json_int_t)t->t_tombs.tm_count));
-	json_object_set_new(o, "tombstones_max",
-	    json_integer((json_int_t)t->t_tombs.tm_cap));
+	json_object_set_new(
+	    o, "tombstones", json_integer((json_int_t)t->t_tombs.tm_count));
+	json_object_set_new(
+	    o, "tombstones_max", json_integer((json_int_t)t->t_tombs.tm_cap));
 	json_object_set_new(o, "tombstones_evicted",
 	    json_integer((json_int_t)t->t_tombs.tm_evicted));
 	/* The client pings; we only answer (§7). */

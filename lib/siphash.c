@@ -15,22 +15,22 @@
 #define SIP_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
 /* One SipRound over the state v0..v3. */
-#define SIP_ROUND(v0, v1, v2, v3)                                   \
-	do {                                                        \
-		v0 += v1;                                           \
-		v1 = SIP_ROTL(v1, 13);                              \
-		v1 ^= v0;                                           \
-		v0 = SIP_ROTL(v0, 32);                              \
-		v2 += v3;                                           \
-		v3 = SIP_ROTL(v3, 16);                              \
-		v3 ^= v2;                                           \
-		v0 += v3;                                           \
-		v3 = SIP_ROTL(v3, 21);                              \
-		v3 ^= v0;                                           \
-		v2 += v1;                                           \
-		v1 = SIP_ROTL(v1, 17);                              \
-		v1 ^= v2;                                           \
-		v2 = SIP_ROTL(v2, 32);                              \
+#define SIP_ROUND(v0, v1, v2, v3) \
+	do { \
+		v0 += v1; \
+		v1 = SIP_ROTL(v1, 13); \
+		v1 ^= v0; \
+		v0 = SIP_ROTL(v0, 32); \
+		v2 += v3; \
+		v3 = SIP_ROTL(v3, 16); \
+		v3 ^= v2; \
+		v0 += v3; \
+		v3 = SIP_ROTL(v3, 21); \
+		v3 ^= v0; \
+		v2 += v1; \
+		v1 = SIP_ROTL(v1, 17); \
+		v1 ^= v2; \
+		v2 = SIP_ROTL(v2, 32); \
 	} while (0)
 
 /* Draw a key from the kernel's random pool; without one we cannot run. */

@@ -81,8 +81,8 @@ test_siphash_vectors(void **state)
 	assert_true(siphash(&k, msg, 15) == 0xa129ca6149be45e5ULL);
 	assert_non_null(mac = EVP_MAC_fetch(NULL, "SIPHASH", NULL));
 	for (i = 0; i <= sizeof msg; i++)
-		assert_true(siphash(&k, msg, i) ==
-		    ossl_siphash(mac, raw, msg, i));
+		assert_true(
+		    siphash(&k, msg, i) == ossl_siphash(mac, raw, msg, i));
 	/* Another key, odd bytes. */
 	for (i = 0; i < 16; i++)
 		raw[i] = (uint8_t)(0xa5 ^ (i * 37));
@@ -90,8 +90,8 @@ test_siphash_vectors(void **state)
 	for (i = 0; i < sizeof msg; i++)
 		msg[i] = (uint8_t)(0xff - i * 7);
 	for (i = 0; i <= sizeof msg; i++)
-		assert_true(siphash(&k, msg, i) ==
-		    ossl_siphash(mac, raw, msg, i));
+		assert_true(
+		    siphash(&k, msg, i) == ossl_siphash(mac, raw, msg, i));
 	EVP_MAC_free(mac);
 }
 
@@ -114,8 +114,8 @@ test_siphash_fold(void **state)
 				    ? (uint8_t)(in[i] + 32)
 				    : in[i];
 			}
-			assert_true(siphash_fold(&k, in, len) ==
-			    siphash(&k, low, len));
+			assert_true(
+			    siphash_fold(&k, in, len) == siphash(&k, low, len));
 		}
 	}
 }
@@ -249,7 +249,9 @@ test_walk(void **state)
 static void
 test_collisions(void **state)
 {
-	enum { NK = 40 };
+	enum {
+		NK = 40
+	};
 	char keys[NK][24], tmp[24];
 	struct idmap m;
 	size_t want, i, j, l, found = 0, round;
@@ -278,8 +280,9 @@ test_collisions(void **state)
 		assert_ptr_equal(idmap_find(&m, "seed"), &dummy);
 		/* Delete from the front, the back, or the middle out. */
 		for (i = 0; i < NK; i++) {
-			j = round == 0 ? i : round == 1 ? NK - 1 - i
-			    : (i * 17) % NK;
+			j = round == 0   ? i
+			    : round == 1 ? NK - 1 - i
+					 : (i * 17) % NK;
 			assert_ptr_equal(idmap_del(&m, keys[j]), keys[j]);
 			assert_null(idmap_find(&m, keys[j]));
 			keys[j][0] = '\0';
@@ -332,10 +335,10 @@ test_random_key(void **state)
 	waitpid(pid, NULL, 0);
 	close(fds[0]);
 	close(fds[1]);
-	assert_true(child.sk_k0 != a.im_key.sk_k0 ||
-	    child.sk_k1 != a.im_key.sk_k1);
-	assert_true(child.sk_k0 != b.im_key.sk_k0 ||
-	    child.sk_k1 != b.im_key.sk_k1);
+	assert_true(
+	    child.sk_k0 != a.im_key.sk_k0 || child.sk_k1 != a.im_key.sk_k1);
+	assert_true(
+	    child.sk_k0 != b.im_key.sk_k0 || child.sk_k1 != b.im_key.sk_k1);
 	idmap_free(&a);
 	idmap_free(&b);
 }
@@ -372,7 +375,7 @@ test_bench(void **state)
 	struct bench_x *v, *x;
 	struct bench_list l;
 	struct idmap m;
-	char (*miss)[TUNPROTO_UUID_LEN + 1];
+	char(*miss)[TUNPROTO_UUID_LEN + 1];
 	size_t s, i, n, q, nq, hits;
 	uint64_t t0, lin_ns, map_ns, sip_ns, ossl_ns;
 	struct sipkey k;
@@ -402,8 +405,8 @@ test_bench(void **state)
 		hits = 0;
 		t0 = clock_mono_usec();
 		for (q = 0; q < nq; q++) {
-			x = bench_linear(&l, q % 2 ? miss[q]
-						   : v[(q * 7919) % n].bx_id);
+			x = bench_linear(
+			    &l, q % 2 ? miss[q] : v[(q * 7919) % n].bx_id);
 			hits += x != NULL;
 		}
 		lin_ns = (clock_mono_usec() - t0) * 1000 / nq;
@@ -411,8 +414,8 @@ test_bench(void **state)
 		hits = 0;
 		t0 = clock_mono_usec();
 		for (q = 0; q < nq; q++) {
-			x = idmap_find(&m, q % 2 ? miss[q]
-						 : v[(q * 7919) % n].bx_id);
+			x = idmap_find(
+			    &m, q % 2 ? miss[q] : v[(q * 7919) % n].bx_id);
 			hits += x != NULL;
 		}
 		map_ns = (clock_mono_usec() - t0) * 1000 / nq;
