@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "gw.h"
+#include "siphash.h"
 
 /* Generations are unique across every sandbox version of this process. */
 static uint64_t directory_generations;
@@ -55,20 +56,27 @@ directory_stamp(struct gw_sandbox *sb)
 		sb->sb_generation = ++directory_generations;
 }
 
-/* FNV-1a of s, folded to lower case when fold is set (ASCII). */
+/* The process's key for the directory's hashes, drawn once. */
+static struct sipkey directory_key;
+static pthread_once_t directory_key_once = PTHREAD_ONCE_INIT;
+
+/* Draw the directory's hash key. */
+static void
+directory_key_init(void)
+{
+	sipkey_random(&directory_key);
+}
+
+/*
+ * SipHash of s under the process's random key, folded to lower case when
+ * fold is set (ASCII): requests choose the ids looked up.
+ */
 static uint64_t
 directory_hash(const char *s, int fold)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	unsigned char c;
-
-	for (; *s != '\0'; s++) {
-		c = (unsigned char)*s;
-		if (fold && c >= 'A' && c <= 'Z')
-			c = (unsigned char)(c - 'A' + 'a');
-		h = (h ^ c) * 0x100000001b3ULL;
-	}
-	return (h);
+	if (fold)
+		return (siphash_fold(&directory_key, s, strlen(s)));
+	return (siphash(&directory_key, s, strlen(s)));
 }
 
 /* Put index i of d under key in table tab (linear probing). */
@@ -93,6 +101,8 @@ directory_index_build(struct gw_directory *d)
 {
 	size_t i, n = 8;
 
+	/* Before the directory is published to any thread. */
+	pthread_once(&directory_key_once, directory_key_init);
 	while (n < 2 * d->d_count)
 		n *= 2;
 	d->d_mask = n - 1;

@@ -15,8 +15,10 @@
 #include <event2/event.h>
 
 #include "http1.h"
+#include "idmap.h"
 #include "log.h"
 #include "strbuf.h"
+#include "tombs.h"
 #include "wthru.h"
 #include "tunproto.h"
 
@@ -644,20 +646,6 @@ enum tlink_state {
 	TLINK_S_GONE, /* replaced, lost or failed; closing */
 };
 
-/* A remembered id: a finished exchange's (§8.8), or a replaced session. */
-struct tunnel_tomb {
-	char tb_id[TUNPROTO_UUID_LEN + 1];
-	uint64_t tb_expires; /* monotonic ms */
-};
-
-/* Ids remembered for tt_ttl_ms, at most tt_cap: the oldest go first. */
-struct tunnel_tombs {
-	struct tunnel_tomb *tt_v; /* ring of tt_cap, NULL until the first */
-	size_t tt_cap;
-	size_t tt_next; /* where the next id goes */
-	uint64_t tt_ttl_ms;
-};
-
 /*
  * One terminate-mode tunnel: a sandbox's listen port.  It owns Port B for
  * as long as it is configured, the newest client link, the session that
@@ -693,15 +681,16 @@ struct tunnel {
 	TAILQ_HEAD(, tunnel_link) t_links; /* every link not yet freed */
 	uint64_t t_generation; /* links accepted */
 	char t_session[TUNPROTO_UUID_LEN + 1]; /* "" without one */
-	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges and channels */
+	TAILQ_HEAD(, tunnel_xchg) t_xchgs; /* exchanges, channels: oldest 1st */
+	struct idmap t_xchg_ids; /* t_xchgs by x_id: every frame looks one up */
 	size_t t_ninflight; /* HTTP exchanges sent to the client */
 	size_t t_nheld; /* exchanges waiting (TX_S_HOLD) */
 	struct event *t_kick; /* a slot freed: send the oldest waiting */
 	size_t t_nchannels; /* application WebSockets */
 	TAILQ_HEAD(, tunnel_dconn) t_dconns; /* Port B connections */
 	size_t t_ndconns;
-	struct tunnel_tombs t_tombs; /* finished exchanges and channels */
-	struct tunnel_tombs t_replaced; /* sessions a newer client replaced */
+	struct tombs t_tombs; /* finished exchanges and channels (§8.8) */
+	struct tombs t_replaced; /* sessions a newer client replaced */
 	uint64_t t_ids; /* downstream connection ids */
 	uint64_t t_requests; /* Port B requests answered */
 	uint64_t t_errors; /* exchanges failed, protocol errors */
@@ -864,13 +853,10 @@ int tunnel_data_ok(const struct tunnel *);
 void tunnel_send_window(struct tunnel *, const char *id, uint64_t credits,
     int ack, uint64_t ack_offset, int complete);
 void tunnel_send_error(struct tunnel *, const char *id, const char *msg);
-void tunnel_tombs_init(struct tunnel_tombs *, size_t cap, uint64_t ttl_ms);
-void tunnel_tombs_free(struct tunnel_tombs *);
-void tunnel_tombs_add(struct tunnel_tombs *, const char *id);
-int tunnel_tombs_has(const struct tunnel_tombs *, const char *id);
 void tunnel_protocol_error(struct tunnel *, const char *why);
 void tunnel_released(struct tunnel *);
 const char *tx_state_name(enum tx_state);
+const char *tunnel_xchg_show(const struct tunnel_xchg *, char *, size_t);
 
 /* tunnel_req.c */
 void tunnel_dconn_accept(struct tunnel *, int fd, struct sockaddr *);

@@ -35,7 +35,10 @@
 #include "netns.h"
 #include "wsconn.h"
 
-/* Finished ids remembered, and for how long (§8.8, Rust). */
+/*
+ * Finished ids remembered, and for how long (§8.8, Rust); past the cap the
+ * oldest is forgotten first (and counted: "tombstones_evicted").
+ */
 #define TUNNEL_TOMBS 1024
 #define TUNNEL_TOMB_MS (30 * 1000)
 /*
@@ -110,6 +113,38 @@ tx_state_name(enum tx_state s)
 	return ("?");
 }
 
+/* Names of TX_F_* bits, in bit order, for tunnel_xchg_show. */
+static const char *const tx_flag_names[] = { "WS", "STREAM_REQ", "UP_LENGTH",
+	"UP_DONE", "UP_END_SENT", "UP_WINDOW", "UP_STOPPED", "RESP_LENGTH",
+	"RESP_NOBODY", "RESP_CHUNKED", "RESP_EOF", "PAUSED", "COUNTED",
+	"WS_CLOSED", "RETRY", "UP_PROBE" };
+
+/*
+ * An exchange's id, state and flags into buf of size bytes for debug logs,
+ * as "ID state=sent flags=COUNTED|STREAM_REQ"; returns buf.
+ */
+const char *
+tunnel_xchg_show(const struct tunnel_xchg *x, char *buf, size_t size)
+{
+	size_t i, n;
+	int first = 1, len;
+
+	len = snprintf(buf, size, "%s state=%s flags=", x->x_id,
+	    tx_state_name(x->x_state));
+	n = len < 0 ? 0 : (size_t)len;
+	for (i = 0; i < sizeof tx_flag_names / sizeof *tx_flag_names; i++) {
+		if (!(x->x_flags & (1 << i)) || n >= size)
+			continue;
+		len = snprintf(buf + n, size - n, "%s%s", first ? "" : "|",
+		    tx_flag_names[i]);
+		n += len < 0 ? 0 : (size_t)len;
+		first = 0;
+	}
+	if (first && n < size)
+		snprintf(buf + n, size - n, "-");
+	return (buf);
+}
+
 /* Name of a link state, for logs. */
 static const char *
 tunnel_link_state_name(enum tlink_state s)
@@ -159,57 +194,6 @@ tunnel_xchg_sent(const struct tunnel_xchg *x)
 {
 	return (x->x_state == TX_S_SENT || x->x_state == TX_S_STREAM ||
 	    x->x_state == TX_S_WS_WAIT || x->x_state == TX_S_WS_OPEN);
-}
-
-/* Make an empty set of remembered ids; its ring comes with the first. */
-void
-tunnel_tombs_init(struct tunnel_tombs *tt, size_t cap, uint64_t ttl_ms)
-{
-	memset(tt, 0, sizeof *tt);
-	tt->tt_cap = cap;
-	tt->tt_ttl_ms = ttl_ms;
-}
-
-/* Forget every id. */
-void
-tunnel_tombs_free(struct tunnel_tombs *tt)
-{
-	free(tt->tt_v);
-	tt->tt_v = NULL;
-	tt->tt_next = 0;
-}
-
-/* Remember id for tt_ttl_ms, in place of the oldest when the ring is full. */
-void
-tunnel_tombs_add(struct tunnel_tombs *tt, const char *id)
-{
-	struct tunnel_tomb *tb;
-
-	if (tt->tt_cap == 0)
-		return;
-	if (tt->tt_v == NULL)
-		tt->tt_v = xcalloc(tt->tt_cap, sizeof *tt->tt_v);
-	tb = &tt->tt_v[tt->tt_next];
-	snprintf(tb->tb_id, sizeof tb->tb_id, "%s", id);
-	tb->tb_expires = clock_mono_msec() + tt->tt_ttl_ms;
-	tt->tt_next = (tt->tt_next + 1) % tt->tt_cap;
-}
-
-/* Is id remembered and not expired? */
-int
-tunnel_tombs_has(const struct tunnel_tombs *tt, const char *id)
-{
-	uint64_t now = clock_mono_msec();
-	size_t i;
-
-	if (tt->tt_v == NULL)
-		return (0);
-	for (i = 0; i < tt->tt_cap; i++) {
-		if (tt->tt_v[i].tb_expires > now &&
-		    strcmp(tt->tt_v[i].tb_id, id) == 0)
-			return (1);
-	}
-	return (0);
 }
 
 /*
@@ -455,8 +439,9 @@ tunnel_free_cb(evutil_socket_t fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
-	tunnel_tombs_free(&t->t_tombs);
-	tunnel_tombs_free(&t->t_replaced);
+	tombs_clear(&t->t_tombs);
+	tombs_clear(&t->t_replaced);
+	idmap_free(&t->t_xchg_ids);
 	event_free(t->t_kick);
 	free(t->t_name);
 	free(t->t_netns);
@@ -667,7 +652,8 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 		free(err);
 		return;
 	}
-	if (resumable && tunnel_tombs_has(&t->t_replaced, m->m_session_id)) {
+	if (resumable &&
+	    tombs_has(&t->t_replaced, m->m_session_id, clock_mono_msec())) {
 		tunnel_link_refuse(l);
 		return;
 	}
@@ -708,7 +694,8 @@ tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
 				    "client session was replaced).");
 		}
 		if (t->t_flags & TUNNEL_F_RESUMABLE)
-			tunnel_tombs_add(&t->t_replaced, t->t_session);
+			tombs_add(
+			    &t->t_replaced, t->t_session, clock_mono_msec());
 		t->t_flags &= ~TUNNEL_F_RESUMABLE;
 		t->t_session[0] = '\0';
 		if (resumable) {
@@ -816,8 +803,9 @@ tunnel_link_text(struct tunnel_link *l, const uint8_t *data, size_t len)
 		if ((x = tunnel_xchg_find(t, m.m_id)) == NULL) {
 			log_debug("tunnel %s:%d: %s for %s %s dropped",
 			    t->t_name, t->t_port, tunproto_type_name(m.m_type),
-			    tunnel_tombs_has(&t->t_tombs, m.m_id) ? "finished"
-								  : "unknown",
+			    tombs_has(&t->t_tombs, m.m_id, clock_mono_msec())
+				? "finished"
+				: "unknown",
 			    m.m_id);
 			break;
 		}
@@ -891,7 +879,7 @@ tunnel_link_binary(struct tunnel_link *l, struct evbuffer *msg)
 			tunnel_xchg_data(x, &env, msg);
 		return;
 	}
-	if (tunnel_tombs_has(&t->t_tombs, env.e_id))
+	if (tombs_has(&t->t_tombs, env.e_id, clock_mono_msec()))
 		return;
 	snprintf(why, sizeof why, "%s data for unknown stream %s",
 	    env.e_kind == TUNPROTO_ENV_WS_BINARY_DATA ? "WebSocket"
@@ -1185,6 +1173,9 @@ tunnel_tick_cb(evutil_socket_t fd, short events, void *arg)
 			t->t_flags &= ~TUNNEL_F_PAUSED;
 			evconnlistener_enable(t->t_lev);
 		}
+		/* Expired ids go even when no frame looks them up. */
+		tombs_expire(&t->t_tombs, now);
+		tombs_expire(&t->t_replaced, now);
 		/* A dropped link stays listed until its close completes. */
 		for (l = TAILQ_FIRST(&t->t_links); l != NULL; l = next) {
 			next = TAILQ_NEXT(l, l_entry);
@@ -1229,8 +1220,9 @@ tunnel_new(struct gw *g, const char *name, int port)
 	TAILQ_INIT(&t->t_links);
 	TAILQ_INIT(&t->t_xchgs);
 	TAILQ_INIT(&t->t_dconns);
-	tunnel_tombs_init(&t->t_tombs, TUNNEL_TOMBS, TUNNEL_TOMB_MS);
-	tunnel_tombs_init(&t->t_replaced, TUNNEL_REPLACED, TUNNEL_REPLACED_MS);
+	idmap_init(&t->t_xchg_ids, 0);
+	tombs_init(&t->t_tombs, TUNNEL_TOMBS, TUNNEL_TOMB_MS);
+	tombs_init(&t->t_replaced, TUNNEL_REPLACED, TUNNEL_REPLACED_MS);
 	t->t_kick = evtimer_new(g->g_base, tunnel_queue_cb, t);
 	if (tunproto_limits_from_env(&t->t_local, NULL, NULL, &err) != 0) {
 		log_warn("tunnel %s:%d: %s", name, port, err);
@@ -1411,6 +1403,7 @@ tunnel_destroy(struct tunnel *t)
 	tunnel_unbind(t);
 	while ((x = TAILQ_FIRST(&t->t_xchgs)) != NULL) {
 		TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
+		idmap_del(&t->t_xchg_ids, x->x_id);
 		x->x_state = TX_S_DONE;
 		if (x->x_dconn != NULL)
 			x->x_dconn->d_x = NULL;
@@ -1515,6 +1508,14 @@ tunnel_json(const struct tunnel *t)
 	    o, "channels", json_integer((json_int_t)t->t_nchannels));
 	json_object_set_new(
 	    o, "connections", json_integer((json_int_t)t->t_ndconns));
+	json_object_set_new(o, "exchanges",
+	    json_integer((json_int_t)idmap_count(&t->t_xchg_ids)));
+	json_object_set_new(
+	    o, "tombstones", json_integer((json_int_t)t->t_tombs.tm_count));
+	json_object_set_new(
+	    o, "tombstones_max", json_integer((json_int_t)t->t_tombs.tm_cap));
+	json_object_set_new(o, "tombstones_evicted",
+	    json_integer((json_int_t)t->t_tombs.tm_evicted));
 	/* The client pings; we only answer (§7). */
 	json_object_set_new(o, "idle_ms",
 	    l != NULL

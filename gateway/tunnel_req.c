@@ -290,22 +290,24 @@ static void
 tx_finish(struct tunnel_xchg *x, const char *how)
 {
 	struct tunnel *t = x->x_tunnel;
+	char show[256];
 
 	if (x->x_state == TX_S_DONE)
 		return;
-	log_debug("tunnel %s:%d: %s %s finished in state %s: %s", t->t_name,
-	    t->t_port, (x->x_flags & TX_F_WS) ? "channel" : "exchange", x->x_id,
-	    tx_state_name(x->x_state), how);
+	log_debug("tunnel %s:%d: %s %s finished: %s", t->t_name, t->t_port,
+	    (x->x_flags & TX_F_WS) ? "channel" : "exchange",
+	    tunnel_xchg_show(x, show, sizeof show), how);
 	if (x->x_state == TX_S_HOLD)
 		t->t_nheld--;
 	x->x_state = TX_S_DONE;
 	TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
+	idmap_del(&t->t_xchg_ids, x->x_id);
 	if (x->x_flags & TX_F_COUNTED) {
 		if (x->x_flags & TX_F_WS)
 			t->t_nchannels--;
 		else
 			t->t_ninflight--;
-		tunnel_tombs_add(&t->t_tombs, x->x_id);
+		tombs_add(&t->t_tombs, x->x_id, clock_mono_msec());
 		/* A slot in max_inflight freed: the oldest waiting goes. */
 		if (t->t_nheld > 0 && !(x->x_flags & TX_F_WS))
 			event_active(t->t_kick, EV_TIMEOUT, 1);
@@ -448,6 +450,11 @@ tunnel_xchg_new(struct tunnel_dconn *d, int flags)
 	x->x_timer = evtimer_new(t->t_gw->g_base, tx_timer_cb, x);
 	x->x_body = evbuffer_new();
 	TAILQ_INSERT_TAIL(&t->t_xchgs, x, x_entry);
+	/* A random UUID: a clash would be a broken random source. */
+	if (idmap_put(&t->t_xchg_ids, x->x_id, x) != 0) {
+		log_error("tunnel: exchange id %s drawn twice", x->x_id);
+		abort();
+	}
 	d->d_x = x;
 	return (x);
 }
@@ -456,15 +463,7 @@ tunnel_xchg_new(struct tunnel_dconn *d, int flags)
 struct tunnel_xchg *
 tunnel_xchg_find(const struct tunnel *t, const char *id)
 {
-	struct tunnel_xchg *x;
-
-	if (id == NULL)
-		return (NULL);
-	TAILQ_FOREACH (x, &t->t_xchgs, x_entry) {
-		if (strcmp(x->x_id, id) == 0)
-			return (x);
-	}
-	return (NULL);
+	return (idmap_find(&t->t_xchg_ids, id));
 }
 
 /* The negotiated limits while a client is attached, else ours. */

@@ -224,9 +224,11 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	TAILQ_INIT(&t->t_idle);
 	TAILQ_INIT(&t->t_waiting);
 	TAILQ_INIT(&t->t_chans);
+	idmap_init(&t->t_xchg_ids, 0);
+	idmap_init(&t->t_chan_ids, 0);
 	cache_init(&t->t_cache, TUN_CACHE_TTL_MS, TUN_CACHE_MAX_ENTRIES,
 	    TUN_CACHE_MAX_BYTES);
-	tombs_init(&t->t_tombs, TUN_TOMB_TTL_MS, TUN_TOMB_MAX);
+	tombs_init(&t->t_tombs, TUN_TOMB_MAX, TUN_TOMB_TTL_MS);
 
 	if ((t->t_dns = dns_new(base, cause)) == NULL)
 		goto fail;

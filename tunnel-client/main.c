@@ -240,13 +240,15 @@ main(int argc, char **argv)
 	event_base_dispatch(base);
 
 	log_info("aktunnel stopped: %llu requests (%llu failed), %llu bytes "
-		 "up, %llu bytes down, %llu tunnel connections, %llu replays",
+		 "up, %llu bytes down, %llu tunnel connections, %llu replays, "
+		 "%llu tombstones evicted before their TTL",
 	    (unsigned long long)t->t_stats.st_requests,
 	    (unsigned long long)t->t_stats.st_failed,
 	    (unsigned long long)t->t_stats.st_bytes_up,
 	    (unsigned long long)t->t_stats.st_bytes_down,
 	    (unsigned long long)t->t_stats.st_connects,
-	    (unsigned long long)t->t_stats.st_replays);
+	    (unsigned long long)t->t_stats.st_replays,
+	    (unsigned long long)t->t_tombs.tm_evicted);
 	rv = t->t_exit;
 	event_free(sigint);
 	event_free(sigterm);

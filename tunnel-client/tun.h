@@ -10,7 +10,9 @@
 
 #include "dns.h"
 #include "http1.h"
+#include "idmap.h"
 #include "log.h"
+#include "tombs.h"
 #include "tunproto.h"
 #include "wthru.h"
 
@@ -149,39 +151,18 @@ struct tun_cache_entry {
 	uint64_t ce_at; /* monotonic ms when stored */
 	uint64_t ce_sent_gen; /* connection it last went out on, 0 never */
 	TAILQ_ENTRY(tun_cache_entry) ce_entry;
-	struct tun_cache_entry *ce_hnext; /* next in its hash bucket */
 };
 TAILQ_HEAD(tun_cache_list, tun_cache_entry);
 
 /* Fast-path outcomes by id: bounded in age, count and bytes. */
 struct tun_cache {
 	struct tun_cache_list tc_list; /* oldest first */
-	struct tun_cache_entry **tc_hash; /* buckets by id; NULL when empty */
-	size_t tc_hmask; /* buckets - 1 */
+	struct idmap tc_ids; /* entries by id */
 	size_t tc_count;
 	size_t tc_bytes;
 	uint64_t tc_ttl_ms;
 	size_t tc_max_entries;
 	size_t tc_max_bytes;
-};
-
-/* One recently terminated id (§8.8). */
-struct tun_tomb {
-	char *tb_id;
-	uint64_t tb_at;
-	TAILQ_ENTRY(tun_tomb) tb_entry;
-	struct tun_tomb *tb_hnext; /* next in its hash bucket */
-};
-TAILQ_HEAD(tun_tomb_list, tun_tomb);
-
-/* Ids of failed or finished streams, absorbing their late data. */
-struct tun_tombs {
-	struct tun_tomb_list tt_list; /* oldest first */
-	struct tun_tomb **tt_hash; /* buckets by id; NULL when empty */
-	size_t tt_hmask; /* buckets - 1 */
-	size_t tt_count;
-	uint64_t tt_ttl_ms;
-	size_t tt_max;
 };
 
 /* Where the tunnel connection is (one struct tun_conn per attempt). */
@@ -294,14 +275,16 @@ struct tun {
 	uint64_t t_target_warn_at;
 
 	struct tun_xchg_list t_xchgs; /* every HTTP exchange */
+	struct idmap t_xchg_ids; /* t_xchgs by id */
 	unsigned int t_running; /* exchanges counting toward max_inflight */
 	struct tun_cache t_cache;
-	struct tun_tombs t_tombs;
+	struct tombs t_tombs; /* failed or finished streams (§8.8) */
 
 	struct tun_target_list t_targets; /* every target connection */
 	struct tun_target_list t_idle; /* idle keep-alive connections */
 	struct tun_xchg_list t_waiting; /* exchanges waiting for one */
 	struct tun_chan_list t_chans; /* application WebSockets */
+	struct idmap t_chan_ids; /* t_chans by id */
 	unsigned int t_nchans;
 	unsigned int t_ntargets;
 	unsigned int t_nidle;
@@ -531,10 +514,6 @@ struct tun_cache_entry *cache_find(struct tun_cache *, const char *);
 struct tun_cache_entry *
 cache_put(struct tun_cache *, const char *, char *, size_t, uint64_t);
 void cache_remove(struct tun_cache *, const char *);
-void tombs_init(struct tun_tombs *, uint64_t, size_t);
-void tombs_clear(struct tun_tombs *);
-void tombs_add(struct tun_tombs *, const char *, uint64_t);
-int tombs_has(struct tun_tombs *, const char *, uint64_t);
 
 /* target.c */
 char *target_join_path(const char *, const char *, char **);

@@ -43,13 +43,7 @@ static void chan_connect_next(struct tun_chan *);
 static struct tun_chan *
 chan_find(struct tun *t, const char *id)
 {
-	struct tun_chan *ch;
-
-	TAILQ_FOREACH (ch, &t->t_chans, ch_entry) {
-		if (strcmp(ch->ch_id, id) == 0)
-			return (ch);
-	}
-	return (NULL);
+	return (idmap_find(&t->t_chan_ids, id));
 }
 
 /* Largest message one channel carries (§9.8). */
@@ -123,6 +117,7 @@ chan_close(struct tun_chan *ch, const char *reason)
 		ch->ch_bev = NULL;
 	}
 	TAILQ_REMOVE(&t->t_chans, ch, ch_entry);
+	idmap_del(&t->t_chan_ids, ch->ch_id);
 	t->t_nchans--;
 	tombs_add(&t->t_tombs, ch->ch_id, clock_mono_msec());
 	if (event_base_once(
@@ -533,6 +528,7 @@ chan_connect(struct tun *t, const struct tunproto_msg *m)
 		NULL)
 		abort();
 	TAILQ_INSERT_TAIL(&t->t_chans, ch, ch_entry);
+	idmap_put(&t->t_chan_ids, ch->ch_id, ch);
 	t->t_nchans++;
 	if ((ch->ch_request = chan_request(ch, m, &cause)) == NULL) {
 		chan_fail(ch, cause);
@@ -658,5 +654,6 @@ chan_free_all(struct tun *t)
 			bufferevent_free(ch->ch_bev);
 		chan_free_cb(-1, 0, ch);
 	}
+	idmap_free(&t->t_chan_ids);
 	t->t_nchans = 0;
 }

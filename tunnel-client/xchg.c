@@ -35,13 +35,7 @@ static void xchg_feed(struct tun_xchg *);
 static struct tun_xchg *
 xchg_find(struct tun *t, const char *id)
 {
-	struct tun_xchg *x;
-
-	TAILQ_FOREACH (x, &t->t_xchgs, x_entry) {
-		if (strcmp(x->x_id, id) == 0)
-			return (x);
-	}
-	return (NULL);
+	return (idmap_find(&t->t_xchg_ids, id));
 }
 
 /* Free an exchange's memory; it is off every list. */
@@ -109,6 +103,7 @@ xchg_close(struct tun_xchg *x, int tomb, const char *reason)
 	}
 	evtimer_del(x->x_timer);
 	TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
+	idmap_del(&t->t_xchg_ids, x->x_id);
 	if (tomb)
 		tombs_add(&t->t_tombs, x->x_id, clock_mono_msec());
 	if ((tt = x->x_tt) != NULL) {
@@ -245,6 +240,8 @@ xchg_new(struct tun *t, const struct tunproto_msg *m, int stream)
 		abort();
 	t->t_running++;
 	TAILQ_INSERT_TAIL(&t->t_xchgs, x, x_entry);
+	/* Callers found no exchange with this id. */
+	idmap_put(&t->t_xchg_ids, x->x_id, x);
 	return (x);
 }
 
@@ -1179,6 +1176,7 @@ xchg_free_all(struct tun *t)
 			x->x_tt->tt_x = NULL;
 		xchg_free(x);
 	}
+	idmap_free(&t->t_xchg_ids);
 	t->t_running = 0;
 	t->t_nfinished = 0;
 }

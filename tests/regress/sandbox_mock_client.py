@@ -22,6 +22,10 @@ serves requests itself, chosen by path (no real target):
   /status?code=C         empty response with status C
   /whoami                http_resp 200 with --name
   /short                 announces content_length 3, sends 2 bytes
+  /flood?n=N             first N frames of each kind (http_resp, window,
+                         http_resp_end, ws_message, ws_close) for ids the
+                         gateway never gave, and an http_resp again for each
+                         finished id, then 200 "flooded N"
   /replay-once           first time: drop the link without answering; the
                          replayed request (same id) gets "resume-ok"
   POST ...?drop=M        streamed upload: drop the link once M bytes arrived
@@ -431,6 +435,22 @@ class Client:
                     "headers": hdrs, "body": ""}
             self.running.discard(sid)
             await self.send(msg2)
+        elif p == "/flood":
+            n = int(q.get("n", "1000"))
+            for _ in range(n):
+                u = str(uuid.uuid4())
+                await self.send({"type": "http_resp", "id": u, "status": 200,
+                                 "headers": [], "body": ""})
+                await self.send({"type": "window", "id": u, "credits": 8,
+                                 "ack_offset": 0})
+                await self.send({"type": "http_resp_end", "id": u})
+                await self.send({"type": "ws_message", "id": u,
+                                 "data": "x", "binary": False})
+                await self.send({"type": "ws_close", "id": u, "code": 1000})
+            for old, m in list(self.done.items()):
+                if old != sid:
+                    await self.send(m)
+            await self.fast(sid, 200, b"flooded %d" % n)
         elif p == "/whoami":
             await self.fast(sid, 200, self.a.name.encode())
         elif p == "/short":

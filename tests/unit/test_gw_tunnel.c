@@ -102,7 +102,7 @@ setup(void **state)
 	f->g.g_base = f->base;
 	f->t.t_gw = &f->g;
 	f->t.t_name = (char *)"sbx";
-	tunnel_tombs_init(&f->t.t_tombs, 1024, 30000);
+	tombs_init(&f->t.t_tombs, 1024, 30000);
 	TAILQ_INIT(&f->t.t_xchgs);
 	TAILQ_INIT(&f->t.t_links);
 	TAILQ_INIT(&f->t.t_dconns);
@@ -123,7 +123,7 @@ teardown(void **state)
 	bufferevent_free(f->pair[0]);
 	bufferevent_free(f->pair[1]);
 	event_base_free(f->base);
-	tunnel_tombs_free(&f->t.t_tombs);
+	tombs_clear(&f->t.t_tombs);
 	free(f->x.x_resp_q);
 	free(f->x.x_resp_qack);
 	free(f);
@@ -260,67 +260,32 @@ test_resp_limits(void **state)
 	assert_int_equal(tx_resp_length(&m, &len), -1);
 }
 
-/* Tombstones: remembered, and the oldest goes when the ring is full. */
+/*
+ * Tombstones at the tunnel's cap: remembered, the oldest forgotten first
+ * and counted (lib/tombs.c has the general rules, test_tombs).
+ */
 static void
 test_tombs(void **state)
 {
 	struct fixture *f = *state;
+	const char *first = "00112233-4455-6677-8899-aabbccddeeff";
 	char id[40];
 	int i;
 
-	assert_false(tunnel_tombs_has(
-	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
-	tunnel_tombs_add(&f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff");
-	assert_true(tunnel_tombs_has(
-	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
+	assert_false(tombs_has(&f->t.t_tombs, first, 1));
+	tombs_add(&f->t.t_tombs, first, 1);
+	assert_true(tombs_has(&f->t.t_tombs, first, 1));
 	for (i = 0; i < 1024; i++) {
 		snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
-		tunnel_tombs_add(&f->t.t_tombs, id);
+		tombs_add(&f->t.t_tombs, id, 2);
 	}
-	assert_false(tunnel_tombs_has(
-	    &f->t.t_tombs, "00112233-4455-6677-8899-aabbccddeeff"));
-	assert_true(tunnel_tombs_has(
-	    &f->t.t_tombs, "00000000-0000-4000-8000-000000001023"));
-	assert_true(tunnel_tombs_has(
-	    &f->t.t_tombs, "00000000-0000-4000-8000-000000000000"));
-}
-
-/*
- * Remembered sessions (the replaced ones): none before the first, the
- * oldest forgotten past the capacity, none once expired.
- */
-static void
-test_tombs_bounds(void **state)
-{
-	struct tunnel_tombs tt;
-
-	(void)state;
-	tunnel_tombs_init(&tt, 2, 60000);
-	assert_false(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
-	assert_null(tt.tt_v);
-	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
-	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000002");
-	assert_true(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
-	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000003");
-	assert_false(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
-	assert_true(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000002"));
-	assert_true(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000003"));
-	tunnel_tombs_free(&tt);
-	tunnel_tombs_init(&tt, 2, 0);
-	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
-	assert_false(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
-	tunnel_tombs_free(&tt);
-	tunnel_tombs_init(&tt, 0, 60000);
-	tunnel_tombs_add(&tt, "00000000-0000-4000-8000-000000000001");
-	assert_false(
-	    tunnel_tombs_has(&tt, "00000000-0000-4000-8000-000000000001"));
-	tunnel_tombs_free(&tt);
+	assert_false(tombs_has(&f->t.t_tombs, first, 2));
+	assert_int_equal(f->t.t_tombs.tm_evicted, 1);
+	assert_int_equal(f->t.t_tombs.tm_count, 1024);
+	assert_true(tombs_has(
+	    &f->t.t_tombs, "00000000-0000-4000-8000-000000001023", 2));
+	assert_true(tombs_has(
+	    &f->t.t_tombs, "00000000-0000-4000-8000-000000000000", 2));
 }
 
 /*
@@ -364,7 +329,6 @@ main(void)
 		    test_head_none, setup, teardown),
 		cmocka_unit_test(test_resp_limits),
 		cmocka_unit_test_setup_teardown(test_tombs, setup, teardown),
-		cmocka_unit_test(test_tombs_bounds),
 		cmocka_unit_test_setup_teardown(test_credit, setup, teardown),
 	};
 

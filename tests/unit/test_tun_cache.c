@@ -125,22 +125,22 @@ test_cache_bytes(void **state)
 static void
 test_tombs(void **state)
 {
-	struct tun_tombs t;
+	struct tombs t;
 	char id[32];
 	int i;
 
 	(void)state;
-	tombs_init(&t, TUN_TOMB_TTL_MS, TUN_TOMB_MAX);
+	tombs_init(&t, TUN_TOMB_MAX, TUN_TOMB_TTL_MS);
 	assert_false(tombs_has(&t, "a", 0));
 	tombs_add(&t, "a", 1000);
 	assert_true(tombs_has(&t, "a", 1000 + TUN_TOMB_TTL_MS - 1));
 	assert_false(tombs_has(&t, "a", 1000 + TUN_TOMB_TTL_MS));
-	assert_int_equal(t.tt_count, 0);
+	assert_int_equal(t.tm_count, 0);
 
 	tombs_add(&t, "a", 10);
 	tombs_add(&t, "b", 20);
 	tombs_add(&t, "a", 30); /* refreshed: now newer than b */
-	assert_int_equal(t.tt_count, 2);
+	assert_int_equal(t.tm_count, 2);
 	assert_true(tombs_has(&t, "a", 20 + TUN_TOMB_TTL_MS));
 	assert_false(tombs_has(&t, "b", 20 + TUN_TOMB_TTL_MS));
 	tombs_clear(&t);
@@ -149,7 +149,7 @@ test_tombs(void **state)
 		snprintf(id, sizeof id, "t-%d", i);
 		tombs_add(&t, id, 100);
 	}
-	assert_int_equal(t.tt_count, TUN_TOMB_MAX);
+	assert_int_equal(t.tm_count, TUN_TOMB_MAX);
 	assert_false(tombs_has(&t, "t-0", 100));
 	assert_false(tombs_has(&t, "t-2", 100));
 	assert_true(tombs_has(&t, "t-3", 100));
@@ -210,13 +210,13 @@ static void
 test_many_ids(void **state)
 {
 	struct tun_cache c;
-	struct tun_tombs t;
+	struct tombs t;
 	char id[32];
 	int i, round;
 
 	(void)state;
 	cache_init(&c, TUN_CACHE_TTL_MS, 1024, TUN_CACHE_MAX_BYTES);
-	tombs_init(&t, TUN_TOMB_TTL_MS, 1024);
+	tombs_init(&t, 1024, TUN_TOMB_TTL_MS);
 	for (round = 0; round < 2; round++) {
 		for (i = 0; i < 3000; i++) {
 			snprintf(id, sizeof id, "id-%d", i);
@@ -224,7 +224,7 @@ test_many_ids(void **state)
 			tombs_add(&t, id, 1000 + (uint64_t)i);
 		}
 		assert_int_equal(c.tc_count, 1024);
-		assert_int_equal(t.tt_count, 1024);
+		assert_int_equal(t.tm_count, 1024);
 		for (i = 0; i < 3000; i++) {
 			snprintf(id, sizeof id, "id-%d", i);
 			if (i < 3000 - 1024) {
@@ -256,7 +256,7 @@ test_many_ids(void **state)
 		assert_int_equal(c.tc_count, 0);
 		assert_null(cache_find(&c, "id-2999"));
 		assert_false(tombs_has(&t, "new", 4001 + TUN_TOMB_TTL_MS));
-		assert_int_equal(t.tt_count, 0);
+		assert_int_equal(t.tm_count, 0);
 		cache_clear(&c);
 		tombs_clear(&t);
 		assert_null(cache_find(&c, "id-2999"));
