@@ -31,7 +31,6 @@
 
 #include "addr.h"
 #include "alloc.h"
-#include "clock.h"
 #include "config.h"
 #include "gw.h"
 #include "strbuf.h"
