@@ -225,12 +225,18 @@ struct h1x_mem {
 	int mp_eof_told;
 };
 
-/* Run the pump from the loop. */
+/*
+ * Run the pump on the loop's next pass: a timer, so that a pump that
+ * keeps calling back (a spin) takes one pass each time, as a socket's
+ * would, instead of running forever inside one.
+ */
 static void
 h1x_mem_kick(struct h1x_memx *mx)
 {
+	struct timeval tv = { 0, 0 };
+
 	if (mx != NULL)
-		event_active(mx->mx_pump, EV_TIMEOUT, 1);
+		evtimer_add(mx->mx_pump, &tv);
 }
 
 /*
@@ -493,14 +499,12 @@ h1x_mem_state(const struct h1x_mem *mp)
 	return (mp->mp_state);
 }
 
-/* Free the peer's end, once the transport is gone. */
+/* Free the peer's end, once the transport is gone (before, nothing). */
 void
 h1x_mem_free(struct h1x_mem *mp)
 {
-	if (mp == NULL)
+	if (mp == NULL || mp->mp_x != NULL)
 		return;
-	if (mp->mp_x != NULL)
-		mp->mp_x->mx_peer = NULL;
 	evbuffer_free(mp->mp_wire);
 	free(mp);
 }
