@@ -619,8 +619,8 @@ admin_read_body(struct admin_conn *ac)
 
 /* A request head: check it and the credentials, then read the body. */
 static void
-admin_head_cb(struct h1s *h, void *arg, const struct head *req,
-    const struct http1_msg *m)
+admin_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
 	struct admin_conn *ac = arg;
 	struct hfield f;
@@ -641,7 +641,8 @@ admin_head_cb(struct h1s *h, void *arg, const struct head *req,
 	if (strcmp(ac->ac_path, "/healthz") != 0 &&
 	    strcmp(ac->ac_path, "/readyz") != 0 &&
 	    !admin_authorized(ac->ac_admin, req)) {
-		hfield_set(&f, "WWW-Authenticate", "Bearer realm=\"akgateway admin\"");
+		hfield_set(
+		    &f, "WWW-Authenticate", "Bearer realm=\"akgateway admin\"");
 		admin_error(ac, 401, "unauthorized", &f,
 		    "The admin API needs the header 'Authorization: Bearer "
 		    "<admin token>' with the token from admin.token in the "

@@ -77,8 +77,8 @@ errpage_emit(const struct errpage_to *to, struct head *h, struct evbuffer *body)
 
 /* A response head of ours: status, fields, and close unless keepalive. */
 static void
-errpage_head(struct head *h, int status, const struct hfield *f, size_t n,
-    int keepalive)
+errpage_head(
+    struct head *h, int status, const struct hfield *f, size_t n, int keepalive)
 {
 	memset(h, 0, sizeof *h);
 	h->h_status = status;
@@ -172,8 +172,7 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 	hfield_set(&f[n++], "Cache-Control", "no-store");
 	hfield_set(&f[n++], "Referrer-Policy", "no-referrer");
 	if (page)
-		hfield_set(
-		    &f[n++], "Content-Type", "text/html; charset=utf-8");
+		hfield_set(&f[n++], "Content-Type", "text/html; charset=utf-8");
 	if (request_id != NULL)
 		hfield_set(&f[n++], "X-Request-Id", request_id);
 	errpage_head(&h, page ? 200 : 303, f, n, keepalive);
@@ -378,8 +377,8 @@ errpage_out(const struct errpage_to *to, const struct errpage *ep)
 		hfield_set(&f[n++], "Sec-WebSocket-Version", "13");
 	for (i = 0; i < ep->ep_nfields; i++)
 		f[n++] = ep->ep_fields[i];
-	errpage_head(&h, ep->ep_status, f, n,
-	    (ep->ep_flags & ERRPAGE_F_KEEPALIVE) != 0);
+	errpage_head(
+	    &h, ep->ep_status, f, n, (ep->ep_flags & ERRPAGE_F_KEEPALIVE) != 0);
 	rv = errpage_emit(to, &h, body);
 	free(f);
 	evbuffer_free(body);

@@ -920,7 +920,8 @@ enum h1_frame {
 #define H1_CONN_CLOSE 1 /* Connection: close */
 #define H1_CONN_KEEPALIVE 2 /* Connection: keep-alive (an HTTP/1.0 peer) */
 #define H1_CONN_UPGRADE 3 /* Connection: Upgrade (101) */
-void h1_head_put(struct evbuffer *, const struct head *, enum h1_frame, int conn);
+void
+h1_head_put(struct evbuffer *, const struct head *, enum h1_frame, int conn);
 void h1_trailers_put(struct evbuffer *, const struct hfield *, size_t);
 int h1_field_is_framing(const struct hfield *);
 void hfield_set(struct hfield *, const char *name, const char *value);
@@ -954,11 +955,11 @@ struct h1x {
 	void (*hx_cb_event)(void *, int what, const char *why);
 	void *hx_cb_arg;
 };
-struct h1x *h1x_bev_new(struct bufferevent *, struct wthru_q *,
-    size_t in_high, size_t out_low);
+struct h1x *h1x_bev_new(
+    struct bufferevent *, struct wthru_q *, size_t in_high, size_t out_low);
 struct h1x_mem; /* the peer's end of an in-memory transport */
-struct h1x *h1x_mem_new(struct event_base *, size_t in_high, size_t out_low,
-    struct h1x_mem **peer);
+struct h1x *h1x_mem_new(
+    struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);
 void h1x_mem_send(struct h1x_mem *, const void *, size_t);
 void h1x_mem_send_eof(struct h1x_mem *);
 size_t h1x_mem_recv(struct h1x_mem *, struct evbuffer *, size_t max);
@@ -1039,8 +1040,8 @@ struct h1s *h1s_new(struct event_base *, struct h1x *, const struct h1s_conf *,
     const struct h1s_hooks *, void *arg, uint64_t id, const char *peer);
 struct sink *h1s_sink(struct h1s *);
 const struct head *h1s_head(const struct h1s *);
-ssize_t h1s_body_read(
-    struct h1s *, struct evbuffer *, size_t max, enum http1_err *);
+ssize_t
+h1s_body_read(struct h1s *, struct evbuffer *, size_t max, enum http1_err *);
 int h1s_body_done(const struct h1s *);
 int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
@@ -1113,8 +1114,7 @@ extern const struct gw_error gw_err_host_form_required[]; /* 403 */
 int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
     const struct gw_port_rule *, const struct auth_req *, struct auth_result *);
 void auth_result_free(struct auth_result *);
-int auth_is_credential_header(
-    const struct gw_config *, const struct hfield *);
+int auth_is_credential_header(const struct gw_config *, const struct hfield *);
 char *
 auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
 

@@ -74,9 +74,8 @@ struct h1s {
 	char hs_reason[128]; /* why it closed */
 };
 
-static void h1s_refuse(
-    struct h1s *, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void h1s_refuse(struct h1s *, int status, const char *code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Name of a state, for debug logs. */
 const char *
@@ -323,8 +322,9 @@ h1s_finish(struct h1s *h)
 {
 	h->hs_state = H1S_S_CLOSING;
 	h->hs_x->hx_ops->xo_read(h->hs_x, 0);
-	h1s_timer_set(h, h->hs_conf->hc_write_ms != 0 ? h->hs_conf->hc_write_ms
-						      : H1S_WRITE_MS);
+	h1s_timer_set(h,
+	    h->hs_conf->hc_write_ms != 0 ? h->hs_conf->hc_write_ms
+					 : H1S_WRITE_MS);
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	if (h1s_outlen(h) == 0)
 		h1s_shut(h);
@@ -351,8 +351,9 @@ h1s_response_end(struct h1s *h)
 		h1s_next(h);
 		return;
 	}
-	h1s_timer_set(h, h->hs_conf->hc_write_ms != 0 ? h->hs_conf->hc_write_ms
-						      : H1S_WRITE_MS);
+	h1s_timer_set(h,
+	    h->hs_conf->hc_write_ms != 0 ? h->hs_conf->hc_write_ms
+					 : H1S_WRITE_MS);
 }
 
 /* A head was parsed: set the request's flags and start its exchange. */
@@ -617,8 +618,8 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		return (-1);
 	if (rh->h_status < 200 && rh->h_status != 101) {
 		if (!(h->hs_flags & H1S_F_HTTP10)) {
-			h1_head_put(h->hs_x->hx_out, rh, H1_FRAME_NONE,
-			    H1_CONN_KEEP);
+			h1_head_put(
+			    h->hs_x->hx_out, rh, H1_FRAME_NONE, H1_CONN_KEEP);
 			h->hs_x->hx_ops->xo_flush(h->hs_x);
 		}
 		return (0);
@@ -735,8 +736,7 @@ h1s_sink_end(struct sink *s)
 		h->hs_flags |= H1S_F_RESP_DONE;
 		return (0);
 	}
-	if (h->hs_rframe == H1_FRAME_CHUNKED &&
-	    !(h->hs_flags & H1S_F_TRAILERS))
+	if (h->hs_rframe == H1_FRAME_CHUNKED && !(h->hs_flags & H1S_F_TRAILERS))
 		http1_chunk_last(h->hs_x->hx_out);
 	if (h->hs_rframe == H1_FRAME_LENGTH && h->hs_rleft > 0)
 		h->hs_flags &= ~H1S_F_KEEPALIVE;
@@ -803,8 +803,8 @@ h1s_head(const struct h1s *h)
  * (HTTP1_E_NONE: the connection is gone); the owner refuses it.
  */
 ssize_t
-h1s_body_read(struct h1s *h, struct evbuffer *dst, size_t max,
-    enum http1_err *err)
+h1s_body_read(
+    struct h1s *h, struct evbuffer *dst, size_t max, enum http1_err *err)
 {
 	struct h1x *x = h->hs_x;
 	struct head cont;
@@ -863,8 +863,8 @@ h1s_body_done(const struct h1s *h)
 int
 h1s_keeps(const struct h1s *h)
 {
-	return ((h->hs_flags & H1S_F_KEEPALIVE) &&
-	    !(h->hs_flags & H1S_F_EOF) && h->hs_state != H1S_S_DEAD);
+	return ((h->hs_flags & H1S_F_KEEPALIVE) && !(h->hs_flags & H1S_F_EOF) &&
+	    h->hs_state != H1S_S_DEAD);
 }
 
 /* The connection closes after this exchange. */

@@ -51,8 +51,8 @@ h1_out_adds(struct h1_out *o, const char *s)
 
 /* Append "name: value" and CRLF. */
 static void
-h1_out_field(struct h1_out *o, const char *name, size_t nlen,
-    const char *value, size_t vlen)
+h1_out_field(struct h1_out *o, const char *name, size_t nlen, const char *value,
+    size_t vlen)
 {
 	h1_out_add(o, name, nlen);
 	h1_out_add(o, ": ", 2);
@@ -108,8 +108,8 @@ h1_field_is_framing(const struct hfield *f)
  * says (H1_CONN_*).
  */
 void
-h1_head_put(struct evbuffer *out, const struct head *h, enum h1_frame frame,
-    int conn)
+h1_head_put(
+    struct evbuffer *out, const struct head *h, enum h1_frame frame, int conn)
 {
 	struct h1_out o;
 	const char *reason = http1_reason(h->h_status);

@@ -178,8 +178,8 @@ static const struct h1x_ops h1x_bev_ops = {
  * when the user turns it on.
  */
 struct h1x *
-h1x_bev_new(struct bufferevent *bev, struct wthru_q *q, size_t in_high,
-    size_t out_low)
+h1x_bev_new(
+    struct bufferevent *bev, struct wthru_q *q, size_t in_high, size_t out_low)
 {
 	struct h1x_bev *xb;
 

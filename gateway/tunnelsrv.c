@@ -151,8 +151,8 @@ tsrv_token_ok(const struct tsrv *srv, const struct http1_msg *m)
  * tunnel.
  */
 static void
-tsrv_head_cb(struct h1s *h, void *arg, const struct head *req,
-    const struct http1_msg *m)
+tsrv_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
 	struct tsrv_conn *sc = arg;
 	struct tsrv *srv = sc->sc_srv;
@@ -201,8 +201,7 @@ tsrv_head_cb(struct h1s *h, void *arg, const struct head *req,
 	f = http1_msg_find(m, TUNPROTO_SESSION_HEADER);
 	snprintf(session, sizeof session, "%s", f != NULL ? f->value : "");
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
-	if (sink_head(h1s_sink(h), &rh) != 0 ||
-	    (bev = h1s_release(h)) == NULL)
+	if (sink_head(h1s_sink(h), &rh) != 0 || (bev = h1s_release(h)) == NULL)
 		return;
 	tunnel_link_accept(
 	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);

@@ -105,8 +105,8 @@ fz_body(struct fz *f, struct h1s *h)
 }
 
 static void
-fz_head_cb(struct h1s *h, void *arg, const struct head *req,
-    const struct http1_msg *m)
+fz_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
 	(void)req;
 	(void)m;

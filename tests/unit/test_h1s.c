@@ -233,8 +233,8 @@ t_read_body(struct t *t, struct h1s *h)
 }
 
 static void
-t_head_cb(struct h1s *h, void *arg, const struct head *req,
-    const struct http1_msg *m)
+t_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
 	struct t *t = arg;
 	size_t n = req->h_target_len < 31 ? req->h_target_len : 31;
@@ -396,8 +396,9 @@ test_no_body(void **state)
 
 	(void)state;
 	t_open(&t, 0, 1);
-	t_send(&t, "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /g HTTP/1.1\r\n"
-		   "Host: x\r\n\r\n");
+	t_send(&t,
+	    "HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /g HTTP/1.1\r\n"
+	    "Host: x\r\n\r\n");
 	t_expect(&t,
 	    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 	    "Content-Length: 0\r\n\r\n"
@@ -414,14 +415,16 @@ test_no_body(void **state)
 	t_send(&t, "GET /n HTTP/1.1\r\nHost: x\r\n\r\n");
 	t_answer(&t, t.h, 200, "12345");
 	t_spin(&t, 10);
-	t_expect(&t, "HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\n"
-		     "\r\n");
+	t_expect(&t,
+	    "HTTP/1.1 204 No Content\r\nContent-Type: text/plain\r\n"
+	    "\r\n");
 	t.resp_flags = T_R_STATUS304 | T_R_CHUNKED;
 	t_send(&t, "GET /m HTTP/1.1\r\nHost: x\r\n\r\n");
 	t_answer(&t, t.h, 200, "12345");
 	t_spin(&t, 10);
-	t_expect(&t, "HTTP/1.1 304 Not Modified\r\nContent-Type: text/plain\r\n"
-		     "\r\n");
+	t_expect(&t,
+	    "HTTP/1.1 304 Not Modified\r\nContent-Type: text/plain\r\n"
+	    "\r\n");
 	assert_int_equal(h1s_state(t.h), H1S_S_IDLE);
 	t_done(&t);
 }
@@ -445,8 +448,9 @@ test_http10(void **state)
 	t_answer(&t, t.h, 200, "raw bytes");
 	t_spin(&t, 10);
 	/* No 103 for HTTP/1.0, no chunks: the close ends the body. */
-	t_expect(&t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-		     "Connection: close\r\n\r\nraw bytes");
+	t_expect(&t,
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Connection: close\r\n\r\nraw bytes");
 	assert_int_equal(t.frees, 1);
 	/* on_free comes first; the transport goes right after it. */
 	assert_false(t.free_state & H1X_MEM_FREED);
@@ -463,16 +467,18 @@ test_pipelining(void **state)
 	(void)state;
 	t_open(&t, 0, 1);
 	t.mode = T_HOLD;
-	t_send(&t, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
-		   "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
-		   "GET /3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	t_send(&t,
+	    "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 	for (i = 1; i <= 3; i++) {
 		/* The next head is not parsed before this answer ends. */
 		t_spin(&t, 20);
 		assert_int_equal(t.heads, i);
-		assert_string_equal(t.targets[i - 1], i == 1 ? "/1"
-			: i == 2				 ? "/2"
-								 : "/3");
+		assert_string_equal(t.targets[i - 1],
+		    i == 1       ? "/1"
+			: i == 2 ? "/2"
+				 : "/3");
 		t_answer(&t, t.h, 200, t.targets[i - 1]);
 	}
 	t_spin(&t, 20);
@@ -530,22 +536,30 @@ test_refusals(void **state)
 	static const struct t_bad bad[] = {
 		{ HTTP1_E_HEAD_TOO_LARGE,
 		    "GET / HTTP/1.1\r\nHost: x\r\nX-A: "
-		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		    "AAAAA"
+		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		    "AAAAA"
+		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		    "AAAAA"
+		    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		    "AAAAA"
 		    "\r\n\r\n" },
 		{ HTTP1_E_LINE_TOO_LONG,
 		    "GET /"
-		    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
-		    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
+		    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
+		    "LLLLL"
+		    "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
+		    "LLLLL"
 		    " HTTP/1.1\r\nHost: x\r\n\r\n" },
 		{ HTTP1_E_TOO_MANY_HEADERS,
 		    "GET / HTTP/1.1\r\nHost: x\r\na: 1\r\nb: 1\r\nc: 1\r\n"
 		    "d: 1\r\n\r\n" },
-		{ HTTP1_E_BAD_REQUEST_LINE, "GET  / HTTP/1.1\r\nHost: x\r\n\r\n" },
+		{ HTTP1_E_BAD_REQUEST_LINE,
+		    "GET  / HTTP/1.1\r\nHost: x\r\n\r\n" },
 		{ HTTP1_E_BAD_VERSION, "GET / HTTP/2.0\r\nHost: x\r\n\r\n" },
-		{ HTTP1_E_BAD_HEADER_NAME, "GET / HTTP/1.1\r\nHo@st: x\r\n\r\n" },
+		{ HTTP1_E_BAD_HEADER_NAME,
+		    "GET / HTTP/1.1\r\nHo@st: x\r\n\r\n" },
 		{ HTTP1_E_SPACE_BEFORE_COLON,
 		    "GET / HTTP/1.1\r\nHost : x\r\n\r\n" },
 		{ HTTP1_E_OBS_FOLD, "GET / HTTP/1.1\r\nHost: x\r\n y\r\n\r\n" },
@@ -554,7 +568,8 @@ test_refusals(void **state)
 		{ HTTP1_E_BARE_CR, "GET / HTTP/1.1\r\nHost: x\ry\r\n\r\n" },
 		{ HTTP1_E_BARE_LF, "GET / HTTP/1.1\r\nHost: x\n\r\n" },
 		{ HTTP1_E_BAD_CONTENT_LENGTH,
-		    "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\n" },
+		    "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: "
+		    "+3\r\n\r\n" },
 		{ HTTP1_E_DUP_CONTENT_LENGTH,
 		    "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
 		    "Content-Length: 3\r\n\r\n" },
@@ -568,7 +583,8 @@ test_refusals(void **state)
 		    "POST / HTTP/1.1\r\nHost: x\r\n"
 		    "Transfer-Encoding: gzip, chunked\r\n\r\n" },
 		{ HTTP1_E_MISSING_HOST, "GET / HTTP/1.1\r\n\r\n" },
-		{ HTTP1_E_DUP_HOST, "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n" },
+		{ HTTP1_E_DUP_HOST,
+		    "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n" },
 	};
 	struct t t;
 	char want[512];
@@ -649,8 +665,9 @@ test_continue(void **state)
 	(void)state;
 	t_open(&t, 0, 1);
 	t.mode = T_HOLD;
-	t_send(&t, "PUT /u HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-		   "Expect: 100-continue\r\n\r\n");
+	t_send(&t,
+	    "PUT /u HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	    "Expect: 100-continue\r\n\r\n");
 	assert_int_equal(t.heads, 1);
 	assert_int_equal(evbuffer_get_length(t.got), 0);
 	assert_int_equal(h1s_body_read(t.h, t.body, 100, &err), 0);
@@ -660,19 +677,22 @@ test_continue(void **state)
 	t.mode = T_ECHO;
 	t_read_body(&t, t.h);
 	t_spin(&t, 5);
-	t_expect(&t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-		     "Content-Length: 5\r\n\r\nhello");
+	t_expect(&t,
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: 5\r\n\r\nhello");
 	assert_int_equal(h1s_state(t.h), H1S_S_IDLE);
 	/* Answered first: no 100, and the body never comes: close. */
 	t.mode = T_HOLD;
-	t_send(&t, "PUT /v HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-		   "Expect: 100-continue\r\n\r\n");
+	t_send(&t,
+	    "PUT /v HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	    "Expect: 100-continue\r\n\r\n");
 	t_answer(&t, t.h, 413, "no");
 	assert_int_equal(h1s_body_read(t.h, t.body, 100, &err), 0);
 	t_spin(&t, 5);
-	t_expect(&t, "HTTP/1.1 413 Content Too Large\r\n"
-		     "Content-Type: text/plain\r\nContent-Length: 2\r\n"
-		     "Connection: close\r\n\r\nno");
+	t_expect(&t,
+	    "HTTP/1.1 413 Content Too Large\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: 2\r\n"
+	    "Connection: close\r\n\r\nno");
 	t_done(&t);
 }
 
@@ -785,9 +805,10 @@ test_interim(void **state)
 	t_open(&t, 0, 1);
 	t.resp_flags = T_R_INTERIM;
 	t_send(&t, "GET /i HTTP/1.1\r\nHost: x\r\n\r\n");
-	t_expect(&t, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload"
-		     "\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-		     "Content-Length: 0\r\n\r\n");
+	t_expect(&t,
+	    "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload"
+	    "\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: 0\r\n\r\n");
 	t_done(&t);
 }
 
@@ -800,7 +821,8 @@ test_eof(void **state)
 	(void)state;
 	t_open(&t, 0, 1);
 	t.mode = T_HOLD;
-	t_send(&t, "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nab");
+	t_send(
+	    &t, "POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\nab");
 	h1x_mem_send_eof(t.peer);
 	t_spin(&t, 10);
 	assert_int_equal(t.errors, 1);
@@ -817,8 +839,9 @@ test_eof(void **state)
 	assert_int_equal(t.closes, 0);
 	t_answer(&t, t.h, 200, "late");
 	t_spin(&t, 10);
-	t_expect(&t, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-		     "Content-Length: 4\r\nConnection: close\r\n\r\nlate");
+	t_expect(&t,
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: 4\r\nConnection: close\r\n\r\nlate");
 	assert_int_equal(t.frees, 1);
 	t_done(&t);
 }
@@ -835,8 +858,9 @@ test_release(void **state)
 	(void)state;
 	t_open(&t, 0, 1);
 	t.mode = T_HOLD;
-	t_send(&t, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
-		   "Upgrade: websocket\r\n\r\nframes");
+	t_send(&t,
+	    "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+	    "Upgrade: websocket\r\n\r\nframes");
 	memset(&rh, 0, sizeof rh);
 	rh.h_status = 101;
 	hfield_set(&f, "Upgrade", "websocket");
@@ -846,8 +870,9 @@ test_release(void **state)
 	mp = h1s_release(t.h);
 	assert_ptr_equal(mp, t.peer);
 	assert_true(h1x_mem_state(t.peer) & H1X_MEM_DETACHED);
-	t_expect(&t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket"
-		     "\r\nConnection: Upgrade\r\n\r\n");
+	t_expect(&t,
+	    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket"
+	    "\r\nConnection: Upgrade\r\n\r\n");
 	assert_null(h1s_release(t.h));
 	t_done(&t);
 }
