@@ -95,6 +95,12 @@ $(BUILD)/tests/test_gw_%: tests/unit/test_gw_%.c $(BUILD)/libgw.a $(BUILD)/libak
 	@echo "  TEST    $@"
 	$(Q)$(TEST_CC) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The HTTP/1 engine lives in gateway/ and is tested on its own.
+$(BUILD)/tests/test_h1s: tests/unit/test_h1s.c $(BUILD)/libgw.a $(BUILD)/libak.a
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(TEST_CC) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/tests/test_tun_%: tests/unit/test_tun_%.c $(BUILD)/libtun.a $(BUILD)/libak.a
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"

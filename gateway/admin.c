@@ -31,7 +31,6 @@
 
 #include "addr.h"
 #include "alloc.h"
-#include "clock.h"
 #include "config.h"
 #include "gw.h"
 #include "strbuf.h"
@@ -51,41 +50,23 @@
 #define ADMIN_WRITE_TIMEOUT_MS (30 * 1000)
 /* How long a closing connection drains input after its answer. */
 #define ADMIN_LINGER_MS 2000
-/* Accept pause after running out of file descriptors. */
-#define ADMIN_PAUSE_MS 1000
 
 /* The prefix of the sandbox directory's paths. */
 #define ADMIN_SANDBOXES "/v1/sandboxes"
 
-enum admin_state {
-	ADMIN_S_HEAD = 0, /* reading a request head */
-	ADMIN_S_BODY, /* reading the request body */
-	ADMIN_S_WRITE, /* writing a response, then the next request */
-	ADMIN_S_CLOSING, /* writing a last response, then closing */
-	ADMIN_S_DEAD, /* closed; freed from the loop */
-};
-
-/* A connection to the admin listener. */
+/*
+ * A connection to the admin listener.  The HTTP/1 engine (h1s.c) runs it;
+ * this is the request being answered.
+ */
 struct admin_conn {
 	TAILQ_ENTRY(admin_conn) ac_entry;
 	struct admin *ac_admin;
-	struct event_base *ac_base;
-	uint64_t ac_id;
-	struct bufferevent *ac_bev;
-	struct event *ac_timer; /* head deadline, body, write, idle */
-	enum admin_state ac_state;
+	struct h1s *ac_h1s;
 	int ac_flags;
-#define ADMIN_F_KEEPALIVE 0x01 /* the client allows another request */
-#define ADMIN_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
-#define ADMIN_F_HEAD_REQ 0x04 /* HEAD: answer without a body */
-#define ADMIN_F_BODY_DONE 0x08 /* the request body was read in full */
-#define ADMIN_F_CLIENT_EOF 0x10 /* the client shut its side */
-#define ADMIN_F_LINGER 0x20 /* shut down, draining input */
-#define ADMIN_F_READ_HELD 0x40 /* reading off: the input cannot move on */
+#define ADMIN_F_BODY 0x01 /* reading the request body */
+#define ADMIN_F_LISTED 0x02 /* on a_conns */
 	char ac_peer[64]; /* ip:port */
-	struct http1_msg ac_req;
-	struct http1_chunked ac_chunked;
-	uint64_t ac_left; /* Content-Length bytes still to come */
+	const struct head *ac_head; /* the request's, while it is answered */
 	struct evbuffer *ac_body; /* the request body, at most 1 MiB */
 	char *ac_method;
 	char *ac_path; /* target without the query */
@@ -96,153 +77,90 @@ struct admin_conn {
 struct admin {
 	struct gw *a_gw;
 	struct evconnlistener *a_lev;
-	struct event *a_pause; /* EMFILE back-off */
+	struct event *a_pause; /* EMFILE back-off (listener_backoff) */
 	struct http1_limits a_limits;
+	struct h1s_conf a_h1conf;
 	TAILQ_HEAD(, admin_conn) a_conns;
 	size_t a_nconns;
 	uint64_t a_ids;
 };
 
-static void admin_read_head(struct admin_conn *);
 static void admin_error(struct admin_conn *, int status, const char *code,
-    const char *extra, const char *fmt, ...)
+    const struct hfield *extra, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-
-/* Name of a state, for debug logs. */
-static const char *
-admin_state_name(enum admin_state s)
-{
-	switch (s) {
-	case ADMIN_S_HEAD:
-		return ("head");
-	case ADMIN_S_BODY:
-		return ("body");
-	case ADMIN_S_WRITE:
-		return ("write");
-	case ADMIN_S_CLOSING:
-		return ("closing");
-	case ADMIN_S_DEAD:
-		return ("dead");
-	}
-	return ("?");
-}
-
-/* Arm the connection timer for ms milliseconds. */
-static void
-admin_timer_set(struct admin_conn *ac, uint64_t ms)
-{
-	struct timeval tv;
-
-	clock_msec_to_tv(ms, &tv);
-	evtimer_add(ac->ac_timer, &tv);
-}
 
 /* Forget the current request. */
 static void
 admin_reset_request(struct admin_conn *ac)
 {
-	http1_msg_reset(&ac->ac_req);
-	memset(&ac->ac_chunked, 0, sizeof ac->ac_chunked);
-	ac->ac_left = 0;
 	if (ac->ac_body != NULL)
 		evbuffer_drain(ac->ac_body, evbuffer_get_length(ac->ac_body));
 	free(ac->ac_method);
 	free(ac->ac_path);
 	free(ac->ac_note);
 	ac->ac_method = ac->ac_path = ac->ac_note = NULL;
-	ac->ac_flags &= ~(ADMIN_F_KEEPALIVE | ADMIN_F_HEAD_STARTED |
-	    ADMIN_F_HEAD_REQ | ADMIN_F_BODY_DONE);
+	ac->ac_head = NULL;
+	ac->ac_flags &= ~ADMIN_F_BODY;
 }
 
-/* Free a connection; called from the loop after admin_close. */
+/* Log the request's one line: never a header, a query or the token. */
 static void
-admin_free_cb(evutil_socket_t fd, short events, void *arg)
+admin_log(const struct admin_conn *ac, int status, const char *code)
 {
-	struct admin_conn *ac = arg;
-
-	(void)fd;
-	(void)events;
-	admin_reset_request(ac);
-	if (ac->ac_body != NULL)
-		evbuffer_free(ac->ac_body);
-	if (ac->ac_bev != NULL)
-		bufferevent_free(ac->ac_bev);
-	if (ac->ac_timer != NULL)
-		event_free(ac->ac_timer);
-	free(ac);
-}
-
-/*
- * Close a connection, logging why; it is freed from the loop.  The free
- * does not touch the listener, which may be gone by then.
- */
-static void
-admin_close(struct admin_conn *ac, const char *reason)
-{
-	struct admin *a = ac->ac_admin;
-	struct timeval tv = { 0, 0 };
-
-	if (ac->ac_state == ADMIN_S_DEAD)
-		return;
-	log_debug("admin %llu %s: closed in state %s: %s",
-	    (unsigned long long)ac->ac_id, ac->ac_peer,
-	    admin_state_name(ac->ac_state), reason);
-	ac->ac_state = ADMIN_S_DEAD;
-	bufferevent_disable(ac->ac_bev, EV_READ | EV_WRITE);
-	evtimer_del(ac->ac_timer);
-	TAILQ_REMOVE(&a->a_conns, ac, ac_entry);
-	a->a_nconns--;
-	event_base_once(ac->ac_base, -1, EV_TIMEOUT, admin_free_cb, ac, &tv);
-}
-
-/*
- * Send a whole response: status, content type and body (NULL for none),
- * plus extra header lines ("Name: value\r\n", or NULL).  Logs the request
- * and moves on to the next request or to closing.
- */
-static void
-admin_reply(struct admin_conn *ac, int status, const char *ctype,
-    struct evbuffer *body, const char *extra, const char *code)
-{
-	struct evbuffer *out = bufferevent_get_output(ac->ac_bev);
-	int keep;
-
-	if (ac->ac_state == ADMIN_S_DEAD || ac->ac_state == ADMIN_S_WRITE ||
-	    ac->ac_state == ADMIN_S_CLOSING)
-		return;
-	keep = (ac->ac_flags & ADMIN_F_KEEPALIVE) &&
-	    (ac->ac_flags & ADMIN_F_BODY_DONE) &&
-	    !(ac->ac_flags & ADMIN_F_CLIENT_EOF);
-	evbuffer_add_printf(
-	    out, "HTTP/1.1 %d %s\r\n", status, http1_reason(status));
-	if (status != 204)
-		evbuffer_add_printf(out,
-		    "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype,
-		    body != NULL ? evbuffer_get_length(body) : 0);
-	evbuffer_add_printf(out, "Cache-Control: no-store\r\n%s%s\r\n",
-	    extra != NULL ? extra : "", keep ? "" : "Connection: close\r\n");
-	if (body != NULL && status != 204 && !(ac->ac_flags & ADMIN_F_HEAD_REQ))
-		evbuffer_add_buffer(out, body);
-
-	/* One line per request: never a header, a query or the token. */
 	log_info("admin %s: \"%s %s\" %d%s%s%s%s", ac->ac_peer,
 	    ac->ac_method != NULL ? ac->ac_method : "-",
 	    ac->ac_path != NULL ? ac->ac_path : "-", status,
 	    code != NULL ? " error=" : "", code != NULL ? code : "",
 	    ac->ac_note != NULL ? " " : "",
 	    ac->ac_note != NULL ? ac->ac_note : "");
+}
 
+/*
+ * Send a whole response through the engine's sink: status, content type
+ * and body (NULL for none), plus an extra field (or NULL).  Logs the
+ * request; the engine goes on with the next one or closes (a body left
+ * unread closes the connection).
+ */
+static void
+admin_reply(struct admin_conn *ac, int status, const char *ctype,
+    struct evbuffer *body, const struct hfield *extra, const char *code)
+{
+	struct sink *sk = h1s_sink(ac->ac_h1s);
+	struct hfield f[3];
+	struct head h;
+	size_t n = 0, len = body != NULL ? evbuffer_get_length(body) : 0;
+
+	memset(&h, 0, sizeof h);
+	if (status != 204)
+		hfield_set(&f[n++], "Content-Type", ctype);
+	hfield_set(&f[n++], "Cache-Control", "no-store");
+	if (extra != NULL)
+		f[n++] = *extra;
+	h.h_status = status;
+	h.h_version = 11;
+	h.h_fields = f;
+	h.h_nfields = n;
+	if (status == 204)
+		h.h_flags |= HEAD_F_NO_BODY;
+	else {
+		h.h_flags |= HEAD_F_LENGTH;
+		h.h_length = len;
+	}
+	if (!h1s_body_done(ac->ac_h1s))
+		h.h_flags |= HEAD_F_CLOSE;
+	if (sink_head(sk, &h) != 0)
+		return;
+	admin_log(ac, status, code);
 	admin_reset_request(ac);
-	ac->ac_state = keep ? ADMIN_S_WRITE : ADMIN_S_CLOSING;
-	bufferevent_disable(ac->ac_bev, EV_READ);
-	bufferevent_enable(ac->ac_bev, EV_WRITE);
-	admin_timer_set(ac, ADMIN_WRITE_TIMEOUT_MS);
+	if (len > 0 && sink_body(sk, body, len) != 0)
+		return;
+	sink_end(sk);
 }
 
 /* Send a JSON response; takes the reference to obj. */
 static void
 admin_reply_json(struct admin_conn *ac, int status, json_t *obj,
-    const char *extra, const char *code)
+    const struct hfield *extra, const char *code)
 {
 	struct evbuffer *body;
 	char *js;
@@ -259,26 +177,32 @@ admin_reply_json(struct admin_conn *ac, int status, json_t *obj,
 
 /*
  * Answer with an error: status, machine-readable code and a sentence, as
- * {"status":...,"code":...,"message":...}.
+ * {"status":...,"code":...,"message":...} (errpage.c), plus an extra
+ * field (or NULL).
  */
 static void
 admin_error(struct admin_conn *ac, int status, const char *code,
-    const char *extra, const char *fmt, ...)
+    const struct hfield *extra, const char *fmt, ...)
 {
+	struct errpage ep;
 	va_list ap;
-	json_t *obj;
 	char *msg;
 
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	obj = json_pack(
-	    "{s:i, s:s, s:s}", "status", status, "code", code, "message", msg);
-	if (obj == NULL) /* the message quotes bytes that are not UTF-8 */
-		obj = json_pack("{s:i, s:s, s:s}", "status", status, "code",
-		    code, "message", http1_reason(status));
+	memset(&ep, 0, sizeof ep);
+	ep.ep_status = status;
+	ep.ep_code = code;
+	ep.ep_message = msg;
+	ep.ep_fields = extra;
+	ep.ep_nfields = extra != NULL ? 1 : 0;
+	if (h1s_body_done(ac->ac_h1s))
+		ep.ep_flags |= ERRPAGE_F_KEEPALIVE;
+	admin_log(ac, status, code);
+	admin_reset_request(ac);
+	errpage_send(h1s_sink(ac->ac_h1s), &ep);
 	free(msg);
-	admin_reply_json(ac, status, obj, extra, code);
 }
 
 /* A sandbox as the admin API shows it, with its tunnels' state. */
@@ -395,9 +319,9 @@ admin_unescape(const char *s)
  * itself, so the time taken says nothing about the content.
  */
 static int
-admin_authorized(const struct admin_conn *ac)
+admin_authorized(const struct admin *a, const struct head *req)
 {
-	const char *token = ac->ac_admin->a_gw->g_conf->cf_admin_token;
+	const char *token = a->a_gw->g_conf->cf_admin_token;
 	const struct hfield *h;
 	const char *p;
 	size_t want, got;
@@ -405,7 +329,7 @@ admin_authorized(const struct admin_conn *ac)
 
 	if (token == NULL || *token == '\0')
 		return (1);
-	if ((h = http1_msg_find(&ac->ac_req, "authorization")) == NULL)
+	if ((h = head_find(req, "authorization")) == NULL)
 		return (0);
 	if (h->value_len < 7 || strncasecmp(h->value, "Bearer ", 7) != 0)
 		return (0);
@@ -432,12 +356,11 @@ admin_is_get(const struct admin_conn *ac)
 static void
 admin_bad_method(struct admin_conn *ac, const char *allow)
 {
-	char *extra;
+	struct hfield f;
 
-	xasprintf(&extra, "Allow: %s\r\n", allow);
-	admin_error(ac, 405, "method_not_allowed", extra,
+	hfield_set(&f, "Allow", allow);
+	admin_error(ac, 405, "method_not_allowed", &f,
 	    "%s does not allow %s; use %s.", ac->ac_path, ac->ac_method, allow);
-	free(extra);
 }
 
 /* GET /healthz and /readyz. */
@@ -668,92 +591,46 @@ admin_dispatch(struct admin_conn *ac)
 static void
 admin_read_body(struct admin_conn *ac)
 {
-	struct evbuffer *in = bufferevent_get_input(ac->ac_bev);
 	enum http1_err err;
-	size_t n, moved;
-	int r;
+	ssize_t r;
 
-	switch (ac->ac_req.m_body) {
-	case HTTP1_BODY_LENGTH:
-		n = evbuffer_get_length(in);
-		if (n > ac->ac_left)
-			n = (size_t)ac->ac_left;
-		evbuffer_remove_buffer(in, ac->ac_body, n);
-		ac->ac_left -= n;
-		if (ac->ac_left > 0)
-			return;
-		break;
-	case HTTP1_BODY_CHUNKED:
-		/* Room for one byte too many, to tell "too large". */
-		n = ADMIN_MAX_BODY + 1 - evbuffer_get_length(ac->ac_body);
-		r = http1_chunked_decode(
-		    &ac->ac_chunked, in, ac->ac_body, n, &moved, &err);
-		if (r < 0) {
+	/* Room for one byte too many, to tell "too large". */
+	r = h1s_body_read(ac->ac_h1s, ac->ac_body,
+	    ADMIN_MAX_BODY + 1 - evbuffer_get_length(ac->ac_body), &err);
+	if (r < 0) {
+		if (err != HTTP1_E_NONE)
 			admin_error(ac, http1_err_status(err),
 			    http1_err_code(err), NULL, "%s",
 			    http1_err_message(err));
-			return;
-		}
-		if (evbuffer_get_length(ac->ac_body) > ADMIN_MAX_BODY) {
-			admin_error(ac, 413, "body_too_large", NULL,
-			    "The request body is larger than the %d bytes "
-			    "the admin API accepts.",
-			    ADMIN_MAX_BODY);
-			return;
-		}
-		if (r == 0)
-			return;
-		break;
-	default:
-		break;
+		return;
 	}
-	ac->ac_flags |= ADMIN_F_BODY_DONE;
-	evtimer_del(ac->ac_timer);
+	if (evbuffer_get_length(ac->ac_body) > ADMIN_MAX_BODY) {
+		admin_error(ac, 413, "body_too_large", NULL,
+		    "The request body is larger than the %d bytes "
+		    "the admin API accepts.",
+		    ADMIN_MAX_BODY);
+		return;
+	}
+	if (!h1s_body_done(ac->ac_h1s))
+		return;
+	ac->ac_flags &= ~ADMIN_F_BODY;
 	admin_dispatch(ac);
 }
 
-/* Parse a request head, check it and the credentials, then read the body. */
+/* A request head: check it and the credentials, then read the body. */
 static void
-admin_read_head(struct admin_conn *ac)
+admin_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
-	struct evbuffer *in = bufferevent_get_input(ac->ac_bev);
-	struct http1_msg *m = &ac->ac_req;
-	enum http1_err err = HTTP1_E_NONE;
+	struct admin_conn *ac = arg;
+	struct hfield f;
 	char *target;
-	int r;
 
-	if (evbuffer_get_length(in) == 0)
-		return;
-	if (!(ac->ac_flags & ADMIN_F_HEAD_STARTED)) {
-		/* A whole-head deadline, not an idle timer. */
-		ac->ac_flags |= ADMIN_F_HEAD_STARTED;
-		admin_timer_set(
-		    ac, ac->ac_admin->a_gw->g_conf->cf_header_timeout);
-	}
-	r = http1_parse_request(in, &ac->ac_admin->a_limits, m, &err);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		http1_msg_reset(m);
-		admin_error(ac, http1_err_status(err), http1_err_code(err),
-		    NULL, "%s", http1_err_message(err));
-		return;
-	}
-	evtimer_del(ac->ac_timer);
-	if (m->m_minor == 1)
-		ac->ac_flags |= (m->m_flags & HTTP1_F_CONN_CLOSE)
-		    ? 0
-		    : ADMIN_F_KEEPALIVE;
-	else if (m->m_flags & HTTP1_F_CONN_KEEPALIVE)
-		ac->ac_flags |= ADMIN_F_KEEPALIVE;
-	ac->ac_method = xstrndup(m->m_method, m->m_method_len);
-	if (strcmp(ac->ac_method, "HEAD") == 0)
-		ac->ac_flags |= ADMIN_F_HEAD_REQ;
-	if (m->m_body == HTTP1_BODY_NONE ||
-	    (m->m_body == HTTP1_BODY_LENGTH && m->m_content_length == 0))
-		ac->ac_flags |= ADMIN_F_BODY_DONE;
-
-	target = xstrndup(m->m_target, m->m_target_len);
+	(void)h;
+	(void)m;
+	ac->ac_head = req;
+	ac->ac_method = xstrndup(req->h_method, req->h_method_len);
+	target = xstrndup(req->h_target, req->h_target_len);
 	ac->ac_path = xstrndup(target, strcspn(target, "?"));
 	free(target);
 	if (*ac->ac_path != '/') {
@@ -762,180 +639,92 @@ admin_read_head(struct admin_conn *ac)
 		return;
 	}
 	if (strcmp(ac->ac_path, "/healthz") != 0 &&
-	    strcmp(ac->ac_path, "/readyz") != 0 && !admin_authorized(ac)) {
-		admin_error(ac, 401, "unauthorized",
-		    "WWW-Authenticate: Bearer realm=\"akgateway admin\"\r\n",
+	    strcmp(ac->ac_path, "/readyz") != 0 &&
+	    !admin_authorized(ac->ac_admin, req)) {
+		hfield_set(
+		    &f, "WWW-Authenticate", "Bearer realm=\"akgateway admin\"");
+		admin_error(ac, 401, "unauthorized", &f,
 		    "The admin API needs the header 'Authorization: Bearer "
 		    "<admin token>' with the token from admin.token in the "
 		    "configuration.");
 		return;
 	}
-	if (m->m_body == HTTP1_BODY_LENGTH &&
-	    m->m_content_length > ADMIN_MAX_BODY) {
+	if ((req->h_flags & HEAD_F_LENGTH) && req->h_length > ADMIN_MAX_BODY) {
 		admin_error(ac, 413, "body_too_large", NULL,
 		    "The request body of %llu bytes is larger than the %d "
 		    "bytes the admin API accepts.",
-		    (unsigned long long)m->m_content_length, ADMIN_MAX_BODY);
+		    (unsigned long long)req->h_length, ADMIN_MAX_BODY);
 		return;
 	}
-	ac->ac_left = m->m_body == HTTP1_BODY_LENGTH ? m->m_content_length : 0;
-	if (!(ac->ac_flags & ADMIN_F_BODY_DONE) &&
-	    (m->m_flags & HTTP1_F_EXPECT_CONTINUE))
-		evbuffer_add_printf(bufferevent_get_output(ac->ac_bev),
-		    "HTTP/1.1 100 Continue\r\n\r\n");
-	ac->ac_state = ADMIN_S_BODY;
-	admin_timer_set(ac, ADMIN_BODY_TIMEOUT_MS);
+	ac->ac_flags |= ADMIN_F_BODY;
 	admin_read_body(ac);
 }
 
-/* Start the next request on a kept-alive connection. */
+/* Request body bytes arrived. */
 static void
-admin_next(struct admin_conn *ac)
-{
-	ac->ac_state = ADMIN_S_HEAD;
-	admin_timer_set(ac, ac->ac_admin->a_gw->g_conf->cf_keepalive_timeout);
-	ac->ac_flags &= ~ADMIN_F_READ_HELD;
-	bufferevent_enable(ac->ac_bev, EV_READ);
-	/* A pipelined request may already be buffered. */
-	admin_read_head(ac);
-}
-
-/* Bytes from the client. */
-static void
-admin_read_cb(struct bufferevent *bev, void *arg)
+admin_body_cb(struct h1s *h, void *arg)
 {
 	struct admin_conn *ac = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
 
-	switch (ac->ac_state) {
-	case ADMIN_S_HEAD:
-		admin_read_head(ac);
-		break;
-	case ADMIN_S_BODY:
+	(void)h;
+	if (ac->ac_flags & ADMIN_F_BODY)
 		admin_read_body(ac);
-		break;
-	case ADMIN_S_CLOSING:
-		/* Lingering: discard what the client still sends. */
-		evbuffer_drain(in, evbuffer_get_length(in));
-		break;
-	case ADMIN_S_WRITE:
-	case ADMIN_S_DEAD:
-		break;
-	}
-	/* The same rule as every HTTP/1 loop: no reading what cannot move. */
-	if (ac->ac_state == ADMIN_S_HEAD || ac->ac_state == ADMIN_S_BODY)
-		evio_read_hold(bev, &ac->ac_flags, ADMIN_F_READ_HELD);
 }
 
-/* The output drained: go on with the next request, or close. */
+/* The request ended without an answer of ours (the client went away). */
 static void
-admin_write_cb(struct bufferevent *bev, void *arg)
+admin_error_cb(struct h1s *h, void *arg, const char *why)
+{
+	(void)h;
+	(void)why;
+	admin_reset_request(arg);
+}
+
+/* The engine refused a request itself (a bad head, 408): its line. */
+static void
+admin_log_cb(struct h1s *h, void *arg, const struct h1s_refusal *r)
 {
 	struct admin_conn *ac = arg;
 
-	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
-		return;
-	switch (ac->ac_state) {
-	case ADMIN_S_WRITE:
-		admin_next(ac);
-		break;
-	case ADMIN_S_CLOSING:
-		if (ac->ac_flags & ADMIN_F_LINGER)
-			break;
-		if (ac->ac_flags & ADMIN_F_CLIENT_EOF) {
-			admin_close(ac, "done");
-			break;
-		}
-		/* Drain the client's input so the answer is not reset. */
-		ac->ac_flags |= ADMIN_F_LINGER;
-		shutdown(bufferevent_getfd(bev), SHUT_WR);
-		bufferevent_enable(bev, EV_READ);
-		admin_timer_set(ac, ADMIN_LINGER_MS);
-		break;
-	default:
-		break;
-	}
+	(void)h;
+	admin_log(ac, r->hr_status, r->hr_code);
 }
 
-/* EOF or error from the client. */
+/* The connection is closing: off the list, which may be freed first. */
 static void
-admin_event_cb(struct bufferevent *bev, short what, void *arg)
+admin_close_cb(struct h1s *h, void *arg, const char *reason)
 {
 	struct admin_conn *ac = arg;
-	char why[128];
+	struct admin *a = ac->ac_admin;
 
-	if (ac->ac_state == ADMIN_S_DEAD)
+	(void)h;
+	(void)reason;
+	if (!(ac->ac_flags & ADMIN_F_LISTED))
 		return;
-	if (what & BEV_EVENT_ERROR) {
-		snprintf(why, sizeof why, "client error: %s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		admin_close(ac, why);
-		return;
-	}
-	if (!(what & BEV_EVENT_EOF))
-		return;
-	ac->ac_flags |= ADMIN_F_CLIENT_EOF;
-	switch (ac->ac_state) {
-	case ADMIN_S_HEAD:
-		admin_close(ac,
-		    (ac->ac_flags & ADMIN_F_HEAD_STARTED)
-			? "client closed mid-head"
-			: "client closed");
-		break;
-	case ADMIN_S_BODY:
-		admin_close(ac, "client closed mid-body");
-		break;
-	case ADMIN_S_WRITE:
-		/* Half-close: finish the answer, then close. */
-		ac->ac_state = ADMIN_S_CLOSING;
-		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			admin_close(ac, "done");
-		break;
-	case ADMIN_S_CLOSING:
-		if ((ac->ac_flags & ADMIN_F_LINGER) ||
-		    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-			admin_close(ac, "done");
-		break;
-	case ADMIN_S_DEAD:
-		break;
-	}
+	ac->ac_flags &= ~ADMIN_F_LISTED;
+	TAILQ_REMOVE(&a->a_conns, ac, ac_entry);
+	a->a_nconns--;
 }
 
-/* The head deadline, body, write, idle or linger timer fired. */
+/* Free a connection, from the loop. */
 static void
-admin_timer_cb(evutil_socket_t fd, short events, void *arg)
+admin_free_cb(void *arg)
 {
 	struct admin_conn *ac = arg;
 
-	(void)fd;
-	(void)events;
-	switch (ac->ac_state) {
-	case ADMIN_S_HEAD:
-		if (!(ac->ac_flags & ADMIN_F_HEAD_STARTED)) {
-			admin_close(ac, "keep-alive idle timeout");
-			break;
-		}
-		admin_error(ac, 408, "request_timeout", NULL,
-		    "The request head did not arrive within %llums.",
-		    (unsigned long long)
-			ac->ac_admin->a_gw->g_conf->cf_header_timeout);
-		break;
-	case ADMIN_S_BODY:
-		admin_error(ac, 408, "request_timeout", NULL,
-		    "The request body did not arrive within %dms.",
-		    ADMIN_BODY_TIMEOUT_MS);
-		break;
-	case ADMIN_S_WRITE:
-	case ADMIN_S_CLOSING:
-		admin_close(ac,
-		    (ac->ac_flags & ADMIN_F_LINGER)
-			? "linger timeout"
-			: "timeout writing a response");
-		break;
-	case ADMIN_S_DEAD:
-		break;
-	}
+	admin_reset_request(ac);
+	evbuffer_free(ac->ac_body);
+	free(ac);
 }
+
+static const struct h1s_hooks admin_hooks = {
+	.on_head = admin_head_cb,
+	.on_body = admin_body_cb,
+	.on_error = admin_error_cb,
+	.on_log = admin_log_cb,
+	.on_close = admin_close_cb,
+	.on_free = admin_free_cb,
+};
 
 /* A new connection to the admin listener. */
 static void
@@ -945,6 +734,7 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	struct admin *a = arg;
 	struct gw *g = a->a_gw;
 	struct admin_conn *ac;
+	struct bufferevent *bev;
 	int one = 1;
 
 	(void)lev;
@@ -959,33 +749,15 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	ac = xcalloc(1, sizeof *ac);
 	ac->ac_admin = a;
-	ac->ac_base = g->g_base;
-	ac->ac_id = ++a->a_ids;
 	addr_format(sa, ac->ac_peer, sizeof ac->ac_peer);
 	ac->ac_body = evbuffer_new();
-	ac->ac_bev = bufferevent_socket_new(
-	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	ac->ac_timer = evtimer_new(g->g_base, admin_timer_cb, ac);
-	bufferevent_setcb(
-	    ac->ac_bev, admin_read_cb, admin_write_cb, admin_event_cb, ac);
-	bufferevent_setwatermark(ac->ac_bev, EV_READ, 0, ADMIN_READ_HIGH);
-	bufferevent_setwatermark(ac->ac_bev, EV_WRITE, 0, 0);
+	bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	TAILQ_INSERT_TAIL(&a->a_conns, ac, ac_entry);
+	ac->ac_flags |= ADMIN_F_LISTED;
 	a->a_nconns++;
-	ac->ac_state = ADMIN_S_HEAD;
-	admin_timer_set(ac, g->g_conf->cf_keepalive_timeout);
-	bufferevent_enable(ac->ac_bev, EV_READ | EV_WRITE);
-}
-
-/* The accept pause is over. */
-static void
-admin_resume_cb(evutil_socket_t fd, short events, void *arg)
-{
-	struct admin *a = arg;
-
-	(void)fd;
-	(void)events;
-	evconnlistener_enable(a->a_lev);
+	ac->ac_h1s = h1s_new(g->g_base,
+	    h1x_bev_new(bev, g->g_wq, ADMIN_READ_HIGH, 0), &a->a_h1conf,
+	    &admin_hooks, ac, ++a->a_ids, ac->ac_peer);
 }
 
 /* accept(2) failed: pause for a second when out of descriptors. */
@@ -993,18 +765,8 @@ static void
 admin_listen_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct admin *a = arg;
-	struct timeval tv;
-	int e = EVUTIL_SOCKET_ERROR();
 
-	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		log_warn("admin listener: %s; pausing accept for %dms",
-		    strerror(e), ADMIN_PAUSE_MS);
-		evconnlistener_disable(lev);
-		clock_msec_to_tv(ADMIN_PAUSE_MS, &tv);
-		evtimer_add(a->a_pause, &tv);
-		return;
-	}
-	log_warn("admin listener: accept: %s", strerror(e));
+	listener_backoff(lev, a->a_pause, "admin listener");
 }
 
 /* Is the address a loopback address? */
@@ -1040,6 +802,13 @@ admin_start(struct gw *g, char **cause)
 	a->a_limits.max_head = ADMIN_MAX_HEAD;
 	a->a_limits.max_line = ADMIN_MAX_LINE;
 	a->a_limits.max_headers = ADMIN_MAX_HEADERS;
+	a->a_h1conf.hc_name = "admin";
+	a->a_h1conf.hc_limits = &a->a_limits;
+	a->a_h1conf.hc_head_ms = cf->cf_header_timeout;
+	a->a_h1conf.hc_idle_ms = cf->cf_keepalive_timeout;
+	a->a_h1conf.hc_body_ms = ADMIN_BODY_TIMEOUT_MS;
+	a->a_h1conf.hc_write_ms = ADMIN_WRITE_TIMEOUT_MS;
+	a->a_h1conf.hc_linger_ms = ADMIN_LINGER_MS;
 	TAILQ_INIT(&a->a_conns);
 	a->a_lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
@@ -1051,7 +820,7 @@ admin_start(struct gw *g, char **cause)
 		return (-1);
 	}
 	evconnlistener_set_error_cb(a->a_lev, admin_listen_error_cb);
-	a->a_pause = evtimer_new(g->g_base, admin_resume_cb, a);
+	a->a_pause = listener_pause_new(g->g_base, a->a_lev);
 	g->g_admin = a;
 	open_api = cf->cf_admin_token == NULL || *cf->cf_admin_token == '\0';
 	log_info("admin API on http://%s%s", l->l_address,
@@ -1074,8 +843,9 @@ admin_stop(struct gw *g)
 
 	if (a == NULL)
 		return;
+	/* Each leaves the list now and is freed from the loop. */
 	while ((ac = TAILQ_FIRST(&a->a_conns)) != NULL)
-		admin_close(ac, "gateway stopping");
+		h1s_close(ac->ac_h1s, "gateway stopping");
 	evconnlistener_free(a->a_lev);
 	event_free(a->a_pause);
 	free(a);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <jansson.h>
@@ -41,6 +42,53 @@ const struct gw_error gw_err_upstream_unreachable[] = { { 502,
     "upstream_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
+/* Where one of our answers goes: wire bytes into an evbuffer, or a sink. */
+struct errpage_to {
+	struct evbuffer *et_out; /* or NULL */
+	struct sink *et_sink; /* or NULL */
+	int et_head_only; /* et_out: a HEAD request, the body left out */
+};
+
+/*
+ * Send head h with body, whose length it gets, where to says: through the
+ * sink, or in HTTP/1 to the evbuffer (one writer of heads, h1sink.c).
+ * Returns 0, or -1 when the sink is gone.
+ */
+static int
+errpage_emit(const struct errpage_to *to, struct head *h, struct evbuffer *body)
+{
+	size_t len = evbuffer_get_length(body);
+
+	h->h_flags |= HEAD_F_LENGTH;
+	h->h_length = len;
+	if (to->et_sink != NULL) {
+		if (sink_head(to->et_sink, h) != 0 ||
+		    (len > 0 && sink_body(to->et_sink, body, len) != 0))
+			return (-1);
+		return (sink_end(to->et_sink));
+	}
+	h1_head_put(to->et_out, h,
+	    to->et_head_only ? H1_FRAME_NONE : H1_FRAME_LENGTH,
+	    (h->h_flags & HEAD_F_CLOSE) ? H1_CONN_CLOSE : H1_CONN_KEEP);
+	if (!to->et_head_only)
+		evbuffer_add_buffer(to->et_out, body);
+	return (0);
+}
+
+/* A response head of ours: status, fields, and close unless keepalive. */
+static void
+errpage_head(
+    struct head *h, int status, const struct hfield *f, size_t n, int keepalive)
+{
+	memset(h, 0, sizeof *h);
+	h->h_status = status;
+	h->h_version = 11;
+	h->h_fields = f;
+	h->h_nfields = n;
+	if (!keepalive)
+		h->h_flags |= HEAD_F_CLOSE;
+}
+
 /*
  * A redirect of the gateway's own (301, 302, 307, 308) to location, with
  * an empty body.
@@ -49,14 +97,19 @@ void
 errpage_moved(struct evbuffer *out, const char *request_id, int status,
     const char *location, int keepalive)
 {
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %d %s\r\nLocation: %s\r\nContent-Length: 0\r\n"
-	    "Cache-Control: no-store\r\n%s%s%s%s\r\n",
-	    status, http1_reason(status), location,
-	    request_id != NULL ? "X-Request-Id: " : "",
-	    request_id != NULL ? request_id : "",
-	    request_id != NULL ? "\r\n" : "",
-	    keepalive ? "" : "Connection: close\r\n");
+	struct errpage_to to = { out, NULL, 0 };
+	struct evbuffer *body = evbuffer_new();
+	struct hfield f[3];
+	struct head h;
+	size_t n = 0;
+
+	hfield_set(&f[n++], "Location", location);
+	hfield_set(&f[n++], "Cache-Control", "no-store");
+	if (request_id != NULL)
+		hfield_set(&f[n++], "X-Request-Id", request_id);
+	errpage_head(&h, status, f, n, keepalive);
+	errpage_emit(&to, &h, body);
+	evbuffer_free(body);
 }
 
 /* Escape text for HTML. */
@@ -94,7 +147,11 @@ void
 errpage_redirect(struct evbuffer *out, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive)
 {
+	struct errpage_to to = { out, NULL, 0 };
 	struct evbuffer *body = evbuffer_new();
+	struct hfield f[6];
+	struct head h;
+	size_t n;
 
 	if (page) {
 		evbuffer_add_printf(body,
@@ -108,27 +165,18 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 		evbuffer_add_printf(
 		    body, "\">continue</a>.</p></body></html>\n");
 	}
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %s\r\n"
-	    "%s%s%s"
-	    "Set-Cookie: %s\r\n"
-	    "Cache-Control: no-store\r\n"
-	    "Referrer-Policy: no-referrer\r\n"
-	    "%s"
-	    "Content-Length: %zu\r\n"
-	    "%s%s%s"
-	    "%s"
-	    "\r\n",
-	    page ? "200 OK" : "303 See Other",
-	    page ? "" : "Location: ", page ? "" : location, page ? "" : "\r\n",
-	    set_cookie,
-	    page ? "Content-Type: text/html; charset=utf-8\r\n" : "",
-	    evbuffer_get_length(body),
-	    request_id != NULL ? "X-Request-Id: " : "",
-	    request_id != NULL ? request_id : "",
-	    request_id != NULL ? "\r\n" : "",
-	    keepalive ? "" : "Connection: close\r\n");
-	evbuffer_add_buffer(out, body);
+	n = 0;
+	if (!page)
+		hfield_set(&f[n++], "Location", location);
+	hfield_set(&f[n++], "Set-Cookie", set_cookie);
+	hfield_set(&f[n++], "Cache-Control", "no-store");
+	hfield_set(&f[n++], "Referrer-Policy", "no-referrer");
+	if (page)
+		hfield_set(&f[n++], "Content-Type", "text/html; charset=utf-8");
+	if (request_id != NULL)
+		hfield_set(&f[n++], "X-Request-Id", request_id);
+	errpage_head(&h, page ? 200 : 303, f, n, keepalive);
+	errpage_emit(&to, &h, body);
 	evbuffer_free(body);
 }
 
@@ -283,16 +331,19 @@ errpage_html(struct evbuffer *body, const struct errpage *ep)
 }
 
 /*
- * Append the whole error response ep to out: JSON, or with ERRPAGE_F_HTML
- * a page for a browser.  ERRPAGE_F_HEAD leaves the body out (a HEAD
- * request) but keeps its Content-Length.
+ * Send error ep where to says: JSON, or with ERRPAGE_F_HTML a page for a
+ * browser, with the code in X-Gateway-Error and ep's own fields after
+ * ours.  Returns 0, or -1 when the sink is gone.
  */
-void
-errpage_put(struct evbuffer *out, const struct errpage *ep)
+static int
+errpage_out(const struct errpage_to *to, const struct errpage *ep)
 {
 	struct evbuffer *body;
-	int html = ep->ep_flags & ERRPAGE_F_HTML;
+	struct hfield *f;
+	struct head h;
+	int html = ep->ep_flags & ERRPAGE_F_HTML, rv;
 	json_t *obj;
+	size_t n = 0, i;
 	char *js;
 
 	body = evbuffer_new();
@@ -310,32 +361,75 @@ errpage_put(struct evbuffer *out, const struct errpage *ep)
 		free(js);
 		json_decref(obj);
 	}
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %d %s\r\n"
-	    "Content-Type: %s\r\n"
-	    "Content-Length: %zu\r\n"
-	    "Cache-Control: no-store\r\n"
-	    "X-Gateway-Error: %s\r\n"
-	    "%s%s%s"
-	    "%s%s%s"
-	    "\r\n",
-	    ep->ep_status, http1_reason(ep->ep_status),
-	    html ? "text/html; charset=utf-8" : "application/json",
-	    evbuffer_get_length(body), ep->ep_code,
-	    ep->ep_request_id != NULL ? "X-Request-Id: " : "",
-	    ep->ep_request_id != NULL ? ep->ep_request_id : "",
-	    ep->ep_request_id != NULL ? "\r\n" : "",
-	    /* Our page loads nothing, and nothing may be injected into it. */
-	    html ? "Content-Security-Policy: default-src 'none'; "
-		   "style-src 'unsafe-inline'\r\n"
-		 : "",
-	    /* 426 refuses a WebSocket version: say which one we speak. */
-	    ep->ep_status == 426 ? "Sec-WebSocket-Version: 13\r\n" : "",
-	    (ep->ep_flags & ERRPAGE_F_KEEPALIVE) ? ""
-						 : "Connection: close\r\n");
-	if (!(ep->ep_flags & ERRPAGE_F_HEAD))
-		evbuffer_add_buffer(out, body);
+	f = xcalloc(6 + ep->ep_nfields, sizeof *f);
+	hfield_set(&f[n++], "Content-Type",
+	    html ? "text/html; charset=utf-8" : "application/json");
+	hfield_set(&f[n++], "Cache-Control", "no-store");
+	hfield_set(&f[n++], "X-Gateway-Error", ep->ep_code);
+	if (ep->ep_request_id != NULL)
+		hfield_set(&f[n++], "X-Request-Id", ep->ep_request_id);
+	/* Our page loads nothing, and nothing may be injected into it. */
+	if (html)
+		hfield_set(&f[n++], "Content-Security-Policy",
+		    "default-src 'none'; style-src 'unsafe-inline'");
+	/* 426 refuses a WebSocket version: say which one we speak. */
+	if (ep->ep_status == 426)
+		hfield_set(&f[n++], "Sec-WebSocket-Version", "13");
+	for (i = 0; i < ep->ep_nfields; i++)
+		f[n++] = ep->ep_fields[i];
+	errpage_head(
+	    &h, ep->ep_status, f, n, (ep->ep_flags & ERRPAGE_F_KEEPALIVE) != 0);
+	rv = errpage_emit(to, &h, body);
+	free(f);
 	evbuffer_free(body);
+	return (rv);
+}
+
+/*
+ * Append the whole error response ep to out: JSON, or with ERRPAGE_F_HTML
+ * a page for a browser.  ERRPAGE_F_HEAD leaves the body out (a HEAD
+ * request) but keeps its Content-Length.
+ */
+void
+errpage_put(struct evbuffer *out, const struct errpage *ep)
+{
+	struct errpage_to to = { out, NULL, (ep->ep_flags & ERRPAGE_F_HEAD) };
+
+	errpage_out(&to, ep);
+}
+
+/*
+ * Send error ep through a response sink, which decides what a HEAD
+ * request gets.  Without ERRPAGE_F_KEEPALIVE the head asks the transport
+ * to close after it.  Returns 0, or -1 when the sink is gone.
+ */
+int
+errpage_send(struct sink *s, const struct errpage *ep)
+{
+	struct errpage_to to = { NULL, s, 0 };
+
+	return (errpage_out(&to, ep));
+}
+
+/*
+ * Does request head h come from a browser navigation, which gets the HTML
+ * page rather than JSON (Sec-Fetch-Mode: navigate, or an Accept naming
+ * text/html)?  NULL, for a request not parsed, gets JSON.
+ */
+int
+errpage_wants_html(const struct head *h)
+{
+	const struct hfield *f;
+
+	if (h == NULL)
+		return (0);
+	if ((f = head_find(h, "sec-fetch-mode")) != NULL &&
+	    strcasecmp(f->value, "navigate") == 0)
+		return (1);
+	if ((f = head_find(h, "accept")) != NULL &&
+	    strstr(f->value, "text/html") != NULL)
+		return (1);
+	return (0);
 }
 
 /*

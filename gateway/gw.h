@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <event2/event.h>
 
@@ -574,7 +575,12 @@ const struct gw_port_rule *
 route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 
 /* listener.c */
+/* How long accepting pauses when the process is out of descriptors. */
+#define LISTENER_PAUSE_MS 1000
 int listener_start(struct gw *, char **cause);
+struct event *listener_pause_new(struct event_base *, struct evconnlistener *);
+int listener_backoff(struct evconnlistener *, struct event *pause,
+    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void listener_stop(struct gw *);
 void listener_reload_tls(struct gw *);
 void listener_take_tls(struct gw *);
@@ -930,6 +936,214 @@ void upstream_print(const struct upstream *, char *, size_t);
 /* The reason upstream.c gives uo_failed for a connect timeout. */
 #define UPSTREAM_WHY_TIMEOUT "connect timeout"
 
+/*
+ * Response sinks.  An exchange sends its response through one, whatever
+ * carries it: a head (interim 1xx heads first, then the final one), body
+ * bytes, trailer fields, the end.  The HTTP/1 engine's sink writes wire
+ * bytes with watermarks (h1s.c); an HTTP/2 stream's would submit frames.
+ * Flow control: sink_room says how many body bytes it takes before it is
+ * full; the owner stops there and goes on when its transport says the
+ * sink drained (h1s_hooks.on_drain).  Each call returns 0, or -1 when the
+ * sink is gone (the connection closed): the owner stops.
+ */
+struct sink;
+struct sink_ops {
+	int (*so_head)(struct sink *, const struct head *);
+	int (*so_body)(struct sink *, struct evbuffer *, size_t len);
+	int (*so_trailers)(struct sink *, const struct hfield *, size_t n);
+	int (*so_end)(struct sink *);
+	size_t (*so_room)(const struct sink *);
+	void (*so_abort)(struct sink *, const char *why);
+};
+struct sink {
+	const struct sink_ops *sk_ops;
+	void *sk_arg; /* the implementation's */
+};
+
+/* Send a response head: interim (1xx but 101) or final. */
+static inline int
+sink_head(struct sink *s, const struct head *h)
+{
+	return (s->sk_ops->so_head(s, h));
+}
+
+/* Move len body bytes from the front of buf into the sink. */
+static inline int
+sink_body(struct sink *s, struct evbuffer *buf, size_t len)
+{
+	return (s->sk_ops->so_body(s, buf, len));
+}
+
+/* Trailer fields, before sink_end; dropped where the framing has none. */
+static inline int
+sink_trailers(struct sink *s, const struct hfield *f, size_t n)
+{
+	return (s->sk_ops->so_trailers(s, f, n));
+}
+
+/* The response is complete. */
+static inline int
+sink_end(struct sink *s)
+{
+	return (s->sk_ops->so_end(s));
+}
+
+/* Body bytes the sink takes before it is full (0: wait for on_drain). */
+static inline size_t
+sink_room(const struct sink *s)
+{
+	return (s->sk_ops->so_room(s));
+}
+
+/* The response cannot be completed: cut it (the HTTP/1 sink closes). */
+static inline void
+sink_abort(struct sink *s, const char *why)
+{
+	s->sk_ops->so_abort(s, why);
+}
+
+/* h1sink.c: the HTTP/1 wire form of a response head. */
+enum h1_frame {
+	H1_FRAME_NONE = 0, /* no body: HEAD's answer, 1xx, 204, 304, 101 */
+	H1_FRAME_LENGTH, /* Content-Length: h_length */
+	H1_FRAME_CHUNKED, /* Transfer-Encoding: chunked */
+	H1_FRAME_EOF, /* the body ends when the connection closes */
+};
+#define H1_CONN_KEEP 0 /* no Connection field */
+#define H1_CONN_CLOSE 1 /* Connection: close */
+#define H1_CONN_KEEPALIVE 2 /* Connection: keep-alive (an HTTP/1.0 peer) */
+#define H1_CONN_UPGRADE 3 /* Connection: Upgrade (101) */
+void
+h1_head_put(struct evbuffer *, const struct head *, enum h1_frame, int conn);
+void h1_trailers_put(struct evbuffer *, const struct hfield *, size_t);
+int h1_field_is_framing(const struct hfield *);
+void hfield_set(struct hfield *, const char *name, const char *value);
+
+/*
+ * h1xport.c: the byte streams the HTTP/1 engine runs over.  A transport
+ * owns its connection and two evbuffers; it calls its user back
+ * (hx_cb_*) when input arrived, when output drained to hx_out_low, and at
+ * the peer's end of stream or an error.
+ */
+struct h1x;
+#define H1X_EV_EOF 1 /* the peer ended its stream */
+#define H1X_EV_ERROR 2 /* the connection failed; why says how */
+struct h1x_ops {
+	void (*xo_read)(struct h1x *, int on); /* reading on or off */
+	int (*xo_hold)(struct h1x *); /* input full: stop reading (1) */
+	void (*xo_unhold)(struct h1x *); /* read again if xo_hold stopped */
+	void (*xo_flush)(struct h1x *); /* write what the output holds */
+	int (*xo_shutdown)(struct h1x *); /* end our stream; -1: cannot */
+	int (*xo_quiet)(struct h1x *); /* nothing more waits from the peer */
+	void *(*xo_detach)(struct h1x *); /* free, keeping the connection */
+	void (*xo_free)(struct h1x *); /* free with its connection */
+};
+struct h1x {
+	const struct h1x_ops *hx_ops;
+	struct evbuffer *hx_in;
+	struct evbuffer *hx_out;
+	size_t hx_out_low; /* hx_cb_write when the output is at most this */
+	void (*hx_cb_read)(void *);
+	void (*hx_cb_write)(void *);
+	void (*hx_cb_event)(void *, int what, const char *why);
+	void *hx_cb_arg;
+};
+struct h1x *h1x_bev_new(
+    struct bufferevent *, struct wthru_q *, size_t in_high, size_t out_low);
+struct h1x_mem; /* the peer's end of an in-memory transport */
+struct h1x *h1x_mem_new(
+    struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);
+void h1x_mem_send(struct h1x_mem *, const void *, size_t);
+void h1x_mem_send_eof(struct h1x_mem *);
+size_t h1x_mem_recv(struct h1x_mem *, struct evbuffer *, size_t max);
+void h1x_mem_autorecv(struct h1x_mem *, struct evbuffer *);
+size_t h1x_mem_waiting(const struct h1x_mem *);
+unsigned h1x_mem_reads(const struct h1x_mem *);
+int h1x_mem_state(const struct h1x_mem *);
+#define H1X_MEM_SHUT 0x01 /* our side shut its stream */
+#define H1X_MEM_FREED 0x02 /* the transport was freed */
+#define H1X_MEM_DETACHED 0x04 /* ... and its connection handed on */
+#define H1X_MEM_READING 0x08 /* the transport reads */
+void h1x_mem_free(struct h1x_mem *);
+
+/*
+ * h1s.c: the HTTP/1 server engine.  One per connection: the parse loop,
+ * request bodies de-framed, one exchange at a time (pipelined requests
+ * wait in the input, read-stop when it is full), keep-alive, the
+ * whole-head deadline, the idle and linger timers, 100-continue, its own
+ * refusals of bad heads, and the one close path.  Its owner gets hooks
+ * and answers through h1s_sink.
+ */
+struct h1s;
+
+/* A refusal the engine made itself, for the owner's log and counters. */
+struct h1s_refusal {
+	int hr_status;
+	const char *hr_code;
+	const char *hr_message;
+	const struct head *hr_head; /* the request's, or NULL before one */
+};
+
+/* What the owner is told; arg is h1s_new's.  Every hook may close h. */
+struct h1s_hooks {
+	/* A request head: start its exchange and answer through the sink. */
+	void (*on_head)(struct h1s *, void *arg, const struct head *,
+	    const struct http1_msg *);
+	/* Request body bytes wait: h1s_body_read takes them. */
+	void (*on_body)(struct h1s *, void *arg);
+	/* The sink has room again. */
+	void (*on_drain)(struct h1s *, void *arg);
+	/* The exchange ended without the owner's end (peer gone, timeout). */
+	void (*on_error)(struct h1s *, void *arg, const char *why);
+	/* The engine refused a request itself (bad head, 408): log, count. */
+	void (*on_log)(struct h1s *, void *arg, const struct h1s_refusal *);
+	/* The connection is closing: unlink it; do not free yet. */
+	void (*on_close)(struct h1s *, void *arg, const char *reason);
+	/* From the loop, after on_close: free what arg holds. */
+	void (*on_free)(void *arg);
+};
+
+/* How an engine behaves; its owner's, outliving it. */
+struct h1s_conf {
+	const char *hc_name; /* for the debug log: "admin", "tunnel-server" */
+	const struct http1_limits *hc_limits;
+	uint64_t hc_head_ms; /* the whole head, from its first byte */
+	uint64_t hc_idle_ms; /* waiting for the next request */
+	uint64_t hc_body_ms; /* the whole request body; 0: no deadline */
+	uint64_t hc_write_ms; /* output to drain after the end; 0: 30 s */
+	uint64_t hc_linger_ms; /* input drained after our side shut */
+	size_t hc_out_high; /* the sink is full at this much output */
+	unsigned hc_max_requests; /* per connection; 0: no limit */
+	int hc_flags;
+#define H1S_C_EOF_ABORTS 0x01 /* the peer's end cuts an exchange short */
+#define H1S_C_FIRST_DEADLINE 0x02 /* the first head's deadline from accept */
+};
+
+enum h1s_state {
+	H1S_S_IDLE = 0, /* waiting for a request's first byte */
+	H1S_S_HEAD, /* reading a head, against its deadline */
+	H1S_S_XCHG, /* an exchange: body in, response out */
+	H1S_S_NEXT, /* answered; the next head once the output is low */
+	H1S_S_CLOSING, /* answered; output drains, then our side shuts */
+	H1S_S_LINGER, /* shut; the peer's input drained for a moment */
+	H1S_S_DEAD, /* closed; freed from the loop */
+};
+
+struct h1s *h1s_new(struct event_base *, struct h1x *, const struct h1s_conf *,
+    const struct h1s_hooks *, void *arg, uint64_t id, const char *peer);
+struct sink *h1s_sink(struct h1s *);
+const struct head *h1s_head(const struct h1s *);
+ssize_t
+h1s_body_read(struct h1s *, struct evbuffer *, size_t max, enum http1_err *);
+int h1s_body_done(const struct h1s *);
+int h1s_keeps(const struct h1s *);
+void h1s_no_keep(struct h1s *);
+void h1s_close(struct h1s *, const char *reason);
+void *h1s_release(struct h1s *);
+enum h1s_state h1s_state(const struct h1s *);
+const char *h1s_state_name(enum h1s_state);
+char *h1s_print(const struct h1s *, char *, size_t);
+
 /* errpage.c */
 void errpage_redirect(struct evbuffer *, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive);
@@ -951,8 +1165,12 @@ struct errpage {
 #define ERRPAGE_F_HTML 0x01 /* an HTML page for a browser, not JSON */
 #define ERRPAGE_F_HEAD 0x02 /* HEAD: no body, but its Content-Length */
 #define ERRPAGE_F_KEEPALIVE 0x04 /* the connection stays open */
+	const struct hfield *ep_fields; /* more fields (Allow...), or NULL */
+	size_t ep_nfields;
 };
 void errpage_put(struct evbuffer *, const struct errpage *);
+int errpage_send(struct sink *, const struct errpage *);
+int errpage_wants_html(const struct head *);
 
 /* auth.c */
 /* A request for a port, as auth_check sees it. */
@@ -989,8 +1207,7 @@ extern const struct gw_error gw_err_host_form_required[]; /* 403 */
 int auth_check(const struct gw_config *, const struct gw_sandbox *, int port,
     const struct gw_port_rule *, const struct auth_req *, struct auth_result *);
 void auth_result_free(struct auth_result *);
-int auth_is_credential_header(
-    const struct gw_config *, const struct hfield *);
+int auth_is_credential_header(const struct gw_config *, const struct hfield *);
 char *
 auth_strip_cookie(const struct gw_config *, const char *value, size_t len);
 

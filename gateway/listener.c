@@ -1,6 +1,7 @@
 /*
- * Public listeners.  When the process runs out of file descriptors, accepting
- * pauses for a second instead of spinning on a listener that stays readable.
+ * Public listeners, and the accept back-off every listener of the program
+ * uses: when the process runs out of file descriptors, accepting pauses
+ * for a second instead of spinning on a listener that stays readable.
  */
 #include <sys/socket.h>
 
@@ -8,6 +9,8 @@
 #include <netinet/tcp.h>
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,9 +21,6 @@
 #include "alloc.h"
 #include "gw.h"
 #include "tls.h"
-
-/* Pause after EMFILE or ENFILE. */
-#define LISTENER_PAUSE_MS 1000
 
 /* Accept callback: hand the socket to a new connection. */
 static void
@@ -37,31 +37,61 @@ listener_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 static void
 listener_resume_cb(evutil_socket_t fd, short events, void *arg)
 {
-	struct gw_listener *gl = arg;
-
 	(void)fd;
 	(void)events;
-	evconnlistener_enable(gl->gl_lev);
+	evconnlistener_enable(arg);
 }
 
-/* accept(2) failed. */
+/*
+ * The timer that ends lev's accept pause (listener_backoff); its owner
+ * frees it with the listener.
+ */
+struct event *
+listener_pause_new(struct event_base *base, struct evconnlistener *lev)
+{
+	return (evtimer_new(base, listener_resume_cb, lev));
+}
+
+/*
+ * accept(2) failed on lev, which fmt names in the log.  When the process
+ * is out of descriptors or memory the listener would stay readable and
+ * the loop spin, so accepting stops for LISTENER_PAUSE_MS: pause (from
+ * listener_pause_new) turns it back on, or without one its owner does.
+ * Every listener's accept errors come here.  Returns 1 when it paused.
+ */
+int
+listener_backoff(
+    struct evconnlistener *lev, struct event *pause, const char *fmt, ...)
+{
+	struct timeval tv = { LISTENER_PAUSE_MS / 1000,
+		(LISTENER_PAUSE_MS % 1000) * 1000 };
+	int e = EVUTIL_SOCKET_ERROR();
+	char what[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		log_warn("%s: %s; pausing accept for %dms", what, strerror(e),
+		    LISTENER_PAUSE_MS);
+		evconnlistener_disable(lev);
+		if (pause != NULL)
+			evtimer_add(pause, &tv);
+		return (1);
+	}
+	log_warn("%s: accept: %s", what, strerror(e));
+	return (0);
+}
+
+/* accept(2) failed on a public listener. */
 static void
 listener_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct gw_listener *gl = arg;
-	struct timeval tv = { LISTENER_PAUSE_MS / 1000,
-		(LISTENER_PAUSE_MS % 1000) * 1000 };
-	int e = EVUTIL_SOCKET_ERROR();
 
-	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		log_warn("listener %s: %s; pausing accept for %dms",
-		    gl->gl_conf->l_address, strerror(e), LISTENER_PAUSE_MS);
-		evconnlistener_disable(lev);
-		evtimer_add(gl->gl_pause, &tv);
-		return;
-	}
-	log_warn(
-	    "listener %s: accept: %s", gl->gl_conf->l_address, strerror(e));
+	listener_backoff(
+	    lev, gl->gl_pause, "listener %s", gl->gl_conf->l_address);
 }
 
 /* Build the TLS context and SNI map of a listener. */
@@ -242,7 +272,7 @@ listener_start(struct gw *g, char **cause)
 		setsockopt(evconnlistener_get_fd(gl->gl_lev), IPPROTO_TCP,
 		    TCP_NODELAY, &one, sizeof one);
 		evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
-		gl->gl_pause = evtimer_new(g->g_base, listener_resume_cb, gl);
+		gl->gl_pause = listener_pause_new(g->g_base, gl->gl_lev);
 		if (g->g_index == 0)
 			log_info("listening on %s://%s%s",
 			    gl->gl_ctx != NULL ? "https" : "http",

@@ -60,8 +60,6 @@
 #define TUNNEL_TICK_MS 1000
 /* Retry a Port B listener that could not be opened. */
 #define TUNNEL_RETRY_MS 2000
-/* Accept pause after running out of descriptors. */
-#define TUNNEL_PAUSE_MS 1000
 /* Data envelopes wait while more than this is queued on the link (§6.3). */
 #define TUNNEL_DATA_HIWAT ((size_t)2 << 20)
 /* Largest message on the link: one control frame (§3.1). */
@@ -1050,17 +1048,12 @@ static void
 tunnel_accept_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct tunnel *t = arg;
-	int e = EVUTIL_SOCKET_ERROR();
 
-	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		log_warn("tunnel %s:%d: %s; pausing accept for %dms", t->t_name,
-		    t->t_port, strerror(e), TUNNEL_PAUSE_MS);
-		evconnlistener_disable(lev);
+	/* The tick (tunnel_tick_cb) accepts again. */
+	if (listener_backoff(lev, NULL, "tunnel %s:%d", t->t_name, t->t_port)) {
 		t->t_flags |= TUNNEL_F_PAUSED;
-		t->t_retry_at = clock_mono_msec() + TUNNEL_PAUSE_MS;
-		return;
+		t->t_retry_at = clock_mono_msec() + LISTENER_PAUSE_MS;
 	}
-	log_warn("tunnel %s:%d: accept: %s", t->t_name, t->t_port, strerror(e));
 }
 
 /* Close Port B. */

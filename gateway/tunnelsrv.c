@@ -23,7 +23,6 @@
 
 #include "addr.h"
 #include "alloc.h"
-#include "clock.h"
 #include "config.h"
 #include "gw.h"
 #include "wsconn.h"
@@ -32,42 +31,49 @@
 #define TSRV_HEAD_MAX (16 * 1024)
 #define TSRV_LINE_MAX (8 * 1024)
 #define TSRV_HEADERS_MAX 100
-/* The upgrade request must arrive within this. */
+/* The upgrade request must arrive within this, from the accept. */
 #define TSRV_HEAD_TIMEOUT_MS (10 * 1000)
+/* How long a refused connection drains input after its answer. */
+#define TSRV_LINGER_MS 2000
 /* Handshakes in progress at once. */
 #define TSRV_MAX_PENDING 256
-
-/* Where a Port A connection is. */
-enum tsrv_state {
-	TSRV_S_HEAD = 0, /* reading the upgrade request */
-	TSRV_S_CLOSING, /* writing a refusal, then closing */
-	TSRV_S_DEAD, /* closed or handed over; freed from the loop */
-};
 
 /* The running server. */
 struct tsrv {
 	struct gw ts_gw;
 	struct tunnel *ts_tunnel;
 	struct evconnlistener *ts_lev;
-	struct event *ts_pause;
+	struct event *ts_pause; /* EMFILE back-off (listener_backoff) */
 	struct event *ts_sigint;
 	struct event *ts_sigterm;
 	char *ts_token; /* X-Auth / Bearer value, or NULL */
 	size_t ts_npending;
+	uint64_t ts_ids;
 };
 
-/* A Port A connection until its upgrade is accepted. */
+/*
+ * A Port A connection until its upgrade is accepted; the HTTP/1 engine
+ * (h1s.c) runs it.
+ */
 struct tsrv_conn {
 	struct tsrv *sc_srv;
-	struct bufferevent *sc_bev;
-	struct event *sc_timer;
-	enum tsrv_state sc_state;
+	struct h1s *sc_h1s;
 	char sc_peer[64];
-	struct http1_msg sc_req;
 };
 
 static const struct http1_limits tsrv_limits = { TSRV_HEAD_MAX, TSRV_LINE_MAX,
 	TSRV_HEADERS_MAX };
+
+/* One request per connection: an upgrade, or a refusal and the close. */
+static const struct h1s_conf tsrv_h1conf = {
+	.hc_name = "tunnel-server",
+	.hc_limits = &tsrv_limits,
+	.hc_head_ms = TSRV_HEAD_TIMEOUT_MS,
+	.hc_idle_ms = TSRV_HEAD_TIMEOUT_MS,
+	.hc_linger_ms = TSRV_LINGER_MS,
+	.hc_max_requests = 1,
+	.hc_flags = H1S_C_FIRST_DEADLINE,
+};
 
 /* Print the subcommand's usage to f. */
 void
@@ -96,49 +102,19 @@ tsrv_usage(FILE *f)
 	    "  -h, --help         print this help and exit\n");
 }
 
-/* Free a connection's memory; from the loop. */
-static void
-tsrv_conn_free_cb(evutil_socket_t fd, short events, void *arg)
-{
-	struct tsrv_conn *sc = arg;
-
-	(void)fd;
-	(void)events;
-	http1_msg_reset(&sc->sc_req);
-	if (sc->sc_bev != NULL)
-		bufferevent_free(sc->sc_bev);
-	event_free(sc->sc_timer);
-	free(sc);
-}
-
-/* Close a Port A connection, logging why; freed from the loop. */
-static void
-tsrv_conn_close(struct tsrv_conn *sc, const char *reason)
-{
-	struct timeval tv = { 0, 0 };
-
-	if (sc->sc_state == TSRV_S_DEAD)
-		return;
-	log_debug("tunnel-server: %s: closed: %s", sc->sc_peer, reason);
-	sc->sc_state = TSRV_S_DEAD;
-	sc->sc_srv->ts_npending--;
-	if (sc->sc_bev != NULL)
-		bufferevent_disable(sc->sc_bev, EV_READ | EV_WRITE);
-	evtimer_del(sc->sc_timer);
-	event_base_once(sc->sc_srv->ts_gw.g_base, -1, EV_TIMEOUT,
-	    tsrv_conn_free_cb, sc, &tv);
-}
-
 /* Refuse the handshake with status, code and a sentence, then close. */
 static void
 tsrv_refuse(struct tsrv_conn *sc, int status, const char *code, const char *msg)
 {
+	struct errpage ep;
+
 	log_info("tunnel-server: %s: refused %d %s: %s", sc->sc_peer, status,
 	    code, msg);
-	errpage_write(bufferevent_get_output(sc->sc_bev), NULL, status, code,
-	    msg, 0, 0, 0);
-	sc->sc_state = TSRV_S_CLOSING;
-	bufferevent_disable(sc->sc_bev, EV_READ);
+	memset(&ep, 0, sizeof ep);
+	ep.ep_status = status;
+	ep.ep_code = code;
+	ep.ep_message = msg;
+	errpage_send(h1s_sink(sc->sc_h1s), &ep);
 }
 
 /*
@@ -169,35 +145,28 @@ tsrv_token_ok(const struct tsrv *srv, const struct http1_msg *m)
 	return (len == want && diff == 0 ? 1 : -1);
 }
 
-/* Read the upgrade request; accept it on any path (§2.2). */
+/*
+ * The upgrade request, on any path (§2.2): check the token and the
+ * handshake, answer 101 through the sink and hand the connection to the
+ * tunnel.
+ */
 static void
-tsrv_read_cb(struct bufferevent *bev, void *arg)
+tsrv_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
 	struct tsrv_conn *sc = arg;
 	struct tsrv *srv = sc->sc_srv;
-	const struct hfield *h;
-	enum http1_err err = HTTP1_E_NONE;
+	const struct hfield *f;
+	struct hfield rf[2];
+	struct head rh;
+	struct bufferevent *bev;
 	const char *key;
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];
 	char session[TUNPROTO_UUID_LEN + 1];
 	int r;
 
-	if (sc->sc_state != TSRV_S_HEAD) {
-		evbuffer_drain(bufferevent_get_input(bev),
-		    evbuffer_get_length(bufferevent_get_input(bev)));
-		return;
-	}
-	r = http1_parse_request(
-	    bufferevent_get_input(bev), &tsrv_limits, &sc->sc_req, &err);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		tsrv_refuse(sc, http1_err_status(err), http1_err_code(err),
-		    http1_err_message(err));
-		return;
-	}
-	if (srv->ts_token != NULL &&
-	    (r = tsrv_token_ok(srv, &sc->sc_req)) != 1) {
+	(void)req;
+	if (srv->ts_token != NULL && (r = tsrv_token_ok(srv, m)) != 1) {
 		if (r == 0)
 			tsrv_refuse(sc, 401, "unauthorized",
 			    "The tunnel needs a token in X-Auth or "
@@ -207,9 +176,9 @@ tsrv_read_cb(struct bufferevent *bev, void *arg)
 			    "The token does not open this tunnel.");
 		return;
 	}
-	if (ws_check_upgrade_request(&sc->sc_req, &key, &why) != 0) {
-		h = http1_msg_find(&sc->sc_req, "sec-websocket-version");
-		if (h != NULL && strcmp(h->value, "13") != 0)
+	if (ws_check_upgrade_request(m, &key, &why) != 0) {
+		f = http1_msg_find(m, "sec-websocket-version");
+		if (f != NULL && strcmp(f->value, "13") != 0)
 			tsrv_refuse(sc, 426, "websocket_version", why);
 		else
 			tsrv_refuse(sc, 400, "bad_websocket_upgrade", why);
@@ -221,52 +190,51 @@ tsrv_read_cb(struct bufferevent *bev, void *arg)
 		    "Cannot compute Sec-WebSocket-Accept.");
 		return;
 	}
-	ws_write_accept_response(bufferevent_get_output(bev), accept, NULL);
-	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+	memset(&rh, 0, sizeof rh);
+	hfield_set(&rf[0], "Upgrade", "websocket");
+	hfield_set(&rf[1], "Sec-WebSocket-Accept", accept);
+	rh.h_status = 101;
+	rh.h_version = 11;
+	rh.h_fields = rf;
+	rh.h_nfields = 2;
+	rh.h_flags = HEAD_F_UPGRADE;
+	f = http1_msg_find(m, TUNPROTO_SESSION_HEADER);
+	snprintf(session, sizeof session, "%s", f != NULL ? f->value : "");
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
-	h = http1_msg_find(&sc->sc_req, TUNPROTO_SESSION_HEADER);
-	snprintf(session, sizeof session, "%s", h != NULL ? h->value : "");
-	sc->sc_bev = NULL;
-	tsrv_conn_close(sc, "handed to the tunnel");
+	if (sink_head(h1s_sink(h), &rh) != 0 || (bev = h1s_release(h)) == NULL)
+		return;
 	tunnel_link_accept(
 	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);
 }
 
-/* A refusal was written: close. */
+/* The engine refused the handshake itself (a bad head, 408). */
 static void
-tsrv_write_cb(struct bufferevent *bev, void *arg)
+tsrv_log_cb(struct h1s *h, void *arg, const struct h1s_refusal *r)
 {
 	struct tsrv_conn *sc = arg;
 
-	if (sc->sc_state == TSRV_S_CLOSING &&
-	    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		tsrv_conn_close(sc, "refused");
+	(void)h;
+	log_info("tunnel-server: %s: refused %d %s: %s", sc->sc_peer,
+	    r->hr_status, r->hr_code, r->hr_message);
 }
 
-/* EOF or an error before the upgrade. */
+/* The connection is closing, or was handed to the tunnel. */
 static void
-tsrv_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	(void)bev;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		tsrv_conn_close(arg, "the client closed before the upgrade");
-}
-
-/* The upgrade request did not arrive in time. */
-static void
-tsrv_timer_cb(evutil_socket_t fd, short events, void *arg)
+tsrv_close_cb(struct h1s *h, void *arg, const char *reason)
 {
 	struct tsrv_conn *sc = arg;
 
-	(void)fd;
-	(void)events;
-	if (sc->sc_state == TSRV_S_HEAD)
-		tsrv_refuse(sc, 408, "request_timeout",
-		    "The upgrade request did not arrive within 10s.");
-	else
-		tsrv_conn_close(sc, "timeout writing a refusal");
+	(void)h;
+	(void)reason;
+	sc->sc_srv->ts_npending--;
 }
+
+static const struct h1s_hooks tsrv_hooks = {
+	.on_head = tsrv_head_cb,
+	.on_log = tsrv_log_cb,
+	.on_close = tsrv_close_cb,
+	.on_free = free,
+};
 
 /* A new connection on Port A. */
 static void
@@ -275,7 +243,7 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 {
 	struct tsrv *srv = arg;
 	struct tsrv_conn *sc;
-	struct timeval tv;
+	struct bufferevent *bev;
 	int one = 1;
 
 	(void)lev;
@@ -291,28 +259,12 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	sc = xcalloc(1, sizeof *sc);
 	sc->sc_srv = srv;
 	addr_format(sa, sc->sc_peer, sizeof sc->sc_peer);
-	sc->sc_bev = bufferevent_socket_new(
+	bev = bufferevent_socket_new(
 	    srv->ts_gw.g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	evio_tune(sc->sc_bev);
-	sc->sc_timer = evtimer_new(srv->ts_gw.g_base, tsrv_timer_cb, sc);
-	bufferevent_setcb(
-	    sc->sc_bev, tsrv_read_cb, tsrv_write_cb, tsrv_event_cb, sc);
-	bufferevent_setwatermark(sc->sc_bev, EV_READ, 0, TSRV_HEAD_MAX + 1024);
-	bufferevent_enable(sc->sc_bev, EV_READ | EV_WRITE);
 	srv->ts_npending++;
-	clock_msec_to_tv(TSRV_HEAD_TIMEOUT_MS, &tv);
-	evtimer_add(sc->sc_timer, &tv);
-}
-
-/* The accept pause is over. */
-static void
-tsrv_resume_cb(evutil_socket_t fd, short events, void *arg)
-{
-	struct tsrv *srv = arg;
-
-	(void)fd;
-	(void)events;
-	evconnlistener_enable(srv->ts_lev);
+	sc->sc_h1s = h1s_new(srv->ts_gw.g_base,
+	    h1x_bev_new(bev, srv->ts_gw.g_wq, TSRV_HEAD_MAX + 1024, 0),
+	    &tsrv_h1conf, &tsrv_hooks, sc, ++srv->ts_ids, sc->sc_peer);
 }
 
 /* accept(2) failed: pause for a second when out of descriptors. */
@@ -320,17 +272,8 @@ static void
 tsrv_accept_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct tsrv *srv = arg;
-	struct timeval tv = { 1, 0 };
-	int e = EVUTIL_SOCKET_ERROR();
 
-	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		log_warn(
-		    "tunnel-server: %s; pausing accept for 1s", strerror(e));
-		evconnlistener_disable(lev);
-		evtimer_add(srv->ts_pause, &tv);
-		return;
-	}
-	log_warn("tunnel-server: accept: %s", strerror(e));
+	listener_backoff(lev, srv->ts_pause, "tunnel-server");
 }
 
 /* SIGINT or SIGTERM: stop. */
@@ -464,7 +407,7 @@ tunnelsrv_main(int argc, char **argv)
 		goto out;
 	}
 	evconnlistener_set_error_cb(srv.ts_lev, tsrv_accept_error_cb);
-	srv.ts_pause = evtimer_new(srv.ts_gw.g_base, tsrv_resume_cb, &srv);
+	srv.ts_pause = listener_pause_new(srv.ts_gw.g_base, srv.ts_lev);
 	srv.ts_sigint = evsignal_new(
 	    srv.ts_gw.g_base, SIGINT, tsrv_signal_cb, &srv);
 	srv.ts_sigterm = evsignal_new(

@@ -475,7 +475,8 @@ authorized(const char *token, const char *auth_header)
 	struct gw_config cf;
 	struct gw g;
 	struct admin a;
-	struct admin_conn ac;
+	struct http1_msg m;
+	struct head h;
 	struct evbuffer *in;
 	enum http1_err err;
 	int r;
@@ -483,23 +484,22 @@ authorized(const char *token, const char *auth_header)
 	memset(&cf, 0, sizeof cf);
 	memset(&g, 0, sizeof g);
 	memset(&a, 0, sizeof a);
-	memset(&ac, 0, sizeof ac);
+	memset(&m, 0, sizeof m);
 	cf.cf_admin_token = (char *)token;
 	g.g_conf = &cf;
 	a.a_gw = &g;
 	a.a_limits.max_head = ADMIN_MAX_HEAD;
 	a.a_limits.max_line = ADMIN_MAX_LINE;
 	a.a_limits.max_headers = ADMIN_MAX_HEADERS;
-	ac.ac_admin = &a;
 	in = evbuffer_new();
 	evbuffer_add_printf(in, "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n");
 	if (auth_header != NULL)
 		evbuffer_add_printf(in, "Authorization: %s\r\n", auth_header);
 	evbuffer_add_printf(in, "\r\n");
-	assert_int_equal(
-	    http1_parse_request(in, &a.a_limits, &ac.ac_req, &err), 1);
-	r = admin_authorized(&ac);
-	http1_msg_reset(&ac.ac_req);
+	assert_int_equal(http1_parse_request(in, &a.a_limits, &m, &err), 1);
+	http1_msg_head(&m, &h);
+	r = admin_authorized(&a, &h);
+	http1_msg_reset(&m);
 	evbuffer_free(in);
 	return (r);
 }

@@ -1,0 +1,510 @@
+/*
+ * The byte streams the HTTP/1 engine runs over (struct h1x in gw.h).
+ *
+ * A bufferevent transport: today's sockets, with lib/wthru.c's
+ * write-through and the read-stop rule (evio_read_hold), until
+ * lib/stream.c replaces it.  An in-memory transport: two evbuffers on a
+ * real event base and no socket, for the unit tests and the fuzz harness;
+ * it calls back from the loop as a bufferevent does, and reads again on
+ * every pass while its input is full and reading is on, as libevent 2.1
+ * does, so an engine that forgets the read-stop rule spins visibly.
+ */
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+
+#include "alloc.h"
+#include "gw.h"
+
+/* A transport on a bufferevent. */
+struct h1x_bev {
+	struct h1x xb_x;
+	struct bufferevent *xb_bev;
+	struct wthru xb_wt;
+	int xb_flags;
+#define H1X_BEV_F_HELD 0x01 /* evio_read_hold stopped reading */
+};
+
+/* Bytes from the peer. */
+static void
+h1x_bev_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct h1x_bev *xb = arg;
+
+	evio_read_more(bev);
+	xb->xb_x.hx_cb_read(xb->xb_x.hx_cb_arg);
+}
+
+/* The output drained to its low watermark. */
+static void
+h1x_bev_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct h1x_bev *xb = arg;
+
+	(void)bev;
+	xb->xb_x.hx_cb_write(xb->xb_x.hx_cb_arg);
+}
+
+/* The end of the peer's stream, or an error. */
+static void
+h1x_bev_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct h1x_bev *xb = arg;
+	char why[128];
+
+	(void)bev;
+	if (what & BEV_EVENT_ERROR) {
+		snprintf(why, sizeof why, "client error: %s",
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_ERROR, why);
+	} else if (what & BEV_EVENT_EOF)
+		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_EOF, NULL);
+}
+
+/* Turn reading on or off. */
+static void
+h1x_bev_read(struct h1x *x, int on)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	xb->xb_flags &= ~H1X_BEV_F_HELD;
+	if (on)
+		bufferevent_enable(xb->xb_bev, EV_READ);
+	else
+		bufferevent_disable(xb->xb_bev, EV_READ);
+}
+
+/* The input cannot move on: stop reading if it is full (wthru.c). */
+static int
+h1x_bev_hold(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	return (evio_read_hold(xb->xb_bev, &xb->xb_flags, H1X_BEV_F_HELD));
+}
+
+/* The input may move on: read again if h1x_bev_hold stopped it. */
+static void
+h1x_bev_unhold(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	evio_read_release(xb->xb_bev, &xb->xb_flags, H1X_BEV_F_HELD, 1);
+}
+
+/* Write what the output holds without waiting for the loop (wthru.h). */
+static void
+h1x_bev_flush(struct h1x *x)
+{
+	wthru_flush(&((struct h1x_bev *)x)->xb_wt);
+}
+
+/* Shut our side; a TLS stream cannot be cut under its records (-1). */
+static int
+h1x_bev_shutdown(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+	int fd;
+
+	if (bufferevent_openssl_get_ssl(xb->xb_bev) != NULL ||
+	    (fd = bufferevent_getfd(xb->xb_bev)) == -1)
+		return (-1);
+	return (shutdown(fd, SHUT_WR));
+}
+
+/* Has the peer sent nothing more than what was read? */
+static int
+h1x_bev_quiet(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+	int fd, n = 0;
+
+	if (evbuffer_get_length(x->hx_in) != 0 ||
+	    bufferevent_openssl_get_ssl(xb->xb_bev) != NULL ||
+	    (fd = bufferevent_getfd(xb->xb_bev)) == -1)
+		return (0);
+	return (ioctl(fd, FIONREAD, &n) == 0 && n == 0);
+}
+
+/* Free the transport and hand its bufferevent on, callbacks cleared. */
+static void *
+h1x_bev_detach(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+	struct bufferevent *bev = xb->xb_bev;
+
+	wthru_detach(&xb->xb_wt);
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+	free(xb);
+	return (bev);
+}
+
+/* Free the transport and its connection. */
+static void
+h1x_bev_free(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	wthru_detach(&xb->xb_wt);
+	bufferevent_free(xb->xb_bev);
+	free(xb);
+}
+
+static const struct h1x_ops h1x_bev_ops = {
+	h1x_bev_read,
+	h1x_bev_hold,
+	h1x_bev_unhold,
+	h1x_bev_flush,
+	h1x_bev_shutdown,
+	h1x_bev_quiet,
+	h1x_bev_detach,
+	h1x_bev_free,
+};
+
+/*
+ * A transport on bev, which it owns from now on: reading stops with
+ * in_high bytes in the input (a head, or a body the owner does not take
+ * yet), and the user hears when the output is at most out_low.  With q
+ * the writes of a pass are made at its end (wthru.h).  Reading starts
+ * when the user turns it on.
+ */
+struct h1x *
+h1x_bev_new(
+    struct bufferevent *bev, struct wthru_q *q, size_t in_high, size_t out_low)
+{
+	struct h1x_bev *xb;
+
+	xb = xcalloc(1, sizeof *xb);
+	xb->xb_bev = bev;
+	xb->xb_x.hx_ops = &h1x_bev_ops;
+	xb->xb_x.hx_in = bufferevent_get_input(bev);
+	xb->xb_x.hx_out = bufferevent_get_output(bev);
+	xb->xb_x.hx_out_low = out_low;
+	evio_tune(bev);
+	bufferevent_setcb(
+	    bev, h1x_bev_read_cb, h1x_bev_write_cb, h1x_bev_event_cb, xb);
+	wthru_attach(&xb->xb_wt, bev, q);
+	evio_own_reads(bev);
+	bufferevent_setwatermark(bev, EV_READ, 0, in_high);
+	bufferevent_setwatermark(bev, EV_WRITE, out_low, 0);
+	bufferevent_enable(bev, EV_WRITE);
+	return (&xb->xb_x);
+}
+
+/*
+ * The in-memory transport.  The peer (a test) sends into mp_wire, which
+ * the transport reads into its input while reading is on and the input is
+ * under in_high, and receives from the output.
+ */
+struct h1x_memx {
+	struct h1x mx_x;
+	struct h1x_mem *mx_peer;
+	struct event *mx_pump; /* callbacks, from the loop */
+	size_t mx_in_high;
+	int mx_reading;
+	int mx_wrote; /* output taken since the last write callback */
+};
+
+/* The peer's end, the test's: it outlives the transport. */
+struct h1x_mem {
+	struct h1x_memx *mp_x; /* NULL once freed */
+	struct evbuffer *mp_wire; /* sent, not read by the transport yet */
+	struct evbuffer *mp_auto; /* receive everything into it, or NULL */
+	unsigned mp_reads; /* read callbacks made */
+	int mp_state; /* H1X_MEM_* */
+	int mp_eof; /* the peer ended its stream */
+	int mp_eof_told;
+};
+
+/*
+ * Run the pump on the loop's next pass: a timer, so that a pump that
+ * keeps calling back (a spin) takes one pass each time, as a socket's
+ * would, instead of running forever inside one.
+ */
+static void
+h1x_mem_kick(struct h1x_memx *mx)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (mx != NULL)
+		evtimer_add(mx->mx_pump, &tv);
+}
+
+/*
+ * One pass: read what the wire holds (up to in_high), call back for
+ * input, for a drained output, for the end of the peer's stream.  A full
+ * input with reading on is read again on the next pass, as libevent 2.1
+ * does.  The user may free the transport in any callback (from the loop
+ * later), so each is the last thing the pass does with what it checked.
+ */
+static void
+h1x_mem_pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h1x_memx *mx = arg;
+	struct h1x_mem *mp = mx->mx_peer;
+	struct h1x *x = &mx->mx_x;
+	size_t inlen, n;
+	int call = 0;
+
+	(void)fd;
+	(void)what;
+	if (mp->mp_auto != NULL && evbuffer_get_length(x->hx_out) > 0) {
+		evbuffer_add_buffer(mp->mp_auto, x->hx_out);
+		mx->mx_wrote = 1;
+	}
+	if (mx->mx_reading) {
+		inlen = evbuffer_get_length(x->hx_in);
+		n = evbuffer_get_length(mp->mp_wire);
+		if (mx->mx_in_high != 0 && inlen + n > mx->mx_in_high)
+			n = inlen >= mx->mx_in_high ? 0
+						    : mx->mx_in_high - inlen;
+		if (n > 0) {
+			evbuffer_remove_buffer(mp->mp_wire, x->hx_in, n);
+			call = 1;
+		} else if (mx->mx_in_high != 0 && inlen >= mx->mx_in_high)
+			call = 1; /* libevent 2.1 calls again: a spin */
+	}
+	if (call) {
+		mp->mp_reads++;
+		h1x_mem_kick(mx);
+		x->hx_cb_read(x->hx_cb_arg);
+		return;
+	}
+	if (mx->mx_wrote && evbuffer_get_length(x->hx_out) <= x->hx_out_low) {
+		mx->mx_wrote = 0;
+		h1x_mem_kick(mx);
+		x->hx_cb_write(x->hx_cb_arg);
+		return;
+	}
+	if (mx->mx_reading && mp->mp_eof && !mp->mp_eof_told &&
+	    evbuffer_get_length(mp->mp_wire) == 0) {
+		mp->mp_eof_told = 1;
+		mx->mx_reading = 0;
+		mp->mp_state &= ~H1X_MEM_READING;
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_EOF, NULL);
+	}
+}
+
+/* Turn reading on or off. */
+static void
+h1x_mem_read(struct h1x *x, int on)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	mx->mx_reading = on;
+	if (on) {
+		mx->mx_peer->mp_state |= H1X_MEM_READING;
+		h1x_mem_kick(mx);
+	} else
+		mx->mx_peer->mp_state &= ~H1X_MEM_READING;
+}
+
+/* Stop reading when the input is full; 1 when it stopped. */
+static int
+h1x_mem_hold(struct h1x *x)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	if (!mx->mx_reading || mx->mx_in_high == 0 ||
+	    evbuffer_get_length(x->hx_in) < mx->mx_in_high)
+		return (0);
+	h1x_mem_read(x, 0);
+	return (1);
+}
+
+/* Read again: the input may move on. */
+static void
+h1x_mem_unhold(struct h1x *x)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	if (!mx->mx_reading && !mx->mx_peer->mp_eof_told)
+		h1x_mem_read(x, 1);
+}
+
+/* The peer receives when it asks (or at once with h1x_mem_autorecv). */
+static void
+h1x_mem_flush(struct h1x *x)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	if (mx->mx_peer->mp_auto != NULL)
+		h1x_mem_kick(mx);
+}
+
+/* Our side ends its stream. */
+static int
+h1x_mem_shutdown(struct h1x *x)
+{
+	((struct h1x_memx *)x)->mx_peer->mp_state |= H1X_MEM_SHUT;
+	return (0);
+}
+
+/* Has the peer sent nothing more? */
+static int
+h1x_mem_quiet(struct h1x *x)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	return (evbuffer_get_length(x->hx_in) == 0 &&
+	    evbuffer_get_length(mx->mx_peer->mp_wire) == 0);
+}
+
+/* Free the transport; the peer's end stays for the test to look at. */
+static void
+h1x_mem_gone(struct h1x *x, int state)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+	struct h1x_mem *mp = mx->mx_peer;
+
+	if (mp->mp_auto != NULL)
+		evbuffer_add_buffer(mp->mp_auto, x->hx_out);
+	mp->mp_state = (mp->mp_state & ~H1X_MEM_READING) | state;
+	mp->mp_x = NULL;
+	event_free(mx->mx_pump);
+	evbuffer_free(x->hx_in);
+	evbuffer_free(x->hx_out);
+	free(mx);
+}
+
+/* Free, handing the connection (the peer's end) on. */
+static void *
+h1x_mem_detach(struct h1x *x)
+{
+	struct h1x_mem *mp = ((struct h1x_memx *)x)->mx_peer;
+
+	h1x_mem_gone(x, H1X_MEM_FREED | H1X_MEM_DETACHED);
+	return (mp);
+}
+
+/* Free with the connection. */
+static void
+h1x_mem_xfree(struct h1x *x)
+{
+	h1x_mem_gone(x, H1X_MEM_FREED);
+}
+
+static const struct h1x_ops h1x_mem_ops = {
+	h1x_mem_read,
+	h1x_mem_hold,
+	h1x_mem_unhold,
+	h1x_mem_flush,
+	h1x_mem_shutdown,
+	h1x_mem_quiet,
+	h1x_mem_detach,
+	h1x_mem_xfree,
+};
+
+/*
+ * An in-memory transport on base, reading at most in_high into its input
+ * (0: no limit), calling back when its output is at most out_low.  *peer
+ * is the other end, for the caller to free with h1x_mem_free after the
+ * transport is gone.
+ */
+struct h1x *
+h1x_mem_new(struct event_base *base, size_t in_high, size_t out_low,
+    struct h1x_mem **peer)
+{
+	struct h1x_memx *mx;
+	struct h1x_mem *mp;
+
+	mx = xcalloc(1, sizeof *mx);
+	mp = xcalloc(1, sizeof *mp);
+	mp->mp_x = mx;
+	mp->mp_wire = evbuffer_new();
+	mx->mx_peer = mp;
+	mx->mx_in_high = in_high;
+	mx->mx_pump = event_new(base, -1, 0, h1x_mem_pump_cb, mx);
+	mx->mx_x.hx_ops = &h1x_mem_ops;
+	mx->mx_x.hx_in = evbuffer_new();
+	mx->mx_x.hx_out = evbuffer_new();
+	mx->mx_x.hx_out_low = out_low;
+	*peer = mp;
+	return (&mx->mx_x);
+}
+
+/* The peer sends n bytes. */
+void
+h1x_mem_send(struct h1x_mem *mp, const void *p, size_t n)
+{
+	evbuffer_add(mp->mp_wire, p, n);
+	if (mp->mp_x != NULL && mp->mp_x->mx_reading)
+		h1x_mem_kick(mp->mp_x);
+}
+
+/* The peer ends its stream after what it sent. */
+void
+h1x_mem_send_eof(struct h1x_mem *mp)
+{
+	mp->mp_eof = 1;
+	if (mp->mp_x != NULL)
+		h1x_mem_kick(mp->mp_x);
+}
+
+/* The peer receives up to max bytes into dst; returns how many. */
+size_t
+h1x_mem_recv(struct h1x_mem *mp, struct evbuffer *dst, size_t max)
+{
+	struct h1x_memx *mx = mp->mp_x;
+	size_t n;
+
+	if (mx == NULL)
+		return (0);
+	n = evbuffer_get_length(mx->mx_x.hx_out);
+	if (n > max)
+		n = max;
+	if (n == 0)
+		return (0);
+	evbuffer_remove_buffer(mx->mx_x.hx_out, dst, n);
+	mx->mx_wrote = 1;
+	h1x_mem_kick(mx);
+	return (n);
+}
+
+/* From now on the peer receives everything into dst, as it is written. */
+void
+h1x_mem_autorecv(struct h1x_mem *mp, struct evbuffer *dst)
+{
+	mp->mp_auto = dst;
+	h1x_mem_kick(mp->mp_x);
+}
+
+/* Bytes sent and not read by the transport yet (its socket buffer). */
+size_t
+h1x_mem_waiting(const struct h1x_mem *mp)
+{
+	return (evbuffer_get_length(mp->mp_wire));
+}
+
+/* Read callbacks made so far. */
+unsigned
+h1x_mem_reads(const struct h1x_mem *mp)
+{
+	return (mp->mp_reads);
+}
+
+/* H1X_MEM_* bits. */
+int
+h1x_mem_state(const struct h1x_mem *mp)
+{
+	return (mp->mp_state);
+}
+
+/* Free the peer's end, once the transport is gone (before, nothing). */
+void
+h1x_mem_free(struct h1x_mem *mp)
+{
+	if (mp == NULL || mp->mp_x != NULL)
+		return;
+	evbuffer_free(mp->mp_wire);
+	free(mp);
+}
