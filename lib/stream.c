@@ -40,87 +40,8 @@
 
 #include "alloc.h"
 #include "stream.h"
+#include "stream_int.h"
 #include "tls.h"
-
-/* The largest TLS record's payload: what one SSL_write sends. */
-#define STREAM_TLS_RECORD 16384
-/* What a TLS read reserves after the first EVIO_OWN_READ. */
-#define STREAM_TLS_MORE (65536 - 64)
-
-enum stream_state {
-	STREAM_S_NEW = 0, /* no socket yet: stream_connect makes one */
-	STREAM_S_CONNECTING, /* connect(2) under way */
-	STREAM_S_HANDSHAKE, /* TLS handshake */
-	STREAM_S_OPEN,
-	STREAM_S_FAILED, /* an error or timeout was reported: no more I/O */
-};
-
-static const char *const stream_state_names[] = { "new", "connecting",
-	"handshake", "open", "failed" };
-
-struct stream_q;
-
-struct stream {
-	struct event_base *s_base;
-	struct stream_q *s_q;
-	int s_fd;
-	SSL *s_ssl;
-	enum stream_state s_state;
-	int s_flags;
-#define STREAM_F_CLOSE 0x0001 /* close s_fd with the stream */
-#define STREAM_F_ACCEPT 0x0002 /* TLS: the server's side */
-#define STREAM_F_FULL 0x0004 /* input at the read high watermark */
-#define STREAM_F_EOF 0x0008 /* the peer ended its side */
-#define STREAM_F_DIRTY 0x0010 /* ... TLS without close_notify */
-#define STREAM_F_WBLOCKED 0x0020 /* output waits for EV_WRITE */
-#define STREAM_F_SHUT 0x0040 /* stream_shutdown_write was asked */
-#define STREAM_F_SHUT_DONE 0x0080 /* ... and it is done */
-#define STREAM_F_LENT 0x0100 /* the socket is lent (stream_lend) */
-#define STREAM_F_FREED 0x0200 /* stream_free ran inside a callback */
-#define STREAM_F_BULK 0x0400 /* the last read filled what it offered */
-#define STREAM_F_HS_READ 0x0800 /* the handshake waits for readable */
-#define STREAM_F_HS_WRITE 0x1000 /* the handshake waits for writable */
-#define STREAM_F_RD_WANTS_W 0x2000 /* SSL_read waits for writable */
-#define STREAM_F_WR_WANTS_R 0x4000 /* SSL_write waits for readable */
-#define STREAM_F_RTV 0x8000 /* s_rtv is set */
-#define STREAM_F_WTV 0x10000 /* s_wtv is set */
-#define STREAM_F_FLUSH 0x20000 /* freed with a write queued: make it */
-	short s_enabled; /* the owner's EV_READ | EV_WRITE */
-	short s_pending; /* STREAM_EV_* to tell the event callback */
-	unsigned char s_notify;
-#define STREAM_N_READ 0x01 /* run the read callback */
-#define STREAM_N_READ_ANY 0x02 /* ... whatever the low watermark */
-#define STREAM_N_WRITE 0x04 /* run the write callback */
-	unsigned char s_work; /* STREAM_W_*: on s_q while non-zero */
-#define STREAM_W_READ 0x01 /* read: OpenSSL may hold records */
-#define STREAM_W_WRITE 0x02 /* write the output */
-#define STREAM_W_NOTIFY 0x04 /* stream_trigger_read */
-#define STREAM_W_EVENT 0x08 /* only tell what is pending */
-#define STREAM_W_HANDSHAKE 0x10 /* start the TLS handshake */
-	unsigned char s_ron; /* s_rev is added */
-	unsigned char s_won; /* s_wev is added */
-	unsigned int s_depth; /* entry points running for this stream */
-	unsigned int s_qgen; /* q_gen when it was queued */
-	TAILQ_ENTRY(stream) s_qentry;
-	struct event *s_rev;
-	struct event *s_wev;
-	struct timeval s_rtv;
-	struct timeval s_wtv;
-	struct evbuffer *s_in;
-	struct evbuffer *s_out;
-	struct evbuffer_cb_entry *s_incb;
-	struct evbuffer_cb_entry *s_outcb;
-	size_t s_rlo;
-	size_t s_rhi; /* 0: none */
-	size_t s_wlo;
-	size_t s_tls_wlen; /* an SSL_write to offer again, this long */
-	int s_errno;
-	unsigned long s_tlserr;
-	stream_data_cb s_readcb;
-	stream_data_cb s_writecb;
-	stream_event_cb s_eventcb;
-	void *s_arg;
-};
 
 /* The end-of-pass queue of one event base on this thread. */
 struct stream_q {
@@ -133,11 +54,13 @@ struct stream_q {
 	struct stream_q *q_next;
 };
 
+static const char *const stream_state_names[] = { "new", "connecting",
+	"handshake", "open", "failed" };
+
 static __thread struct stream_q *stream_qs;
 static __thread unsigned char stream_scratch[64 * 1024];
 
 static void stream_q_run_cb(evutil_socket_t, short, void *);
-static void stream_update(struct stream *);
 static void stream_destroy(struct stream *);
 
 /* The queue of base on this thread, with a reference for a new stream. */
@@ -266,7 +189,7 @@ stream_deliver_release(struct stream *s)
  * I/O on s failed (or timed out): report ev, stop all I/O.  err is the
  * errno, tlserr the OpenSSL error (0 for none).
  */
-static void
+void
 stream_fail(struct stream *s, short ev, int err, unsigned long tlserr)
 {
 	s->s_state = STREAM_S_FAILED;
@@ -331,7 +254,7 @@ stream_update_force(struct stream *s, int force)
 }
 
 /* Make the added events match s's state. */
-static void
+void
 stream_update(struct stream *s)
 {
 	stream_update_force(s, 0);
@@ -384,7 +307,7 @@ stream_out_cb(
 }
 
 /* The end of the stream: the peer closed (dirty: TLS without close_notify). */
-static void
+void
 stream_eof(struct stream *s, int dirty)
 {
 	s->s_flags |= STREAM_F_EOF | (dirty ? STREAM_F_DIRTY : 0);
@@ -393,7 +316,7 @@ stream_eof(struct stream *s, int dirty)
 }
 
 /* How much a read may take now; 0 marks the input full. */
-static size_t
+size_t
 stream_read_room(struct stream *s)
 {
 	size_t len = evbuffer_get_length(s->s_in), room = EVIO_MAX_IO;
@@ -471,73 +394,8 @@ stream_read_plain(struct stream *s, size_t room)
 	s->s_notify |= STREAM_N_READ;
 }
 
-/*
- * Decrypt what OpenSSL and the socket hold, up to room.  A short record
- * with nothing more inside OpenSSL ends it (the socket is most likely
- * empty: a read would only say EAGAIN); after a full record more is
- * likely and is read at once.
- */
-static void
-stream_read_tls(struct stream *s, size_t room)
-{
-	struct evbuffer_iovec v;
-	size_t want, off;
-	unsigned long e;
-	int r, more = 1;
-
-	while (more && room != 0) {
-		want = evbuffer_get_length(s->s_in) == 0 ? EVIO_OWN_READ
-							 : STREAM_TLS_MORE;
-		if (want > room)
-			want = room;
-		if (evbuffer_reserve_space(s->s_in, (ev_ssize_t)want, &v, 1) !=
-		    1)
-			abort(); /* allocation failure, as with xmalloc */
-		if (v.iov_len > want)
-			v.iov_len = want;
-		for (off = 0, r = 1; off < v.iov_len;) {
-			r = tls_io_read(s->s_ssl, (char *)v.iov_base + off,
-			    v.iov_len - off, &e);
-			if (r <= 0)
-				break;
-			off += (size_t)r;
-			if ((size_t)r < STREAM_TLS_RECORD &&
-			    !tls_has_pending(s->s_ssl)) {
-				more = 0;
-				break;
-			}
-		}
-		v.iov_len = off;
-		evbuffer_commit_space(s->s_in, &v, off != 0);
-		room -= off;
-		if (off != 0)
-			s->s_notify |= STREAM_N_READ;
-		if (r > 0)
-			continue;
-		switch (r) {
-		case TLS_IO_WANT_READ:
-			break;
-		case TLS_IO_WANT_WRITE:
-			s->s_flags |= STREAM_F_RD_WANTS_W;
-			stream_update(s);
-			break;
-		case TLS_IO_EOF:
-		case TLS_IO_DIRTY_EOF:
-			stream_eof(s, r == TLS_IO_DIRTY_EOF);
-			break;
-		default:
-			stream_fail(s, STREAM_EV_ERROR | STREAM_EV_READING,
-			    errno, e);
-			break;
-		}
-		return;
-	}
-	if (room == 0)
-		(void)stream_read_room(s);
-}
-
 /* Read what the socket holds, if the owner reads and the input has room. */
-static void
+void
 stream_read(struct stream *s)
 {
 	size_t room;
@@ -558,68 +416,12 @@ stream_read(struct stream *s)
 static void
 stream_shutdown(struct stream *s)
 {
-	unsigned long e = 0;
-	int r;
-
-	if (s->s_ssl != NULL) {
-		r = tls_io_close_notify(s->s_ssl, &e);
-		if (r == TLS_IO_WANT_WRITE || r == TLS_IO_WANT_READ) {
-			s->s_flags |= STREAM_F_WBLOCKED;
-			return;
-		}
-		if (r != 1) {
-			stream_fail(s, STREAM_EV_ERROR | STREAM_EV_WRITING,
-			    errno, e);
-			return;
-		}
-	}
+	if (s->s_ssl != NULL && stream_close_notify(s) != 1)
+		return;
 	s->s_flags |= STREAM_F_SHUT_DONE;
 	s->s_flags &= ~STREAM_F_WBLOCKED;
 	if (shutdown(s->s_fd, SHUT_WR) != 0 && errno != ENOTCONN)
 		stream_fail(s, STREAM_EV_ERROR | STREAM_EV_WRITING, errno, 0);
-}
-
-/*
- * SSL_write the output a record at a time, up to EVIO_MAX_IO: each
- * record is the first 16 KiB of the output made contiguous, so small
- * pieces appended in one pass leave as one record.  Returns the bytes
- * written, or -1 when it failed.
- */
-static ssize_t
-stream_write_tls(struct stream *s)
-{
-	size_t len, n, done = 0;
-	unsigned long e;
-	unsigned char *p;
-	int r;
-
-	while ((len = evbuffer_get_length(s->s_out)) != 0 &&
-	    done < EVIO_MAX_IO) {
-		n = s->s_tls_wlen != 0 ? s->s_tls_wlen
-		    : len < STREAM_TLS_RECORD ? len
-					      : STREAM_TLS_RECORD;
-		if ((p = evbuffer_pullup(s->s_out, (ev_ssize_t)n)) == NULL)
-			abort();
-		r = tls_io_write(s->s_ssl, p, n, &e);
-		if (r > 0) {
-			s->s_tls_wlen = 0;
-			evbuffer_drain(s->s_out, (size_t)r);
-			done += (size_t)r;
-			continue;
-		}
-		s->s_tls_wlen = n;
-		if (r == TLS_IO_WANT_WRITE)
-			s->s_flags |= STREAM_F_WBLOCKED;
-		else if (r == TLS_IO_WANT_READ)
-			s->s_flags |= STREAM_F_WR_WANTS_R;
-		else {
-			stream_fail(s, STREAM_EV_ERROR | STREAM_EV_WRITING,
-			    r == TLS_IO_ERROR ? errno : EPIPE, e);
-			return (-1);
-		}
-		break;
-	}
-	return ((ssize_t)done);
 }
 
 /*
@@ -663,7 +465,7 @@ stream_write(struct stream *s)
 }
 
 /* The handshake is done: connected; write what waited, read what came. */
-static void
+void
 stream_open(struct stream *s)
 {
 	s->s_state = STREAM_S_OPEN;
@@ -672,34 +474,6 @@ stream_open(struct stream *s)
 	stream_write(s);
 	if (s->s_ssl != NULL && tls_has_pending(s->s_ssl))
 		stream_read(s);
-}
-
-/* Take the TLS handshake on; it reports its own end or failure. */
-static void
-stream_handshake(struct stream *s)
-{
-	unsigned long e;
-	int r;
-
-	s->s_flags &= ~(STREAM_F_HS_READ | STREAM_F_HS_WRITE);
-	r = tls_io_handshake(s->s_ssl, &e);
-	switch (r) {
-	case 1:
-		stream_open(s);
-		return;
-	case TLS_IO_WANT_READ:
-		s->s_flags |= STREAM_F_HS_READ;
-		break;
-	case TLS_IO_WANT_WRITE:
-		s->s_flags |= STREAM_F_HS_WRITE;
-		break;
-	default:
-		/* A close in the handshake is an error with no TLS reason. */
-		stream_fail(s, STREAM_EV_ERROR,
-		    r == TLS_IO_ERROR ? errno : 0, r == TLS_IO_ERROR ? e : 0);
-		return;
-	}
-	stream_update(s);
 }
 
 /* connect(2) finished: open (plain) or start the TLS handshake. */
