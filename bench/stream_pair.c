@@ -138,6 +138,9 @@ end_feed(struct end *e)
 	struct evbuffer *out = end_out(e);
 	size_t n;
 
+	/* A bufferevent calls its write callback on any writable socket. */
+	if (!e->e_side->sd_client)
+		return;
 	while (e->e_left != 0 && evbuffer_get_length(out) < 1024 * 1024) {
 		n = e->e_left < sizeof chunk ? (size_t)e->e_left : sizeof chunk;
 		evbuffer_add(out, chunk, n);
