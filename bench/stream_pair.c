@@ -51,10 +51,17 @@
 
 #define PP_SIZE 1024
 
-enum kind { K_BEV, K_WTHRU, K_STREAM };
+enum kind {
+	K_BEV,
+	K_WTHRU,
+	K_STREAM
+};
 static const char *const kind_names[] = { "bev", "wthru", "stream" };
 
-enum work { W_BULK, W_PP };
+enum work {
+	W_BULK,
+	W_PP
+};
 
 struct side;
 
@@ -399,8 +406,8 @@ run(enum kind k, int tls, enum work w, int conns, int rounds, uint64_t bytes,
 		printf("%-6s %-5s bulk %4llu MiB: %8.1f MB/s   CPU-s client "
 		       "%.3f server %.3f\n",
 		    kind_names[k], tls ? "tls" : "plain",
-		    (unsigned long long)(bytes >> 20), (double)bytes / secs / 1e6,
-		    c.sd_cpu, s.sd_cpu);
+		    (unsigned long long)(bytes >> 20),
+		    (double)bytes / secs / 1e6, c.sd_cpu, s.sd_cpu);
 	else
 		printf("%-6s %-5s pp 1 KiB x %d x %d: %9.0f round trips/s   "
 		       "CPU-s client %.3f server %.3f (%.0f per server "
@@ -451,9 +458,10 @@ main(int argc, char **argv)
 			kinds = optarg;
 			break;
 		default:
-			fprintf(stderr, "usage: akbench-stream [-m MIB] [-c "
-					"CONNS] [-r ROUNDS] [-n RUNS] [-t|-T] "
-					"[-w bulk|pp] [-k bev,wthru,stream]\n");
+			fprintf(stderr,
+			    "usage: akbench-stream [-m MIB] [-c "
+			    "CONNS] [-r ROUNDS] [-n RUNS] [-t|-T] "
+			    "[-w bulk|pp] [-k bev,wthru,stream]\n");
 			return (2);
 		}
 	}
@@ -483,8 +491,8 @@ main(int argc, char **argv)
 				if (strstr(kinds, kind_names[k]) == NULL)
 					continue;
 				if (works & 1)
-					run(k, t, W_BULK, 1, 0, mib << 20,
-					    sctx, cctx);
+					run(k, t, W_BULK, 1, 0, mib << 20, sctx,
+					    cctx);
 				if (works & 2)
 					run(k, t, W_PP, conns, rounds, 0, sctx,
 					    cctx);

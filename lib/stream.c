@@ -374,8 +374,8 @@ stream_read_plain(struct stream *s, size_t room)
 			stream_eof(s, 0);
 		else if (errno != EAGAIN && errno != EWOULDBLOCK &&
 		    errno != EINTR)
-			stream_fail(s, STREAM_EV_ERROR | STREAM_EV_READING,
-			    errno, 0);
+			stream_fail(
+			    s, STREAM_EV_ERROR | STREAM_EV_READING, errno, 0);
 		return;
 	}
 	got = (size_t)r;
@@ -842,8 +842,8 @@ stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t len)
 		errno = EISCONN;
 		return (-1);
 	}
-	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
+	fd = socket(
+	    sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		return (-1);
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
@@ -1018,9 +1018,8 @@ stream_state_print(const struct stream *s, char *buf, size_t len)
 	    "%s%s fd=%d %c%c in=%zu out=%zu ev=%s%s work=%#x%s%s",
 	    stream_state_names[s->s_state], s->s_ssl != NULL ? "/tls" : "",
 	    s->s_fd, (s->s_enabled & EV_READ) ? 'r' : '-',
-	    (s->s_enabled & EV_WRITE) ? 'w' : '-',
-	    evbuffer_get_length(s->s_in), evbuffer_get_length(s->s_out),
-	    s->s_ron ? "R" : "", s->s_won ? "W" : "", s->s_work,
-	    flags[0] != '\0' ? " " : "", flags);
+	    (s->s_enabled & EV_WRITE) ? 'w' : '-', evbuffer_get_length(s->s_in),
+	    evbuffer_get_length(s->s_out), s->s_ron ? "R" : "",
+	    s->s_won ? "W" : "", s->s_work, flags[0] != '\0' ? " " : "", flags);
 	return (r < 0 ? 0 : (size_t)r);
 }

@@ -17,6 +17,14 @@
  *   what the socket does not take waits for EV_WRITE;
  * - the socket can be lent to splice(2) and taken back.
  *
+ * Differences a caller moving from a bufferevent must know: the write
+ * callback runs only after a write that leaves the output at or below
+ * the low watermark (a bufferevent's also runs on any writable socket
+ * with nothing written); a read timeout runs only while the stream polls
+ * for input (not at the high watermark, as a bufferevent's); a TLS close
+ * without close_notify is EOF (stream_eof_dirty tells); STREAM_EV_CONNECTED
+ * also comes after an accepted TLS stream's handshake.
+ *
  * Callbacks run from the loop, never from inside a stream_* call.  A
  * stream may be freed from inside any callback, its own included: the
  * memory goes when the callback returns.
@@ -65,8 +73,8 @@ typedef void (*stream_event_cb)(struct stream *, short, void *);
  */
 #define EVIO_OWN_READ (16384 - 64)
 
-struct stream *stream_new(
-    struct event_base *, int fd, struct ssl_st *, int flags);
+struct stream *
+stream_new(struct event_base *, int fd, struct ssl_st *, int flags);
 void stream_free(struct stream *);
 void stream_setcb(struct stream *, stream_data_cb readcb,
     stream_data_cb writecb, stream_event_cb eventcb, void *arg);

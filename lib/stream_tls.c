@@ -72,8 +72,8 @@ stream_read_tls(struct stream *s, size_t room)
 			stream_eof(s, r == TLS_IO_DIRTY_EOF);
 			break;
 		default:
-			stream_fail(s, STREAM_EV_ERROR | STREAM_EV_READING,
-			    errno, e);
+			stream_fail(
+			    s, STREAM_EV_ERROR | STREAM_EV_READING, errno, e);
 			break;
 		}
 		return;
@@ -96,9 +96,9 @@ stream_write_tls(struct stream *s)
 	unsigned char *p;
 	int r;
 
-	while ((len = evbuffer_get_length(s->s_out)) != 0 &&
-	    done < EVIO_MAX_IO) {
-		n = s->s_tls_wlen != 0 ? s->s_tls_wlen
+	while (
+	    (len = evbuffer_get_length(s->s_out)) != 0 && done < EVIO_MAX_IO) {
+		n = s->s_tls_wlen != 0        ? s->s_tls_wlen
 		    : len < STREAM_TLS_RECORD ? len
 					      : STREAM_TLS_RECORD;
 		if ((p = evbuffer_pullup(s->s_out, (ev_ssize_t)n)) == NULL)
@@ -146,8 +146,8 @@ stream_handshake(struct stream *s)
 		break;
 	default:
 		/* A close in the handshake is an error with no TLS reason. */
-		stream_fail(s, STREAM_EV_ERROR,
-		    r == TLS_IO_ERROR ? errno : 0, r == TLS_IO_ERROR ? e : 0);
+		stream_fail(s, STREAM_EV_ERROR, r == TLS_IO_ERROR ? errno : 0,
+		    r == TLS_IO_ERROR ? e : 0);
 		return;
 	}
 	stream_update(s);

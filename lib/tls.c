@@ -690,7 +690,7 @@ tls_io_result(SSL *ssl, int r, unsigned long *err)
 	case SSL_ERROR_SYSCALL:
 		/* OpenSSL 1.1's way of saying "closed without close_notify". */
 		rv = saved == 0 && ERR_peek_error() == 0 ? TLS_IO_DIRTY_EOF
-							  : TLS_IO_ERROR;
+							 : TLS_IO_ERROR;
 		*err = ERR_peek_error();
 		break;
 	default:

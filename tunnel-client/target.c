@@ -444,8 +444,8 @@ tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
  * could not start.
  */
 static char *
-target_stream_error(struct tun_target *tt, struct stream *s, short what,
-    int err)
+target_stream_error(
+    struct tun_target *tt, struct stream *s, short what, int err)
 {
 	const struct tun_url *u = &tt->tt_tun->t_opts->target;
 	char *hp, *who, *tls = NULL, *msg;
@@ -597,7 +597,8 @@ target_connect_next(struct tun_target *tt)
 		tt->tt_s = stream_new(t->t_base, -1, ssl, 0);
 		stream_setcb(tt->tt_s, target_read_cb, target_write_cb,
 		    target_event_cb, tt);
-		stream_setwatermark(tt->tt_s, EV_READ, 0, TUN_TARGET_READ_HIWAT);
+		stream_setwatermark(
+		    tt->tt_s, EV_READ, 0, TUN_TARGET_READ_HIWAT);
 		stream_setwatermark(
 		    tt->tt_s, EV_WRITE, TUN_TARGET_WRITE_LOWAT, 0);
 		target_touch(tt);

@@ -398,7 +398,7 @@ struct tun_target {
 	size_t tt_naddrs;
 	size_t tt_next;
 	char *tt_error; /* why the last address failed */
-	struct stream *tt_s; /* reads stop by themselves at the high watermark */
+	struct stream *tt_s; /* stops reading at the high watermark */
 	struct tun_xchg *tt_x; /* the exchange it carries */
 	enum http1_body tt_framing; /* of the response body */
 	uint64_t tt_left; /* HTTP1_BODY_LENGTH: bytes still to read */
@@ -472,7 +472,8 @@ void tun_nodelay(struct bufferevent *);
 size_t tun_queued(const struct tun *);
 char *tun_tls_error(struct bufferevent *, const char *, const char *);
 char *tun_bev_error(struct bufferevent *, int, short, const char *);
-char *tun_tls_describe(struct ssl_st *, unsigned long, const char *, const char *);
+char *tun_tls_describe(
+    struct ssl_st *, unsigned long, const char *, const char *);
 char *tun_connect_error(int, char *, int, const char *);
 uint64_t tun_conn_gen(const struct tun *);
 const struct tunproto_limits *tun_limits(const struct tun *);

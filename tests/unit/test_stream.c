@@ -325,8 +325,8 @@ tls_pair_free(struct tls_pair *t)
  * (TLS to "localhost" when t is given), a on the accepted socket.
  */
 static void
-tcp_streams(struct event_base *base, struct tls_pair *t, struct tp *c,
-    struct tp *a)
+tcp_streams(
+    struct event_base *base, struct tls_pair *t, struct tp *c, struct tp *a)
 {
 	struct sockaddr_in sin;
 	char *cause = NULL;
@@ -340,16 +340,14 @@ tcp_streams(struct event_base *base, struct tls_pair *t, struct tp *c,
 	}
 	tp_set(c, base, stream_new(base, -1, ssl, 0));
 	c->during_api = 1;
-	assert_int_equal(stream_connect(c->s, (struct sockaddr *)&sin,
-			     sizeof sin),
-	    0);
+	assert_int_equal(
+	    stream_connect(c->s, (struct sockaddr *)&sin, sizeof sin), 0);
 	c->during_api = 0;
 	afd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	assert_true(afd >= 0);
 	close(lfd);
 	tp_set(a, base,
-	    stream_new(base, afd,
-		t != NULL ? tls_server_ssl_new(t->srv) : NULL,
+	    stream_new(base, afd, t != NULL ? tls_server_ssl_new(t->srv) : NULL,
 		STREAM_O_CLOSE | STREAM_O_ACCEPT));
 }
 
@@ -544,7 +542,8 @@ flood(struct tls_pair *t)
 	memset(&w, 0, sizeof w);
 	if (t == NULL) {
 		pair(SOCK_STREAM, fds);
-		tp_set(&r, base, stream_new(base, fds[0], NULL, STREAM_O_CLOSE));
+		tp_set(
+		    &r, base, stream_new(base, fds[0], NULL, STREAM_O_CLOSE));
 		f.fd = fds[1];
 		f.total = 8 * 1024 * 1024;
 		f.ev = event_new(
@@ -561,8 +560,9 @@ flood(struct tls_pair *t)
 	loop_until(base, tp_flood_full, &r);
 	/* Let the flooder fill the sockets (until it moves no more). */
 	for (i = 0, last = UINT64_MAX; i < TEST_WAIT / 50; i++) {
-		now = t == NULL ? f.sent
-				: w.sent - evbuffer_get_length(stream_output(w.s));
+		now = t == NULL
+		    ? f.sent
+		    : w.sent - evbuffer_get_length(stream_output(w.s));
 		if (now == last)
 			break;
 		last = now;
@@ -588,8 +588,8 @@ flood(struct tls_pair *t)
 	if (t != NULL)
 		stream_shutdown_write(w.s);
 	loop_until(base, tp_eof, &r);
-	assert_int_equal(r.events & ~STREAM_EV_CONNECTED,
-	    STREAM_EV_EOF | STREAM_EV_READING);
+	assert_int_equal(
+	    r.events & ~STREAM_EV_CONNECTED, STREAM_EV_EOF | STREAM_EV_READING);
 	assert_int_equal(r.got, 8 * 1024 * 1024);
 	assert_int_equal(r.bad, 0);
 	assert_true(r.most_in <= 64 * 1024);
@@ -807,10 +807,10 @@ half_close(struct tls_pair *t)
 	loop_until(base, tp_eof_and_text, &c);
 	assert_string_equal(a.text, "ping");
 	assert_string_equal(c.text, "pong");
-	assert_int_equal(a.events & ~STREAM_EV_CONNECTED,
-	    STREAM_EV_EOF | STREAM_EV_READING);
-	assert_int_equal(c.events,
-	    STREAM_EV_CONNECTED | STREAM_EV_EOF | STREAM_EV_READING);
+	assert_int_equal(
+	    a.events & ~STREAM_EV_CONNECTED, STREAM_EV_EOF | STREAM_EV_READING);
+	assert_int_equal(
+	    c.events, STREAM_EV_CONNECTED | STREAM_EV_EOF | STREAM_EV_READING);
 	/* close_notify came: a clean end. */
 	assert_false(stream_eof_dirty(c.s));
 	assert_false(stream_eof_dirty(a.s));
@@ -936,8 +936,8 @@ test_tls_not_tls(void **state)
 		tp_set(&c, base,
 		    stream_new(base, -1,
 			tls_client_ssl_new(t.cli, "localhost", &cause), 0));
-		assert_int_equal(stream_connect(c.s, (struct sockaddr *)&sin,
-				     sizeof sin),
+		assert_int_equal(
+		    stream_connect(c.s, (struct sockaddr *)&sin, sizeof sin),
 		    0);
 		afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		assert_true(afd >= 0);
@@ -1076,8 +1076,8 @@ hand_read_cb(struct stream *s, void *arg)
 	assert_int_equal(ia, stream_getfd(h->sa.s));
 	assert_int_equal(ib, stream_getfd(h->sb.s));
 	assert_int_equal(evbuffer_get_length(stream_output(h->sb.s)), 0);
-	h->spl = splicer_new(h->sa.base, h->pool, ia, ib, 1024 * 1024, 5000,
-	    &cbs, h);
+	h->spl = splicer_new(
+	    h->sa.base, h->pool, ia, ib, 1024 * 1024, 5000, &cbs, h);
 	splicer_start(h->spl);
 }
 
