@@ -8,7 +8,7 @@ BENCH_TOOLS	 = $(BUILD)/bench/akbench-backend $(BUILD)/bench/akbench-ws \
 BENCH_COMMON	 = $(BUILD)/bench/obj/common.o $(BUILD)/libak.a
 BENCH_CFLAGS	 = $(ALL_CFLAGS) -O2 -Ibench
 
-.PHONY: bench-tools
+.PHONY: bench-tools bench-stream
 
 bench-tools: $(BENCH_TOOLS)
 
@@ -24,5 +24,16 @@ $(BUILD)/bench/akbench-idle: $(BUILD)/bench/obj/idle.o $(BENCH_COMMON)
 $(BENCH_TOOLS):
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lm
+
+# lib/stream.c against bufferevents, in one process (bench/stream_pair.c);
+# BENCH_STREAM_ARGS passes options, e.g. "-n 1 -m 64".
+$(BUILD)/bench/akbench-stream: $(BUILD)/bench/obj/stream_pair.o \
+		$(BUILD)/libak.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-stream: $(BUILD)/bench/akbench-stream certs
+	$(Q)CERTS_DIR=$(BUILD)/certs $(BUILD)/bench/akbench-stream \
+	    $(BENCH_STREAM_ARGS)
 
 -include $(wildcard $(BUILD)/bench/obj/*.d)

@@ -3,6 +3,7 @@
  * and readable OpenSSL errors. Every OpenSSL call in the tree lives here.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -631,4 +632,161 @@ tls_client_ctx_set_cert(
 		return (-1);
 	}
 	return (0);
+}
+
+/*
+ * Make ssl ready for a stream (lib/stream.c) on socket fd, as a server
+ * when accept is non-zero: writes may be partial and move (the bytes come
+ * from an evbuffer), and OpenSSL reads ahead, so that a record costs one
+ * read(2) rather than a header and a body, and several small ones arrive
+ * with one.  Verification stays as ssl's owner set it.  Returns 0, or -1
+ * when OpenSSL cannot take the socket.
+ */
+int
+tls_stream_attach(SSL *ssl, int fd, int accept)
+{
+	ERR_clear_error();
+	if (SSL_set_fd(ssl, fd) != 1) {
+		ERR_clear_error();
+		return (-1);
+	}
+	SSL_set_mode(ssl,
+	    SSL_MODE_ENABLE_PARTIAL_WRITE |
+		SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_set_read_ahead(ssl, 1);
+	SSL_set_default_read_buffer_len(ssl, TLS_STREAM_READ_BUF);
+	if (accept)
+		SSL_set_accept_state(ssl);
+	else
+		SSL_set_connect_state(ssl);
+	return (0);
+}
+
+/*
+ * What the last SSL_* call on ssl, which returned r, means for its
+ * caller: TLS_IO_WANT_READ or TLS_IO_WANT_WRITE, TLS_IO_EOF for
+ * close_notify (or a close without it, where the context ignores that),
+ * TLS_IO_DIRTY_EOF for a close without close_notify, else TLS_IO_ERROR
+ * with *err the oldest OpenSSL error (0 for a socket error, errno then
+ * says which).  The error queue is left clean; errno is kept.
+ */
+static int
+tls_io_result(SSL *ssl, int r, unsigned long *err)
+{
+	int saved = errno, rv;
+	unsigned long e;
+
+	*err = 0;
+	switch (SSL_get_error(ssl, r)) {
+	case SSL_ERROR_WANT_READ:
+		rv = TLS_IO_WANT_READ;
+		break;
+	case SSL_ERROR_WANT_WRITE:
+		rv = TLS_IO_WANT_WRITE;
+		break;
+	case SSL_ERROR_ZERO_RETURN:
+		rv = TLS_IO_EOF;
+		break;
+	case SSL_ERROR_SYSCALL:
+		/* OpenSSL 1.1's way of saying "closed without close_notify". */
+		rv = saved == 0 && ERR_peek_error() == 0 ? TLS_IO_DIRTY_EOF
+							 : TLS_IO_ERROR;
+		*err = ERR_peek_error();
+		break;
+	default:
+		e = ERR_peek_error();
+		if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			rv = TLS_IO_DIRTY_EOF;
+		else {
+			rv = TLS_IO_ERROR;
+			*err = e;
+		}
+		break;
+	}
+	ERR_clear_error();
+	errno = saved;
+	return (rv);
+}
+
+/* Take the handshake on as far as the socket lets: 1 when done, or TLS_IO_*. */
+int
+tls_io_handshake(SSL *ssl, unsigned long *err)
+{
+	int r;
+
+	ERR_clear_error();
+	errno = 0;
+	if ((r = SSL_do_handshake(ssl)) == 1) {
+		*err = 0;
+		return (1);
+	}
+	return (tls_io_result(ssl, r, err));
+}
+
+/* Read into buf, at most len bytes: the bytes read (>0), or TLS_IO_*. */
+int
+tls_io_read(SSL *ssl, void *buf, size_t len, unsigned long *err)
+{
+	int r;
+
+	if (len > INT_MAX)
+		len = INT_MAX;
+	ERR_clear_error();
+	errno = 0;
+	if ((r = SSL_read(ssl, buf, (int)len)) > 0)
+		return (r);
+	return (tls_io_result(ssl, r, err));
+}
+
+/*
+ * Write buf, len bytes (at most a record's worth is best): the bytes
+ * written (>0), or TLS_IO_*; after a WANT the same len must be offered
+ * again, from where ever the bytes have moved.
+ */
+int
+tls_io_write(SSL *ssl, const void *buf, size_t len, unsigned long *err)
+{
+	int r;
+
+	if (len > INT_MAX)
+		len = INT_MAX;
+	ERR_clear_error();
+	errno = 0;
+	if ((r = SSL_write(ssl, buf, (int)len)) > 0)
+		return (r);
+	return (tls_io_result(ssl, r, err));
+}
+
+/*
+ * Send close_notify, or finish sending it: 1 once it is on the socket,
+ * TLS_IO_WANT_WRITE (or _READ) to be called again, TLS_IO_ERROR.  Reading
+ * may go on (a half-close, RFC 8446 section 6.1).
+ */
+int
+tls_io_close_notify(SSL *ssl, unsigned long *err)
+{
+	int r;
+
+	ERR_clear_error();
+	errno = 0;
+	if ((r = SSL_shutdown(ssl)) >= 0) {
+		*err = 0;
+		return (1);
+	}
+	return (tls_io_result(ssl, r, err));
+}
+
+/* Does OpenSSL hold bytes of ssl not handed out yet (records read ahead)? */
+int
+tls_has_pending(SSL *ssl)
+{
+	return (SSL_has_pending(ssl));
+}
+
+/* Free a connection; NULL is ignored. */
+void
+tls_ssl_free(SSL *ssl)
+{
+	SSL_free(ssl);
 }

@@ -27,6 +27,21 @@ int tls_error_kind(unsigned long);
 #define TLS_ERR_NOT_TLS 1 /* the peer does not speak TLS */
 #define TLS_ERR_OTHER 2
 
+/* A stream's TLS I/O (lib/stream.c). */
+#define TLS_STREAM_READ_BUF (64 * 1024) /* what OpenSSL reads ahead at most */
+#define TLS_IO_EOF 0 /* close_notify */
+#define TLS_IO_ERROR (-1)
+#define TLS_IO_WANT_READ (-2)
+#define TLS_IO_WANT_WRITE (-3)
+#define TLS_IO_DIRTY_EOF (-4) /* closed without close_notify */
+int tls_stream_attach(SSL *, int, int);
+int tls_io_handshake(SSL *, unsigned long *);
+int tls_io_read(SSL *, void *, size_t, unsigned long *);
+int tls_io_write(SSL *, const void *, size_t, unsigned long *);
+int tls_io_close_notify(SSL *, unsigned long *);
+int tls_has_pending(SSL *);
+void tls_ssl_free(SSL *);
+
 struct tls_sni;
 struct tls_sni *tls_sni_new(void);
 void tls_sni_add(struct tls_sni *, const char *, SSL_CTX *);

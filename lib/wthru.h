@@ -17,6 +17,8 @@
 
 #include <sys/queue.h>
 
+#include "stream.h"
+
 struct bufferevent;
 struct event_base;
 struct evbuffer_cb_entry;
@@ -47,21 +49,6 @@ int evio_read_release(
     struct bufferevent *, int *flags, int flag, int read);
 void evio_malloc_tune(void);
 
-/*
- * Most bytes one read or write of a bufferevent moves (libevent's default
- * is 16 KiB, which costs a callback and two system calls per 16 KiB of a
- * bulk transfer).  A read still takes only what the socket has.
- */
-#define EVIO_MAX_IO (256 * 1024)
-
-/*
- * What evio_own_reads reads into the input directly, sized so that the
- * input chain is one 16 KiB allocation: a 16 KiB response arrives without
- * a copy.  More goes to a scratch buffer and is copied after it.  An
- * idle connection holds none of it; one that has sent part of a head
- * holds one such buffer (libevent may grow it to 32 KiB), while the limit
- * on a head (32 KiB by default) bounds what it may send.
- */
-#define EVIO_OWN_READ (16384 - 64)
+/* EVIO_MAX_IO and EVIO_OWN_READ are stream.h's. */
 
 #endif

@@ -20,10 +20,14 @@
 #include "alloc.h"
 #include "clock.h"
 #include "evb.h"
+#include "stream.h"
 #include "strbuf.h"
 #include "tls.h"
 #include "tun.h"
-#include "wthru.h"
+
+/* Why a TLS handshake with a target failed when it answered in plain text. */
+static const char target_not_tls[] =
+    "it does not speak TLS: use http:// in --target";
 
 static void target_connect_next(struct tun_target *);
 static void target_dispatch(struct tun *);
@@ -288,11 +292,9 @@ target_close(struct tun_target *tt, const char *reason)
 	}
 	if (tt->tt_ev != NULL)
 		event_del(tt->tt_ev);
-	wthru_detach(&tt->tt_wt);
-	if (tt->tt_bev != NULL) {
-		bufferevent_free(tt->tt_bev);
-		tt->tt_bev = NULL;
-	}
+	/* From the stream's own callback too: it goes when that returns. */
+	stream_free(tt->tt_s);
+	tt->tt_s = NULL;
 	if (tt->tt_x != NULL && tt->tt_x->x_tt == tt)
 		tt->tt_x->x_tt = NULL;
 	tt->tt_x = NULL;
@@ -312,103 +314,106 @@ target_touch(struct tun_target *tt)
 
 	clock_msec_to_tv(
 	    (uint64_t)(tt->tt_tun->t_opts->http_timeout * 1000), &tv);
-	bufferevent_set_timeouts(tt->tt_bev, &tv, &tv);
+	stream_set_timeouts(tt->tt_s, &tv, &tv);
 }
 
 /*
- * The exchange cannot take the input yet (no credits, the WebSocket
- * full): stop reading until it moves (target_read_resume), or libevent
- * calls target_read_cb again on every loop pass (evio_input_full; 129,000
- * idle calls in a 256 MiB download).
+ * The exchange may take input again.  Nothing to do: the stream stopped
+ * reading by itself at TUN_TARGET_READ_HIWAT and reads again as soon as
+ * the exchange drains the input below it (stream.h), so a download out
+ * of credits no longer runs a read callback on every loop pass.
  */
-static void
-target_read_hold(struct tun_target *tt)
-{
-	if (tt->tt_state == TT_S_BUSY)
-		evio_read_hold(tt->tt_bev, &tt->tt_flags, TT_F_READ_HELD);
-}
-
-/* The exchange may take input again: read, if target_read_hold stopped. */
 void
 target_read_resume(struct tun_target *tt)
 {
-	evio_read_release(tt->tt_bev, &tt->tt_flags, TT_F_READ_HELD,
-	    tt->tt_state == TT_S_BUSY && !(tt->tt_flags & TT_F_EOF));
+	(void)tt;
 }
 
 /* Data arrived for the exchange. */
 static void
-target_read_cb(struct bufferevent *bev, void *arg)
+target_read_cb(struct stream *s, void *arg)
 {
 	struct tun_target *tt = arg;
 
-	evio_read_more(bev);
+	(void)s;
 	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
 		xchg_target_readable(tt->tt_x);
-	target_read_hold(tt);
 }
 
 /* The output drained below TUN_TARGET_WRITE_LOWAT. */
 static void
-target_write_cb(struct bufferevent *bev, void *arg)
+target_write_cb(struct stream *s, void *arg)
 {
 	struct tun_target *tt = arg;
 
-	(void)bev;
+	(void)s;
 	if (tt->tt_state == TT_S_BUSY && tt->tt_x != NULL)
 		xchg_target_writable(tt->tt_x);
 }
 
 /*
- * The TLS part of why a connect or TLS handshake on bev to who failed: the
- * certificate check or the TLS error, with not_tls appended in brackets
- * when the peer does not speak TLS at all.  NULL when TLS is not to blame
- * (a socket error).  The OpenSSL errors are drained; the caller frees.
+ * The TLS part of why a connect or TLS handshake on ssl to who failed,
+ * given e, the oldest OpenSSL error: the certificate check or the TLS
+ * error, with not_tls appended in brackets when the peer does not speak
+ * TLS at all.  NULL when TLS is not to blame (a socket error).  The
+ * caller frees.
  */
 char *
-tun_tls_error(struct bufferevent *bev, const char *who, const char *not_tls)
+tun_tls_describe(
+    SSL *ssl, unsigned long e, const char *who, const char *not_tls)
 {
 	char buf[256], *s = NULL;
-	unsigned long e;
 	const char *v;
-	SSL *ssl;
 	int kind;
 
-	if ((ssl = bufferevent_openssl_get_ssl(bev)) == NULL)
-		return (NULL);
 	if ((v = tls_verify_error(ssl)) != NULL && strcmp(v, "ok") != 0)
 		xasprintf(&s, "TLS certificate verification of %s failed: %s",
 		    who, v);
-	else if ((e = bufferevent_get_openssl_error(bev)) != 0 &&
-	    (kind = tls_error_kind(e)) != TLS_ERR_SYSCALL) {
+	else if (e != 0 && (kind = tls_error_kind(e)) != TLS_ERR_SYSCALL) {
 		tls_error_string(e, buf, sizeof buf);
 		xasprintf(&s, "TLS handshake with %s failed: %s%s%s%s", who,
 		    buf, kind == TLS_ERR_NOT_TLS ? " (" : "",
 		    kind == TLS_ERR_NOT_TLS ? not_tls : "",
 		    kind == TLS_ERR_NOT_TLS ? ")" : "");
 	}
+	return (s);
+}
+
+/*
+ * tun_tls_describe for a TLS bufferevent: NULL for a plain one.  The
+ * OpenSSL errors are drained.
+ */
+char *
+tun_tls_error(struct bufferevent *bev, const char *who, const char *not_tls)
+{
+	char *s;
+	SSL *ssl;
+
+	if ((ssl = bufferevent_openssl_get_ssl(bev)) == NULL)
+		return (NULL);
+	s = tun_tls_describe(
+	    ssl, bufferevent_get_openssl_error(bev), who, not_tls);
 	while (bufferevent_get_openssl_error(bev) != 0)
 		/* drain */;
 	return (s);
 }
 
 /*
- * Describe why a connect or TLS handshake on bev to who ("the target
- * host:port") failed, for the sandbox's caller: the certificate check,
- * the TLS alert, or the socket error. The caller frees the sentence.
+ * The sentence for a failed connect or TLS handshake to who ("the target
+ * host:port"), for the sandbox's caller: a timeout, tls (the TLS
+ * sentence, taken over; NULL when TLS is not to blame), or the socket
+ * error err.  The caller frees the sentence.
  */
 char *
-tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
+tun_connect_error(int timeout, char *tls, int err, const char *who)
 {
 	char *s;
-	int err = EVUTIL_SOCKET_ERROR();
 
-	if (what & BEV_EVENT_TIMEOUT)
+	if (timeout) {
+		free(tls);
 		xasprintf(&s, "timed out connecting to %s", who);
-	else if (tls && (s = tun_tls_error(bev, who,
-			     "it does not speak TLS: use http:// in "
-			     "--target")) != NULL)
-		;
+	} else if (tls != NULL)
+		s = tls;
 	else if (err != 0)
 		xasprintf(&s, "cannot connect to %s: %s", who,
 		    evutil_socket_error_to_string(err));
@@ -417,19 +422,46 @@ tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
 	return (s);
 }
 
-/* Describe a failed connect or TLS handshake to the target. */
+/*
+ * Describe why a connect or TLS handshake on bev to who failed (see
+ * tun_connect_error).
+ */
+char *
+tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	return (tun_connect_error((what & BEV_EVENT_TIMEOUT) != 0,
+	    tls && !(what & BEV_EVENT_TIMEOUT)
+		? tun_tls_error(bev, who, target_not_tls)
+		: NULL,
+	    err, who));
+}
+
+/*
+ * Describe a failed connect or TLS handshake to the target: what the
+ * stream's event said, or with s NULL the errno err of a connect that
+ * could not start.
+ */
 static char *
-target_bev_error(struct tun_target *tt, short what)
+target_stream_error(
+    struct tun_target *tt, struct stream *s, short what, int err)
 {
 	const struct tun_url *u = &tt->tt_tun->t_opts->target;
-	char *hp, *who, *s;
+	char *hp, *who, *tls = NULL, *msg;
 
 	hp = tun_host_port(u->u_host, u->u_port, -1);
 	xasprintf(&who, "the target %s", hp);
-	s = tun_bev_error(tt->tt_bev, u->u_tls, what, who);
+	if (s != NULL) {
+		err = stream_errno(s);
+		if (stream_ssl(s) != NULL && !(what & STREAM_EV_TIMEOUT))
+			tls = tun_tls_describe(stream_ssl(s),
+			    stream_tls_error(s), who, target_not_tls);
+	}
+	msg = tun_connect_error((what & STREAM_EV_TIMEOUT) != 0, tls, err, who);
 	free(who);
 	free(hp);
-	return (s);
+	return (msg);
 }
 
 /*
@@ -459,21 +491,18 @@ target_warn(struct tun *t, const char *why)
 
 /* Connect, TLS, end of stream, error or timeout on a target connection. */
 static void
-target_event_cb(struct bufferevent *bev, short what, void *arg)
+target_event_cb(struct stream *s, short what, void *arg)
 {
 	struct tun_target *tt = arg;
 	struct tun_xchg *x = tt->tt_x;
 	char why[256];
 
-	(void)bev;
-	if (what & BEV_EVENT_CONNECTED) {
+	if (what & STREAM_EV_CONNECTED) {
 		if (tt->tt_state != TT_S_CONNECTING)
 			return;
+		/* stream_connect set TCP_NODELAY. */
 		tt->tt_state = TT_S_BUSY;
-		tun_nodelay(tt->tt_bev);
-		wthru_attach(&tt->tt_wt, tt->tt_bev, tt->tt_tun->t_wq);
-		evio_own_reads(tt->tt_bev);
-		bufferevent_enable(tt->tt_bev, EV_READ);
+		stream_enable(tt->tt_s, EV_READ);
 		if (x != NULL)
 			xchg_target_ready(x);
 		else
@@ -482,10 +511,10 @@ target_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (tt->tt_state == TT_S_CONNECTING) {
 		free(tt->tt_error);
-		tt->tt_error = target_bev_error(tt, what);
+		tt->tt_error = target_stream_error(tt, s, what, 0);
 		target_warn(tt->tt_tun, tt->tt_error);
-		bufferevent_free(tt->tt_bev);
-		tt->tt_bev = NULL;
+		stream_free(tt->tt_s);
+		tt->tt_s = NULL;
 		target_connect_next(tt);
 		return;
 	}
@@ -495,19 +524,19 @@ target_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (tt->tt_state != TT_S_BUSY || x == NULL)
 		return;
-	if (what & BEV_EVENT_EOF) {
+	if (what & STREAM_EV_EOF) {
 		tt->tt_flags |= TT_F_EOF;
-		bufferevent_disable(tt->tt_bev, EV_READ);
+		stream_disable(tt->tt_s, EV_READ);
 		xchg_target_readable(x);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT)
+	if (what & STREAM_EV_TIMEOUT)
 		snprintf(why, sizeof why,
 		    "timed out waiting for the target (%g s)",
 		    tt->tt_tun->t_opts->http_timeout);
 	else
 		snprintf(why, sizeof why, "target connection failed: %s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		    evutil_socket_error_to_string(stream_errno(s)));
 	xchg_target_failed(x, why);
 }
 
@@ -527,9 +556,9 @@ target_ev_cb(evutil_socket_t fd, short what, void *arg)
 
 /* Data or EOF on an idle connection: it cannot be reused. */
 static void
-target_idle_read_cb(struct bufferevent *bev, void *arg)
+target_idle_read_cb(struct stream *s, void *arg)
 {
-	(void)bev;
+	(void)s;
 	target_close(arg, "unexpected data while idle");
 }
 
@@ -541,8 +570,7 @@ target_connect_next(struct tun_target *tt)
 	struct sockaddr_storage *ss;
 	struct tun_xchg *x;
 	char *cause = NULL;
-	SSL *ssl;
-	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+	SSL *ssl = NULL;
 
 	for (;;) {
 		if (tt->tt_next >= tt->tt_naddrs) {
@@ -565,34 +593,24 @@ target_connect_next(struct tun_target *tt)
 				tt->tt_next = tt->tt_naddrs;
 				continue;
 			}
-			tt->tt_bev = bufferevent_openssl_socket_new(t->t_base,
-			    -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
-			if (tt->tt_bev != NULL)
-				bufferevent_openssl_set_allow_dirty_shutdown(
-				    tt->tt_bev, 1);
-		} else
-			tt->tt_bev = bufferevent_socket_new(
-			    t->t_base, -1, opts);
-		if (tt->tt_bev == NULL)
-			abort();
-		evio_tune(tt->tt_bev);
-		bufferevent_setcb(tt->tt_bev, target_read_cb, target_write_cb,
+		}
+		tt->tt_s = stream_new(t->t_base, -1, ssl, 0);
+		stream_setcb(tt->tt_s, target_read_cb, target_write_cb,
 		    target_event_cb, tt);
-		bufferevent_setwatermark(
-		    tt->tt_bev, EV_READ, 0, TUN_TARGET_READ_HIWAT);
-		bufferevent_setwatermark(
-		    tt->tt_bev, EV_WRITE, TUN_TARGET_WRITE_LOWAT, 0);
+		stream_setwatermark(
+		    tt->tt_s, EV_READ, 0, TUN_TARGET_READ_HIWAT);
+		stream_setwatermark(
+		    tt->tt_s, EV_WRITE, TUN_TARGET_WRITE_LOWAT, 0);
 		target_touch(tt);
-		if (bufferevent_socket_connect(tt->tt_bev,
-			(struct sockaddr *)ss,
+		if (stream_connect(tt->tt_s, (struct sockaddr *)ss,
 			ss->ss_family == AF_INET6
 			    ? sizeof(struct sockaddr_in6)
 			    : sizeof(struct sockaddr_in)) == 0)
 			return;
 		free(tt->tt_error);
-		tt->tt_error = target_bev_error(tt, 0);
-		bufferevent_free(tt->tt_bev);
-		tt->tt_bev = NULL;
+		tt->tt_error = target_stream_error(tt, NULL, 0, errno);
+		stream_free(tt->tt_s);
+		tt->tt_s = NULL;
 	}
 }
 
@@ -645,9 +663,9 @@ target_assign(struct tun_target *tt, struct tun_xchg *x)
 	tt->tt_flags = 0;
 	x->x_tt = tt;
 	x->x_flags |= TX_F_REUSED;
-	bufferevent_setcb(
-	    tt->tt_bev, target_read_cb, target_write_cb, target_event_cb, tt);
-	bufferevent_enable(tt->tt_bev, EV_READ | EV_WRITE);
+	stream_setcb(
+	    tt->tt_s, target_read_cb, target_write_cb, target_event_cb, tt);
+	stream_enable(tt->tt_s, EV_READ | EV_WRITE);
 	target_touch(tt);
 	evtimer_del(tt->tt_ev);
 	/* "Ready" comes from the loop, as for a new connection. */
@@ -709,9 +727,9 @@ target_release(struct tun_target *tt, int reusable)
 	if (tt->tt_x != NULL && tt->tt_x->x_tt == tt)
 		tt->tt_x->x_tt = NULL;
 	tt->tt_x = NULL;
-	if (!reusable || tt->tt_bev == NULL || (tt->tt_flags & TT_F_EOF) ||
-	    evbuffer_get_length(bufferevent_get_input(tt->tt_bev)) != 0 ||
-	    evbuffer_get_length(bufferevent_get_output(tt->tt_bev)) != 0) {
+	if (!reusable || tt->tt_s == NULL || (tt->tt_flags & TT_F_EOF) ||
+	    evbuffer_get_length(stream_input(tt->tt_s)) != 0 ||
+	    evbuffer_get_length(stream_output(tt->tt_s)) != 0) {
 		target_close(tt, "not reusable");
 		return;
 	}
@@ -728,10 +746,9 @@ target_release(struct tun_target *tt, int reusable)
 	}
 	tt->tt_state = TT_S_IDLE;
 	tt->tt_flags = 0;
-	bufferevent_set_timeouts(tt->tt_bev, NULL, NULL);
-	bufferevent_setcb(
-	    tt->tt_bev, target_idle_read_cb, NULL, target_event_cb, tt);
-	bufferevent_enable(tt->tt_bev, EV_READ);
+	stream_set_timeouts(tt->tt_s, NULL, NULL);
+	stream_setcb(tt->tt_s, target_idle_read_cb, NULL, target_event_cb, tt);
+	stream_enable(tt->tt_s, EV_READ);
 	TAILQ_INSERT_HEAD(&t->t_idle, tt, tt_idle_entry);
 	t->t_nidle++;
 	evtimer_add(tt->tt_ev, &tv);
@@ -742,14 +759,14 @@ struct evbuffer *
 target_outbuf(struct tun_target *tt)
 {
 	target_touch(tt);
-	return (bufferevent_get_output(tt->tt_bev));
+	return (stream_output(tt->tt_s));
 }
 
 /* Bytes waiting in tt's output. */
 size_t
 target_output(const struct tun_target *tt)
 {
-	return (evbuffer_get_length(bufferevent_get_output(tt->tt_bev)));
+	return (evbuffer_get_length(stream_output(tt->tt_s)));
 }
 
 /*
@@ -762,7 +779,7 @@ target_read_head(
 {
 	struct http1_limits lim = { TUN_HEAD_MAX, TUN_HEAD_LINE_MAX,
 		TUN_HEAD_FIELDS_MAX };
-	struct evbuffer *in = bufferevent_get_input(tt->tt_bev);
+	struct evbuffer *in = stream_input(tt->tt_s);
 	enum http1_err herr;
 	int rv;
 
@@ -804,7 +821,7 @@ target_read_head(
 int
 target_body_short(struct tun_target *tt, size_t want)
 {
-	size_t avail = evbuffer_get_length(bufferevent_get_input(tt->tt_bev));
+	size_t avail = evbuffer_get_length(stream_input(tt->tt_s));
 
 	if ((tt->tt_flags & (TT_F_BODY_DONE | TT_F_EOF)) || avail >= want)
 		return (0);
@@ -828,7 +845,7 @@ int
 target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
     size_t *moved, char **err)
 {
-	struct evbuffer *in = bufferevent_get_input(tt->tt_bev);
+	struct evbuffer *in = stream_input(tt->tt_s);
 	enum http1_err herr;
 	size_t n, avail = evbuffer_get_length(in);
 	int rv, eof = (tt->tt_flags & TT_F_EOF) != 0;
@@ -920,9 +937,7 @@ target_free_all(struct tun *t)
 		tt->tt_state = TT_S_DEAD;
 		if (tt->tt_query != NULL)
 			dns_cancel(tt->tt_query);
-		wthru_detach(&tt->tt_wt);
-		if (tt->tt_bev != NULL)
-			bufferevent_free(tt->tt_bev);
+		stream_free(tt->tt_s);
 		TAILQ_REMOVE(&t->t_targets, tt, tt_entry);
 		t->t_ntargets--;
 		target_free_cb(-1, 0, tt);

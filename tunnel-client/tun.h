@@ -17,6 +17,8 @@
 #include "wthru.h"
 
 struct bufferevent;
+struct stream;
+struct ssl_st;
 struct event;
 struct event_base;
 struct evbuffer;
@@ -374,14 +376,12 @@ struct tun_target {
 #define TT_F_EOF 0x01 /* the target closed its side */
 #define TT_F_BODY 0x02 /* a response body is being read */
 #define TT_F_BODY_DONE 0x04 /* ... and it is complete */
-#define TT_F_READ_HELD 0x08 /* reading off: the exchange is full */
 	struct dns_query *tt_query;
 	struct sockaddr_storage tt_addrs[DNS_MAX_ADDRS];
 	size_t tt_naddrs;
 	size_t tt_next;
 	char *tt_error; /* why the last address failed */
-	struct bufferevent *tt_bev;
-	struct wthru tt_wt; /* plain targets: written at the pass's end */
+	struct stream *tt_s; /* stops reading at the high watermark */
 	struct tun_xchg *tt_x; /* the exchange it carries */
 	enum http1_body tt_framing; /* of the response body */
 	uint64_t tt_left; /* HTTP1_BODY_LENGTH: bytes still to read */
@@ -455,6 +455,9 @@ void tun_nodelay(struct bufferevent *);
 size_t tun_queued(const struct tun *);
 char *tun_tls_error(struct bufferevent *, const char *, const char *);
 char *tun_bev_error(struct bufferevent *, int, short, const char *);
+char *tun_tls_describe(
+    struct ssl_st *, unsigned long, const char *, const char *);
+char *tun_connect_error(int, char *, int, const char *);
 uint64_t tun_conn_gen(const struct tun *);
 const struct tunproto_limits *tun_limits(const struct tun *);
 int tun_send_msg(struct tun *, const struct tunproto_msg *);
