@@ -125,9 +125,9 @@ conn_print(const struct conn *c, char *buf, size_t len)
 	snprintf(buf, len,
 	    "conn %llu %s state=%s flags=%#x relay=%#x [%s] xchg=%s%s%s "
 	    "flags=%#x status=%d up=%s",
-	    (unsigned long long)c->c_id, c->c_peer,
-	    conn_state_name(c->c_state), (unsigned)c->c_flags,
-	    (unsigned)c->c_relay, eng, x != NULL ? "" : "none",
+	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
+	    (unsigned)c->c_flags, (unsigned)c->c_relay, eng,
+	    x != NULL ? "" : "none",
 	    x != NULL && x->x_method != NULL ? x->x_method : "",
 	    x != NULL && x->x_path != NULL ? x->x_path : "",
 	    x != NULL ? (unsigned)x->x_flags : 0u, x != NULL ? x->x_status : 0,
@@ -190,8 +190,8 @@ conn_closed(struct conn *c, const char *reason)
 	 * A request cut short (a client gone mid-body, an upstream gone
 	 * mid-response) or a WebSocket ending gets its line here.
 	 */
-	if (x != NULL && x->x_method != NULL &&
-	    !(x->x_flags & XCHG_F_LOGGED) && !(c->c_flags & CONN_F_HANDED))
+	if (x != NULL && x->x_method != NULL && !(x->x_flags & XCHG_F_LOGGED) &&
+	    !(c->c_flags & CONN_F_HANDED))
 		conn_log_access(c, reason);
 	c->c_flags &= ~CONN_F_UPGRADED;
 	relay_end(c);
@@ -760,8 +760,8 @@ conn_handoff(struct conn *c, int listen_port)
 	c->c_x->x_up = upstream_pipe(
 	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c);
 	/* The request as it came; what the client sent after it follows. */
-	h1_request_put(bufferevent_get_output(c->c_x->x_up->u_bev),
-	    &c->c_x->x_head);
+	h1_request_put(
+	    bufferevent_get_output(c->c_x->x_up->u_bev), &c->c_x->x_head);
 	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
 	conn_upgrade(c);
 	gw_handoff(c->c_gw, nc, sv[1], listen_port);

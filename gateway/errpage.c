@@ -147,8 +147,8 @@ errpage_html_escape(struct evbuffer *out, const char *s)
  * returns 0, or -1 when it is gone.
  */
 int
-errpage_redirect(struct sink *out, const char *request_id,
-    const char *location, const char *set_cookie, int page, int keepalive)
+errpage_redirect(struct sink *out, const char *request_id, const char *location,
+    const char *set_cookie, int page, int keepalive)
 {
 	struct errpage_to to = { NULL, out, 0 };
 	struct evbuffer *body = evbuffer_new();

@@ -760,8 +760,8 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 	if (m->m_status == 101 && (h = head_find(&mh, "upgrade")) != NULL)
 		ph->ph_fields[n++] = *h;
 	if (!own_id && !interim)
-		hfield_set(&ph->ph_fields[n++], "X-Request-Id",
-		    c->c_x->x_request_id);
+		hfield_set(
+		    &ph->ph_fields[n++], "X-Request-Id", c->c_x->x_request_id);
 	memset(rh, 0, sizeof *rh);
 	rh->h_status = m->m_status;
 	rh->h_reason = m->m_reason;
@@ -836,7 +836,8 @@ proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 	/* All of a small body is here: over TLS, one record with the head. */
 	if ((c->c_flags & CONN_F_TLS) &&
 	    (b->b_kind == HTTP1_BODY_NONE ||
-		(b->b_kind == HTTP1_BODY_LENGTH && b->b_left <= PROXY_TLS_SMALL &&
+		(b->b_kind == HTTP1_BODY_LENGTH &&
+		    b->b_left <= PROXY_TLS_SMALL &&
 		    upstream_buffered(up) >= b->b_left)))
 		ph.ph_head.h_flags |= HEAD_F_BODY_NOW;
 	(void)sink_head(sk, &ph.ph_head);

@@ -33,7 +33,8 @@ struct head {
 	size_t h_authority_len;
 	const char *h_protocol; /* extended CONNECT's :protocol, or NULL */
 	int h_status; /* response: 100..999; 0 in a request */
-	const char *h_reason; /* response: HTTP/1's phrase, or NULL: registered */
+	const char
+	    *h_reason; /* response: HTTP/1's phrase, or NULL: registered */
 	int h_version; /* 10 HTTP/1.0, 11 HTTP/1.1, 20 HTTP/2 */
 	const struct hfield *h_fields;
 	size_t h_nfields;
