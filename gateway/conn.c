@@ -35,11 +35,11 @@
 #define CONN_LOW (64 * 1024)
 
 static void conn_read_cb(struct bufferevent *, void *);
-static void conn_read(struct conn *, struct bufferevent *);
 static void conn_write_cb(struct bufferevent *, void *);
 static void conn_event_cb(struct bufferevent *, short, void *);
-static void conn_read_head(struct conn *);
 static void conn_log_access(struct conn *, const char *);
+static void conn_route(struct conn *);
+static const struct h1s_hooks conn_hooks;
 
 /* Name of a state, for debug logs. */
 const char *
@@ -62,7 +62,7 @@ conn_state_name(enum conn_state s)
 	return ("?");
 }
 
-/* Arm the connection timer for ms milliseconds. */
+/* Arm the connection timer (the relay's idle, the linger) for ms. */
 static void
 conn_timer_set(struct conn *c, uint64_t ms)
 {
@@ -76,9 +76,12 @@ conn_timer_set(struct conn *c, uint64_t ms)
 static struct gw_xchg *
 conn_xchg(struct conn *c)
 {
+	uint64_t t;
+
 	if (c->c_x == NULL) {
 		c->c_x = xcalloc(1, sizeof *c->c_x);
-		c->c_x->x_start_us = clock_mono_usec();
+		t = c->c_h1 != NULL ? h1s_started_us(c->c_h1) : 0;
+		c->c_x->x_start_us = t != 0 ? t : clock_mono_usec();
 	}
 	return (c->c_x);
 }
@@ -89,11 +92,11 @@ conn_reset_exchange(struct conn *c)
 {
 	struct gw_xchg *x = c->c_x;
 
-	c->c_flags &= ~(CONN_F_HEAD_STARTED | CONN_F_READ_HELD);
 	if (x == NULL)
 		return;
 	c->c_x = NULL;
-	http1_msg_reset(&x->x_req);
+	if (x->x_up != NULL)
+		upstream_close(x->x_up, "exchange ended");
 	free(x->x_target);
 	free(x->x_host);
 	free(x->x_method);
@@ -113,12 +116,18 @@ void
 conn_print(const struct conn *c, char *buf, size_t len)
 {
 	const struct gw_xchg *x = c->c_x;
+	char eng[160];
 
+	if (c->c_h1 != NULL)
+		h1s_print(c->c_h1, eng, sizeof eng);
+	else
+		snprintf(eng, sizeof eng, "released");
 	snprintf(buf, len,
-	    "conn %llu %s state=%s flags=%#x relay=%#x xchg=%s%s%s flags=%#x "
-	    "status=%d up=%s",
+	    "conn %llu %s state=%s flags=%#x relay=%#x [%s] xchg=%s%s%s "
+	    "flags=%#x status=%d up=%s",
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
-	    (unsigned)c->c_flags, (unsigned)c->c_relay, x != NULL ? "" : "none",
+	    (unsigned)c->c_flags, (unsigned)c->c_relay, eng,
+	    x != NULL ? "" : "none",
 	    x != NULL && x->x_method != NULL ? x->x_method : "",
 	    x != NULL && x->x_path != NULL ? x->x_path : "",
 	    x != NULL ? (unsigned)x->x_flags : 0u, x != NULL ? x->x_status : 0,
@@ -126,7 +135,23 @@ conn_print(const struct conn *c, char *buf, size_t len)
 					 : "none");
 }
 
-/* Free a connection; called from the loop after conn_close. */
+/*
+ * Drop a reference to c: the engine holds one until it is freed, the
+ * open connection one until it is closed (tmux's client style), so that
+ * neither frees c under the other after a release.
+ */
+static void
+conn_unref(struct conn *c)
+{
+	if (--c->c_refcnt > 0)
+		return;
+	conn_reset_exchange(c);
+	if (c->c_timer != NULL)
+		event_free(c->c_timer);
+	free(c);
+}
+
+/* A relayed connection closed: from the loop, its socket goes. */
 static void
 conn_free_cb(evutil_socket_t fd, short events, void *arg)
 {
@@ -134,25 +159,27 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
-	conn_reset_exchange(c);
 	if (c->c_bev != NULL)
 		bufferevent_free(c->c_bev);
-	if (c->c_timer != NULL)
-		event_free(c->c_timer);
-	free(c);
+	c->c_bev = NULL;
+	conn_unref(c);
 }
 
-/* Close a connection, logging why; it is freed from the loop. */
-void
-conn_close(struct conn *c, const char *reason)
+/*
+ * The connection closes, for reason: its access line if a request was cut
+ * short, its upstream, its counters.  Run once, from conn_close or from
+ * the engine's close (conn_on_close).
+ */
+static void
+conn_closed(struct conn *c, const char *reason)
 {
 	struct gw *g = c->c_gw;
 	struct gw_xchg *x = c->c_x;
-	struct timeval tv = { 0, 0 };
-	char buf[256];
+	char buf[384];
 
-	if (c->c_state == CONN_S_DEAD)
+	if (c->c_flags & CONN_F_CLOSED)
 		return;
+	c->c_flags |= CONN_F_CLOSED;
 	if (log_enabled(LOG_LVL_DEBUG)) {
 		conn_print(c, buf, sizeof buf);
 		log_debug("%s: closed: %s", buf, reason);
@@ -171,15 +198,35 @@ conn_close(struct conn *c, const char *reason)
 	if (x != NULL && x->x_up != NULL)
 		upstream_close(x->x_up, "client connection closed");
 	c->c_state = CONN_S_DEAD;
-	wthru_detach(&c->c_wt);
-	if (c->c_bev != NULL)
-		bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
-	evtimer_del(c->c_timer);
+	if (c->c_timer != NULL)
+		evtimer_del(c->c_timer);
 	TAILQ_REMOVE(&g->g_conns, c, c_entry);
 	g->g_nconns--;
 	if (g->g_shared != NULL && !(c->c_flags & CONN_F_ADOPTED))
 		__atomic_sub_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED);
-	event_base_once(g->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
+}
+
+/*
+ * Close a connection, logging why: through the engine while it has the
+ * socket (it calls conn_on_close, then conn_on_free from the loop), else
+ * here; it is freed from the loop.
+ */
+void
+conn_close(struct conn *c, const char *reason)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (c->c_state == CONN_S_DEAD)
+		return;
+	if (c->c_h1 != NULL) {
+		h1s_close(c->c_h1, reason);
+		return;
+	}
+	conn_closed(c, reason);
+	wthru_detach(&c->c_wt);
+	if (c->c_bev != NULL)
+		bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
+	event_base_once(c->c_gw->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
 }
 
 /*
@@ -191,75 +238,88 @@ static void
 conn_log_access(struct conn *c, const char *close)
 {
 	struct gw_metrics *m = &c->c_gw->g_metrics;
-	uint64_t now = clock_mono_usec(), us = now - c->c_x->x_start_us;
+	struct gw_xchg *x = c->c_x;
+	uint64_t now = clock_mono_usec(), us = now - x->x_start_us;
 	json_t *f;
 
-	c->c_x->x_flags |= XCHG_F_LOGGED;
-	metrics_request(c->c_gw, c->c_x->x_status, c->c_x->x_err_code, us);
-	GW_ADD(m->m_bytes_in, c->c_x->x_req_body.b_total);
-	GW_ADD(m->m_bytes_out, c->c_x->x_resp_body.b_total);
+	x->x_flags |= XCHG_F_LOGGED;
+	metrics_request(c->c_gw, x->x_status, x->x_err_code, us);
+	GW_ADD(m->m_bytes_in, x->x_req_body.b_total);
+	GW_ADD(m->m_bytes_out, x->x_resp_body.b_total);
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
 	f = json_object();
 	json_object_set_new(f, "conn", json_integer((json_int_t)c->c_id));
 	json_object_set_new(f, "client", json_string(c->c_peer_ip));
 	json_object_set_new(f, "request_id",
-	    c->c_x->x_request_id[0] != '\0' ? json_string(c->c_x->x_request_id)
-					    : json_null());
+	    x->x_request_id[0] != '\0' ? json_string(x->x_request_id)
+				       : json_null());
 	json_object_set_new(f, "method",
-	    c->c_x->x_method != NULL ? json_string_nocheck(c->c_x->x_method)
-				     : json_null());
+	    x->x_method != NULL ? json_string_nocheck(x->x_method)
+				: json_null());
 	json_object_set_new(f, "path",
-	    c->c_x->x_path != NULL ? json_string_nocheck(c->c_x->x_path)
-				   : json_null());
-	json_object_set_new(f, "status", json_integer(c->c_x->x_status));
+	    x->x_path != NULL ? json_string_nocheck(x->x_path) : json_null());
+	json_object_set_new(f, "status", json_integer(x->x_status));
 	json_object_set_new(f, "sandbox",
-	    c->c_x->x_sandbox != NULL
-		? json_string_nocheck(c->c_x->x_sandbox->sb_id)
-		: json_null());
-	json_object_set_new(f, "port",
-	    c->c_x->x_port != 0 ? json_integer(c->c_x->x_port) : json_null());
-	json_object_set_new(f, "bytes_in",
-	    json_integer((json_int_t)c->c_x->x_req_body.b_total));
-	json_object_set_new(f, "bytes_out",
-	    json_integer((json_int_t)c->c_x->x_resp_body.b_total));
+	    x->x_sandbox != NULL ? json_string_nocheck(x->x_sandbox->sb_id)
+				 : json_null());
+	json_object_set_new(
+	    f, "port", x->x_port != 0 ? json_integer(x->x_port) : json_null());
+	json_object_set_new(
+	    f, "bytes_in", json_integer((json_int_t)x->x_req_body.b_total));
+	json_object_set_new(
+	    f, "bytes_out", json_integer((json_int_t)x->x_resp_body.b_total));
 	json_object_set_new(f, "ms", json_real((double)us / 1000));
 	json_object_set_new(f, "upstream_ms",
-	    c->c_x->x_up_start_us != 0
-		? json_real((double)(now - c->c_x->x_up_start_us) / 1000)
+	    x->x_up_start_us != 0
+		? json_real((double)(now - x->x_up_start_us) / 1000)
 		: json_null());
 	json_object_set_new(f, "error",
-	    c->c_x->x_err_code != NULL ? json_string(c->c_x->x_err_code)
-				       : json_null());
+	    x->x_err_code != NULL ? json_string(x->x_err_code) : json_null());
 	json_object_set_new(f, "close", json_string_nocheck(close));
 	log_event(LOG_LVL_INFO, "access", f);
 }
 
-/* Start the next exchange on a kept-alive connection. */
+/*
+ * The exchange's answer is about to end: its access line, with what
+ * happens to the connection next (the engine keeps it when the request
+ * was read in full and both sides allow it).
+ */
 static void
-conn_next(struct conn *c)
+conn_xchg_log(struct conn *c)
+{
+	int keep = c->c_h1 != NULL && h1s_keeps(c->c_h1) &&
+	    h1s_body_done(c->c_h1);
+
+	if (c->c_bev != NULL && c->c_h1 != NULL)
+		bufferevent_set_timeouts(c->c_bev, NULL, NULL);
+	conn_log_access(c, keep ? "keep-alive" : "close");
+}
+
+/* The exchange ended: let it go; the engine has the connection. */
+static void
+conn_xchg_done(struct conn *c)
 {
 	conn_reset_exchange(c);
-	c->c_state = CONN_S_HEAD;
-	bufferevent_set_timeouts(c->c_bev, NULL, NULL);
-	conn_timer_set(c, c->c_gw->g_conf->cf_keepalive_timeout);
-	bufferevent_enable(c->c_bev, EV_READ);
-	/* A pipelined request already buffered: parse it from the loop. */
-	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0)
-		bufferevent_trigger(c->c_bev, EV_READ,
-		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	if (c->c_state != CONN_S_DEAD)
+		c->c_state = CONN_S_HEAD;
 }
 
 /*
- * Finish with a connection that will not be reused: once the output has
+ * Finish with a relayed connection (after a 101): once the output has
  * drained, shut down our side and drain the client's input for a moment,
- * so a response is not destroyed by a reset.
+ * so the last bytes are not destroyed by a reset.  While the engine has
+ * the socket, it finishes the connection itself: closing it ends it.
  */
 void
 conn_finish(struct conn *c)
 {
 	if (c->c_x != NULL && c->c_x->x_up != NULL)
 		upstream_close(c->c_x->x_up, "client connection finishing");
+	if (c->c_h1 != NULL) {
+		sink_abort(h1s_sink(c->c_h1), "finishing");
+		return;
+	}
 	c->c_state = CONN_S_ERROR;
 	bufferevent_setwatermark(c->c_bev, EV_WRITE, 0, 0);
 	bufferevent_enable(c->c_bev, EV_WRITE);
@@ -272,108 +332,84 @@ conn_finish(struct conn *c)
 static int
 conn_wants_html(const struct conn *c)
 {
-	const struct hfield *h;
-
 	if (c->c_x == NULL || c->c_x->x_head.h_method == NULL)
 		return (0);
-	if ((h = head_find(&c->c_x->x_head, "sec-fetch-mode")) != NULL &&
-	    strcasecmp(h->value, "navigate") == 0)
-		return (1);
-	if ((h = head_find(&c->c_x->x_head, "accept")) != NULL &&
-	    strstr(h->value, "text/html") != NULL)
-		return (1);
-	return (0);
+	return (errpage_wants_html(&c->c_x->x_head));
 }
 
 /*
  * Answer the current request with a gateway error: e gives status and code,
- * or, when e is NULL, the parser error err.  The request never reaches (or
- * no longer uses) the upstream.
+ * or, when e is NULL, the parser error err (the connection then closes).
+ * The request never reaches (or no longer uses) the upstream.
  */
 void
 conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
     const char *fmt, ...)
 {
 	struct errpage ep;
+	struct gw_xchg *x;
 	va_list ap;
 	char *msg;
 	const char *code;
-	int status, keep;
+	int status;
 
-	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
+	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR ||
+	    c->c_h1 == NULL)
 		return;
-	(void)conn_xchg(c); /* a refusal at accept has its line too */
+	x = conn_xchg(c); /* a refusal at accept has its line too */
 	memset(&ep, 0, sizeof ep);
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
 	status = e != NULL ? e->e_status : http1_err_status(err);
 	code = e != NULL ? e->e_code : http1_err_code(err);
-	if (c->c_x->x_up != NULL) {
-		c->c_x->x_up->u_flags |= UP_F_NO_REUSE;
-		upstream_close(c->c_x->x_up, "request refused");
+	if (x->x_up != NULL) {
+		x->x_up->u_flags |= UP_F_NO_REUSE;
+		upstream_close(x->x_up, "request refused");
 	}
-	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
+	x->x_err_code = code;
+	if (x->x_flags & XCHG_F_RESP_STARTED) {
 		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
 		    c->c_peer_ip, code, msg);
-		c->c_x->x_err_code = code;
 		conn_close(c, code);
 		free(msg);
 		return;
 	}
-	/* Keep the connection only when the request was read in full. */
-	/*
-	 * Keep the connection only when the request was read in full: a body
-	 * left unread would otherwise be parsed as the next request.
-	 */
-	keep = e != NULL && (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
-	    c->c_x->x_req.m_buf != NULL &&
-	    (c->c_x->x_req.m_body == HTTP1_BODY_NONE ||
-		c->c_x->x_req_body.b_done) &&
-	    !(c->c_flags & CONN_F_CLIENT_EOF);
-	ep.ep_request_id = c->c_x->x_request_id[0] != '\0'
-	    ? c->c_x->x_request_id
-	    : NULL;
+	if (e == NULL)
+		h1s_no_keep(c->c_h1);
+	x->x_status = status;
+	/* Refused heads too: a 400, 408, 429 or 431 leaves its line. */
+	conn_xchg_log(c);
+	ep.ep_request_id = x->x_request_id[0] != '\0' ? x->x_request_id : NULL;
 	ep.ep_status = status;
 	ep.ep_code = code;
 	ep.ep_message = msg;
-	ep.ep_sandbox = c->c_x->x_sandbox != NULL ? c->c_x->x_sandbox->sb_id
-						  : NULL;
-	ep.ep_port = c->c_x->x_port;
+	ep.ep_sandbox = x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL;
+	ep.ep_port = x->x_port;
+	/* The engine keeps the connection only when it may. */
 	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
-	    ((c->c_x->x_flags & XCHG_F_HEAD_REQ) ? ERRPAGE_F_HEAD : 0) |
-	    (keep ? ERRPAGE_F_KEEPALIVE : 0);
-	errpage_put(bufferevent_get_output(c->c_bev), &ep);
-	c->c_x->x_status = status;
-	c->c_x->x_err_code = code;
+	    ERRPAGE_F_KEEPALIVE;
 	log_debug("conn %llu %s: refused %d %s: %s",
 	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
+	(void)errpage_send(h1s_sink(c->c_h1), &ep);
 	free(msg);
-	/* Refused heads too: a 400, 408, 429 or 431 leaves its line. */
-	conn_log_access(c, keep ? "keep-alive" : "close");
-	if (keep)
-		conn_next(c);
-	else
-		conn_finish(c);
+	conn_xchg_done(c);
 }
 
-/* The response was relayed in full. */
+/* The response was relayed in full: the engine has its end. */
 void
 conn_response_done(struct conn *c)
 {
-	struct upstream *up = c->c_x->x_up;
-	int reusable, keep;
+	struct gw_xchg *x = c->c_x;
+	struct upstream *up = x->x_up;
+	int reusable;
 
-	reusable = c->c_x->x_req_body.b_done && c->c_x->x_resp_body.b_done;
-	keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
-	    c->c_x->x_req_body.b_done && !(c->c_flags & CONN_F_CLIENT_EOF);
-	conn_log_access(c, keep ? "keep-alive" : "close");
+	reusable = h1s_body_done(c->c_h1) && x->x_resp_body.b_done;
+	conn_xchg_log(c);
 	if (up != NULL)
 		upstream_release(up, reusable);
-	if (keep)
-		conn_next(c);
-	else
-		conn_finish(c);
+	(void)sink_end(h1s_sink(c->c_h1));
+	conn_xchg_done(c);
 }
 
 /* Copy the path of a target without its query, for the log. */
@@ -387,7 +423,7 @@ conn_log_path(const char *target)
 static int
 conn_target(struct conn *c)
 {
-	const struct http1_msg *m = &c->c_x->x_req;
+	const struct http1_msg *m = c->c_x->x_req;
 	const struct hfield *h;
 	const char *t = m->m_target, *slash;
 	size_t tlen = m->m_target_len;
@@ -600,7 +636,7 @@ conn_auth(struct conn *c)
 	struct gw *g = c->c_gw;
 	struct auth_req aq;
 	struct auth_result ar;
-	int r, keep, page;
+	int r, page;
 
 	memset(&aq, 0, sizeof aq);
 	aq.aq_head = &c->c_x->x_head;
@@ -618,21 +654,15 @@ conn_auth(struct conn *c)
 		return (-1);
 	}
 	if (r > 0) {
-		keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
-		    c->c_x->x_req.m_body == HTTP1_BODY_NONE;
 		/* A page has a body, which HEAD must not get: a 303 then. */
 		page = (ar.ar_flags & AUTH_R_F_PAGE) &&
 		    !(c->c_x->x_flags & XCHG_F_HEAD_REQ);
-		errpage_redirect(bufferevent_get_output(c->c_bev),
-		    c->c_x->x_request_id, ar.ar_location, ar.ar_set_cookie,
-		    page, keep);
 		c->c_x->x_status = page ? 200 : 303;
-		conn_log_access(c, keep ? "keep-alive" : "close");
+		conn_xchg_log(c);
+		(void)errpage_redirect(h1s_sink(c->c_h1), c->c_x->x_request_id,
+		    ar.ar_location, ar.ar_set_cookie, page, 1);
 		auth_result_free(&ar);
-		if (keep)
-			conn_next(c);
-		else
-			conn_finish(c);
+		conn_xchg_done(c);
 		return (-1);
 	}
 	if (ar.ar_target != NULL) {
@@ -645,6 +675,28 @@ conn_auth(struct conn *c)
 }
 
 /*
+ * Take the client's socket from the engine, once the answer is queued in
+ * its output: for the relay after a 101 (conn_upgrade), the main loop's
+ * channel, the tunnel.  The connection is ours from now on.
+ */
+static struct bufferevent *
+conn_release(struct conn *c)
+{
+	struct bufferevent *bev;
+
+	c->c_flags |= CONN_F_RELEASING;
+	bev = h1s_release(c->c_h1);
+	c->c_flags &= ~CONN_F_RELEASING;
+	c->c_h1 = NULL;
+	/* The head was the engine's. */
+	if (c->c_x != NULL) {
+		c->c_x->x_req = NULL;
+		memset(&c->c_x->x_head, 0, sizeof c->c_x->x_head);
+	}
+	return (bev);
+}
+
+/*
  * Hand the client's bufferevent to another owner (the tunnel) and close the
  * connection object around it.  The caller has written what the client
  * needed (the 101) into its output.
@@ -652,24 +704,36 @@ conn_auth(struct conn *c)
 struct bufferevent *
 conn_steal_bev(struct conn *c)
 {
-	struct bufferevent *bev = c->c_bev;
+	struct bufferevent *bev;
 
-	wthru_detach(&c->c_wt);
-	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-	bufferevent_set_timeouts(bev, NULL, NULL);
-	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
-	c->c_bev = NULL;
 	c->c_x->x_status = 101;
 	conn_log_access(c, "tunnel");
+	bev = conn_release(c);
+	c->c_bev = NULL;
 	conn_close(c, "handed to the tunnel");
 	return (bev);
 }
 
 /*
+ * Relay the client's socket from now on (a 101 was queued): the engine
+ * lets go of it, and it gets our callbacks.
+ */
+void
+conn_upgrade(struct conn *c)
+{
+	c->c_bev = conn_release(c);
+	bufferevent_setcb(
+	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	wthru_attach(&c->c_wt, c->c_bev, c->c_gw->g_wq);
+	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+}
+
+/*
  * A worker found a terminate-mode tunnel request; tunnels live on the main
- * loop.  Move the request into a new connection for the main loop, joined
- * to this one by a socketpair, and relay the bytes: the main loop answers
- * 101 and runs the tunnel, this loop keeps the client (and its TLS).
+ * loop.  Pass the request on to a new connection of the main loop, joined
+ * to this one by a socketpair, which reads it as any other and answers
+ * 101 and runs the tunnel; this loop relays the bytes and keeps the
+ * client (and its TLS).
  */
 static void
 conn_handoff(struct conn *c, int listen_port)
@@ -679,7 +743,7 @@ conn_handoff(struct conn *c, int listen_port)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		sv) == -1) {
-		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
+		h1s_no_keep(c->c_h1);
 		conn_fail(c, gw_err_no_resources,
 		    "The gateway cannot open a channel to its main loop "
 		    "(%s); try again shortly.",
@@ -688,30 +752,18 @@ conn_handoff(struct conn *c, int listen_port)
 	}
 	nc = xcalloc(1, sizeof *nc);
 	nc->c_id = c->c_id;
-	nc->c_flags = c->c_flags & (CONN_F_TLS | CONN_F_TLS_UP);
-	(void)conn_xchg(nc);
-	nc->c_x->x_flags = c->c_x->x_flags & XCHG_F_WS_REQ;
+	nc->c_flags = c->c_flags & CONN_F_TLS;
 	memcpy(nc->c_peer, c->c_peer, sizeof nc->c_peer);
 	memcpy(nc->c_peer_ip, c->c_peer_ip, sizeof nc->c_peer_ip);
 	nc->c_local_port = c->c_local_port;
-	nc->c_x->x_start_us = c->c_x->x_start_us;
-	memcpy(nc->c_x->x_request_id, c->c_x->x_request_id,
-	    sizeof nc->c_x->x_request_id);
-	nc->c_x->x_req = c->c_x->x_req; /* the head and its fields move */
-	memset(&c->c_x->x_req, 0, sizeof c->c_x->x_req);
-	nc->c_x->x_head = c->c_x->x_head; /* points into the moved head */
-	memset(&c->c_x->x_head, 0, sizeof c->c_x->x_head);
-	nc->c_x->x_sandbox = c->c_x->x_sandbox;
-	sandbox_ref(nc->c_x->x_sandbox);
-	nc->c_x->x_port = c->c_x->x_port;
-	nc->c_x->x_method = xstrdup(c->c_x->x_method);
-	if (c->c_x->x_target != NULL)
-		nc->c_x->x_target = xstrdup(c->c_x->x_target);
-	if (c->c_x->x_path != NULL)
-		nc->c_x->x_path = xstrdup(c->c_x->x_path);
 	c->c_flags |= CONN_F_HANDED;
 	c->c_x->x_up = upstream_pipe(
 	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c);
+	/* The request as it came; what the client sent after it follows. */
+	h1_request_put(
+	    bufferevent_get_output(c->c_x->x_up->u_bev), &c->c_x->x_head);
+	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
+	conn_upgrade(c);
 	gw_handoff(c->c_gw, nc, sv[1], listen_port);
 	relay_start(c);
 }
@@ -865,21 +917,15 @@ static void
 conn_slash_redirect(struct conn *c)
 {
 	char *loc;
-	int keep;
 
 	/* c_target is "/" then the query, if any. */
 	xasprintf(&loc, "%s/%s", c->c_x->x_prefix, c->c_x->x_target + 1);
-	keep = (c->c_x->x_flags & XCHG_F_KEEPALIVE) &&
-	    c->c_x->x_req.m_body == HTTP1_BODY_NONE;
-	errpage_moved(bufferevent_get_output(c->c_bev), c->c_x->x_request_id,
-	    308, loc, keep);
-	free(loc);
 	c->c_x->x_status = 308;
-	conn_log_access(c, keep ? "keep-alive" : "close");
-	if (keep)
-		conn_next(c);
-	else
-		conn_finish(c);
+	conn_xchg_log(c);
+	(void)errpage_moved(
+	    h1s_sink(c->c_h1), c->c_x->x_request_id, 308, loc, 1);
+	free(loc);
+	conn_xchg_done(c);
 }
 
 /* Route a parsed request to a sandbox port, or refuse it. */
@@ -887,7 +933,7 @@ static void
 conn_route(struct conn *c)
 {
 	struct gw *g = c->c_gw;
-	const struct http1_msg *m = &c->c_x->x_req;
+	const struct http1_msg *m = c->c_x->x_req;
 	struct gw_sandbox *sb;
 	struct conn_addr a;
 	uint64_t limit;
@@ -950,7 +996,7 @@ conn_route(struct conn *c)
 	if (g->g_conf->cf_max_body_size != 0 &&
 	    m->m_body == HTTP1_BODY_LENGTH &&
 	    m->m_content_length > g->g_conf->cf_max_body_size) {
-		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
+		h1s_no_keep(c->c_h1);
 		conn_fail(c, gw_err_body_too_large,
 		    "The request body of %llu "
 		    "bytes is larger than the %llu bytes this gateway accepts.",
@@ -961,87 +1007,126 @@ conn_route(struct conn *c)
 	proxy_start(c);
 }
 
-/* Parse a request head from the input, then route it. */
+/* The engine parsed a request head: its exchange starts, routed. */
 static void
-conn_read_head(struct conn *c)
+conn_on_head(struct h1s *h, void *arg, const struct head *head,
+    const struct http1_msg *m)
 {
-	struct evbuffer *in = bufferevent_get_input(c->c_bev);
-	enum http1_err err = HTTP1_E_NONE;
-	int r;
+	struct conn *c = arg;
+	struct gw_xchg *x;
 
-	if (evbuffer_get_length(in) == 0)
-		return;
-	if (!(c->c_flags & CONN_F_HEAD_STARTED)) {
-		/* A whole-head deadline, not an idle timer. */
-		c->c_flags |= CONN_F_HEAD_STARTED;
-		(void)conn_xchg(c);
-		conn_timer_set(c, c->c_gw->g_conf->cf_header_timeout);
-	}
-	r = http1_parse_request(in, &c->c_gw->g_limits, &c->c_x->x_req, &err);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		http1_msg_reset(&c->c_x->x_req);
-		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
-		return;
-	}
-	evtimer_del(c->c_timer);
-	http1_msg_head(&c->c_x->x_req, &c->c_x->x_head);
-	if (c->c_x->x_req.m_minor == 1)
-		c->c_x->x_flags |= (c->c_x->x_req.m_flags & HTTP1_F_CONN_CLOSE)
-		    ? 0
-		    : XCHG_F_KEEPALIVE;
-	else if (c->c_x->x_req.m_flags & HTTP1_F_CONN_KEEPALIVE)
-		c->c_x->x_flags |= XCHG_F_KEEPALIVE;
-	if (c->c_x->x_req.m_method_len == 4 &&
-	    memcmp(c->c_x->x_req.m_method, "HEAD", 4) == 0)
-		c->c_x->x_flags |= XCHG_F_HEAD_REQ;
-	if (c->c_x->x_req.m_body == HTTP1_BODY_NONE)
-		c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
+	(void)h;
+	conn_reset_exchange(c); /* none should be left; to be sure */
+	x = conn_xchg(c);
+	x->x_req = m;
+	x->x_head = *head;
+	if (head_method_is(head, "HEAD"))
+		x->x_flags |= XCHG_F_HEAD_REQ;
+	if (h1s_body_done(c->c_h1))
+		x->x_flags |= XCHG_F_REQ_WHOLE;
 	conn_route(c);
 }
 
-/* Bytes from the client. */
+/* Request body bytes wait in the engine's input. */
+static void
+conn_on_body(struct h1s *h, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)h;
+	if (c->c_state == CONN_S_BODY) {
+		proxy_request_body(c);
+		if (c->c_state == CONN_S_BODY)
+			proxy_request_splice_try(c);
+	}
+	if (c->c_x != NULL && c->c_x->x_up != NULL &&
+	    c->c_x->x_up->u_state == UP_S_ACTIVE)
+		wthru_flush(&c->c_x->x_up->u_wt);
+}
+
+/* The client's output drained to its low watermark: read on upstream. */
+static void
+conn_on_drain(struct h1s *h, void *arg)
+{
+	(void)h;
+	proxy_client_drained(arg);
+}
+
+/*
+ * The exchange ended without its answer's end: the client went away or
+ * timed out; its line says why (conn_closed, as the engine closes).
+ */
+static void
+conn_on_error(struct h1s *h, void *arg, const char *why)
+{
+	struct conn *c = arg;
+
+	(void)h;
+	if (c->c_x != NULL && c->c_x->x_up != NULL)
+		upstream_close(c->c_x->x_up, why);
+}
+
+/* The engine refused a request itself (a bad head, 408): its line. */
+static void
+conn_on_log(struct h1s *h, void *arg, const struct h1s_refusal *r)
+{
+	struct conn *c = arg;
+	struct gw_xchg *x;
+
+	(void)h;
+	x = conn_xchg(c);
+	if (x->x_flags & XCHG_F_LOGGED)
+		return;
+	x->x_status = r->hr_status;
+	x->x_err_code = r->hr_code;
+	log_debug("conn %llu %s: refused %d %s: %s",
+	    (unsigned long long)c->c_id, c->c_peer_ip, r->hr_status, r->hr_code,
+	    r->hr_message);
+	conn_log_access(c, "close");
+}
+
+/* The engine closes the connection (unless it lets go of the socket). */
+static void
+conn_on_close(struct h1s *h, void *arg, const char *reason)
+{
+	struct conn *c = arg;
+
+	(void)h;
+	if (c->c_flags & CONN_F_RELEASING)
+		return;
+	c->c_bev = NULL; /* the engine's transport frees it */
+	conn_closed(c, reason);
+	conn_unref(c); /* the open connection's */
+}
+
+/* The engine is freed: so is the connection, unless the relay has it. */
+static void
+conn_on_free(void *arg)
+{
+	struct conn *c = arg;
+
+	c->c_h1 = NULL;
+	conn_unref(c); /* the engine's */
+}
+
+static const struct h1s_hooks conn_hooks = {
+	.on_head = conn_on_head,
+	.on_body = conn_on_body,
+	.on_drain = conn_on_drain,
+	.on_error = conn_on_error,
+	.on_log = conn_on_log,
+	.on_close = conn_on_close,
+	.on_free = conn_on_free,
+};
+
+/* Bytes from the client of a relayed connection. */
 static void
 conn_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	struct upstream *up;
 
 	evio_read_more(bev);
-	conn_read(c, bev);
-	/*
-	 * Input that cannot move on (a pipelined request while one is in
-	 * flight, a body while the upstream connects): stop reading until
-	 * something consumes it, or libevent calls back on every loop pass.
-	 */
-	if (c->c_state == CONN_S_HEAD || c->c_state == CONN_S_BODY ||
-	    c->c_state == CONN_S_WAIT)
-		evio_read_hold(bev, &c->c_flags, CONN_F_READ_HELD);
-	/* Send what this input made at once (wthru.h). */
-	if (c->c_x != NULL && (up = c->c_x->x_up) != NULL &&
-	    up->u_state == UP_S_ACTIVE)
-		wthru_flush(&up->u_wt);
-	wthru_flush(&c->c_wt);
-	if (c->c_state == CONN_S_UPGRADED)
-		relay_splice_try(c);
-	else if (c->c_state == CONN_S_BODY)
-		proxy_request_splice_try(c);
-}
-
-/* Input from the client, by state. */
-static void
-conn_read(struct conn *c, struct bufferevent *bev)
-{
 	switch (c->c_state) {
-	case CONN_S_HEAD:
-		conn_read_head(c);
-		break;
-	case CONN_S_BODY:
-		proxy_request_body(c);
-		break;
-	case CONN_S_WAIT:
-		break;
 	case CONN_S_UPGRADED:
 		relay_client_read(c);
 		break;
@@ -1049,32 +1134,16 @@ conn_read(struct conn *c, struct bufferevent *bev)
 		/* Lingering: discard what the client still sends. */
 		evbuffer_drain(bufferevent_get_input(bev),
 		    evbuffer_get_length(bufferevent_get_input(bev)));
-		break;
-	case CONN_S_DEAD:
-		break;
+		return;
+	default:
+		return;
 	}
+	wthru_flush(&c->c_wt);
+	if (c->c_state == CONN_S_UPGRADED)
+		relay_splice_try(c);
 }
 
-/*
- * Closing at once is safe when the client sent its whole request and
- * nothing after it: close(2) then sends a FIN, not a reset that could
- * destroy the answer before the client reads it.  Otherwise the
- * connection lingers, reading what the client still sends (as nginx's
- * lingering_close does by the same rule).
- */
-static int
-conn_nothing_more(struct conn *c, struct bufferevent *bev)
-{
-	int fd, n = 0;
-
-	if (c->c_x == NULL || !(c->c_x->x_flags & XCHG_F_REQ_WHOLE) ||
-	    evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
-	    (fd = bufferevent_getfd(bev)) == -1)
-		return (0);
-	return (ioctl(fd, FIONREAD, &n) == 0 && n == 0);
-}
-
-/* The client's output drained below the low watermark. */
+/* The relayed client's output drained below the low watermark. */
 static void
 conn_write_cb(struct bufferevent *bev, void *arg)
 {
@@ -1086,57 +1155,31 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 		relay_client_drained(c);
 		return;
 	}
-	if (c->c_state != CONN_S_ERROR) {
-		proxy_client_drained(c);
-		return;
-	}
-	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
+	if (c->c_state != CONN_S_ERROR ||
+	    evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
 	    (c->c_flags & CONN_F_LINGER))
 		return;
 	c->c_flags |= CONN_F_LINGER;
-	if (c->c_flags & CONN_F_CLIENT_EOF) {
+	if ((c->c_flags & (CONN_F_CLIENT_EOF | CONN_F_TLS)) ||
+	    shutdown(bufferevent_getfd(bev), SHUT_WR) != 0) {
+		/* A raw shutdown would cut a TLS stream; just close. */
 		conn_close(c, "done");
 		return;
 	}
-	if (c->c_flags & CONN_F_TLS) {
-		/* A raw shutdown would cut the TLS stream; just close. */
-		conn_close(c, "done");
-		return;
-	}
-	if (conn_nothing_more(c, bev)) {
-		conn_close(c, "done");
-		return;
-	}
-	shutdown(bufferevent_getfd(bev), SHUT_WR);
 	bufferevent_enable(bev, EV_READ);
 	conn_timer_set(c, CONN_LINGER_MS);
 }
 
-/* EOF or error from the client. */
+/* EOF or error from the client of a relayed connection. */
 static void
 conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
-	char why[160], tlserr[128];
-	unsigned long e;
+	char why[160];
 
 	(void)bev;
 	if (c->c_state == CONN_S_DEAD)
 		return;
-	if (what & BEV_EVENT_CONNECTED) {
-		c->c_flags |= CONN_F_TLS_UP;
-		return;
-	}
-	if ((what & BEV_EVENT_ERROR) && (c->c_flags & CONN_F_TLS) &&
-	    (e = bufferevent_get_openssl_error(bev)) != 0) {
-		tls_error_string(e, tlserr, sizeof tlserr);
-		snprintf(why, sizeof why, "TLS error: %s", tlserr);
-		if (!(c->c_flags & CONN_F_TLS_UP))
-			log_info("conn %llu %s: TLS handshake failed: %s",
-			    (unsigned long long)c->c_id, c->c_peer_ip, tlserr);
-		conn_close(c, why);
-		return;
-	}
 	if (what & BEV_EVENT_ERROR) {
 		snprintf(why, sizeof why, "client error: %s",
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -1153,32 +1196,13 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (!(what & BEV_EVENT_EOF))
 		return;
 	c->c_flags |= CONN_F_CLIENT_EOF;
-	switch (c->c_state) {
-	case CONN_S_HEAD:
-		conn_close(c,
-		    (c->c_flags & CONN_F_HEAD_STARTED)
-			? "client closed mid-head"
-			: "client closed");
-		break;
-	case CONN_S_BODY:
-		conn_close(c, "client closed mid-body");
-		break;
-	case CONN_S_WAIT:
-		/* Half-close: still send the response, then close. */
-		break;
-	case CONN_S_UPGRADED:
+	if (c->c_state == CONN_S_UPGRADED)
 		relay_client_eof(c);
-		break;
-	case CONN_S_ERROR:
-		if (c->c_flags & CONN_F_LINGER)
-			conn_close(c, "done");
-		break;
-	case CONN_S_DEAD:
-		break;
-	}
+	else
+		conn_close(c, "done");
 }
 
-/* The header deadline, keep-alive idle or linger timer fired. */
+/* The relay's idle timer or the linger fired. */
 static void
 conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 {
@@ -1187,16 +1211,6 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 	(void)fd;
 	(void)events;
 	switch (c->c_state) {
-	case CONN_S_HEAD:
-		if (!(c->c_flags & CONN_F_HEAD_STARTED)) {
-			conn_close(c, "keep-alive idle timeout");
-			break;
-		}
-		conn_fail(c, gw_err_request_timeout,
-		    "The request head did not "
-		    "arrive within %llums.",
-		    (unsigned long long)c->c_gw->g_conf->cf_header_timeout);
-		break;
 	case CONN_S_UPGRADED:
 		relay_idle(c);
 		break;
@@ -1210,28 +1224,50 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 	}
 }
 
-/* Give connection c its bufferevent and timer, and list it on loop g. */
+/* How the engine serves port URLs: the configuration's limits and timers. */
+static const struct h1s_conf *
+conn_h1conf(struct gw *g)
+{
+	const struct gw_config *cf = g->g_conf;
+	struct h1s_conf *hc;
+
+	if (g->g_h1conf != NULL)
+		return (g->g_h1conf);
+	hc = g->g_h1conf = xcalloc(1, sizeof *hc);
+	hc->hc_name = "conn";
+	hc->hc_limits = &g->g_limits;
+	hc->hc_head_ms = cf->cf_header_timeout;
+	hc->hc_idle_ms = cf->cf_keepalive_timeout;
+	hc->hc_write_ms = cf->cf_idle_timeout;
+	hc->hc_linger_ms = CONN_LINGER_MS;
+	return (hc);
+}
+
+/*
+ * Give connection c its engine over bev and its timer, and list it on
+ * loop g.  The input stops at the high watermark: a head, or a body the
+ * upstream cannot take yet.
+ */
 static void
 conn_setup(struct gw *g, struct conn *c, struct bufferevent *bev)
 {
+	struct h1x *x;
 	size_t high;
 
 	c->c_gw = g;
 	c->c_bev = bev;
-	evio_tune(c->c_bev);
+	c->c_refcnt = 2; /* the engine's and the open connection's */
 	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
-	bufferevent_setcb(
-	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-	wthru_attach(&c->c_wt, c->c_bev, g->g_wq);
-	evio_own_reads(c->c_bev);
-	/* Input stops at the high watermark: a head, or body backpressure. */
 	high = g->g_conf->cf_max_header_size + 4096;
 	if (high < 64 * 1024)
 		high = 64 * 1024;
-	bufferevent_setwatermark(c->c_bev, EV_READ, 0, high);
-	bufferevent_setwatermark(c->c_bev, EV_WRITE, CONN_LOW, 0);
+	x = h1x_bev_new(bev, g->g_wq, high, CONN_LOW);
+	h1x_bev_name(x, "conn", c->c_id, c->c_peer_ip);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
+	c->c_state = CONN_S_HEAD;
+	c->c_h1 = h1s_new(
+	    g->g_base, x, conn_h1conf(g), &conn_hooks, c, c->c_id, c->c_peer);
 }
 
 /* A new client connection from a listener. */
@@ -1270,45 +1306,37 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
 	    : g->g_nconns;
 	memtrim_count(g, n);
-	if (n > g->g_conf->cf_max_connections) {
+	if (n > g->g_conf->cf_max_connections)
 		conn_fail(c, gw_err_too_many_connections,
 		    "The gateway is at "
 		    "its limit of %llu connections; try again shortly.",
 		    (unsigned long long)g->g_conf->cf_max_connections);
-		return;
-	}
-	c->c_state = CONN_S_HEAD;
-	conn_timer_set(c, g->g_conf->cf_keepalive_timeout);
-	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
 }
 
 /*
- * The main loop adopts c, a tunnel request a worker moved out of its
- * connection (conn_handoff), on fd, the main loop's end of the socketpair
- * the worker relays through.  With g NULL (stopping) c is only freed.
+ * The main loop adopts c, a tunnel request a worker passed on
+ * (conn_handoff), on fd, the main loop's end of the socketpair the worker
+ * relays through: the request arrives on it as from a client.  With g
+ * NULL (stopping) c is only freed.
  */
 void
 conn_adopt(struct gw *g, struct conn *c, int fd, int listen_port)
 {
 	struct bufferevent *bev;
 
+	(void)listen_port;
 	if (g == NULL ||
 	    (bev = bufferevent_socket_new(
 		 g->g_base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
 		if (fd != -1)
 			close(fd);
-		conn_reset_exchange(c);
 		free(c);
 		return;
 	}
 	c->c_flags |= CONN_F_ADOPTED;
 	conn_setup(g, c, bev);
-	c->c_state = CONN_S_HEAD;
-	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
 	log_debug("conn %llu %s: handed to the main loop",
 	    (unsigned long long)c->c_id, c->c_peer);
-	tunnel_attach(c, c->c_x->x_sandbox, listen_port);
-	wthru_flush(&c->c_wt);
 }
 
 /* Close every connection (shutdown). */

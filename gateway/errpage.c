@@ -91,13 +91,14 @@ errpage_head(
 
 /*
  * A redirect of the gateway's own (301, 302, 307, 308) to location, with
- * an empty body.
+ * an empty body, through a sink.  Returns 0, or -1 when it is gone.
  */
-void
-errpage_moved(struct evbuffer *out, const char *request_id, int status,
+int
+errpage_moved(struct sink *out, const char *request_id, int status,
     const char *location, int keepalive)
 {
-	struct errpage_to to = { out, NULL, 0 };
+	struct errpage_to to = { NULL, out, 0 };
+	int rv;
 	struct evbuffer *body = evbuffer_new();
 	struct hfield f[3];
 	struct head h;
@@ -108,8 +109,9 @@ errpage_moved(struct evbuffer *out, const char *request_id, int status,
 	if (request_id != NULL)
 		hfield_set(&f[n++], "X-Request-Id", request_id);
 	errpage_head(&h, status, f, n, keepalive);
-	errpage_emit(&to, &h, body);
+	rv = errpage_emit(&to, &h, body);
 	evbuffer_free(body);
+	return (rv);
 }
 
 /* Escape text for HTML. */
@@ -141,17 +143,19 @@ errpage_html_escape(struct evbuffer *out, const char *s)
  * Append the answer that sets a cookie (the access-token exchange for
  * browsers) and sends the browser on to location: a 303, or with page a
  * 200 page of ours that goes on by a meta refresh (and a link), so that
- * the browser's next request comes from this origin.
+ * the browser's next request comes from this origin.  Through a sink;
+ * returns 0, or -1 when it is gone.
  */
-void
-errpage_redirect(struct evbuffer *out, const char *request_id,
-    const char *location, const char *set_cookie, int page, int keepalive)
+int
+errpage_redirect(struct sink *out, const char *request_id, const char *location,
+    const char *set_cookie, int page, int keepalive)
 {
-	struct errpage_to to = { out, NULL, 0 };
+	struct errpage_to to = { NULL, out, 0 };
 	struct evbuffer *body = evbuffer_new();
 	struct hfield f[6];
 	struct head h;
 	size_t n;
+	int rv;
 
 	if (page) {
 		evbuffer_add_printf(body,
@@ -176,8 +180,9 @@ errpage_redirect(struct evbuffer *out, const char *request_id,
 	if (request_id != NULL)
 		hfield_set(&f[n++], "X-Request-Id", request_id);
 	errpage_head(&h, page ? 200 : 303, f, n, keepalive);
-	errpage_emit(&to, &h, body);
+	rv = errpage_emit(&to, &h, body);
 	evbuffer_free(body);
+	return (rv);
 }
 
 /* What a person can do next, by error code; the last entry is the default. */

@@ -296,6 +296,7 @@ struct gw {
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 	struct evbuffer *g_stage; /* small TLS responses put together (proxy.c) */
 	struct memtrim *g_memtrim; /* main loop: memory back after load */
+	struct h1s_conf *g_h1conf; /* how port URLs are served (conn.c) */
 };
 
 /* A listening socket. */
@@ -334,10 +335,9 @@ struct gw_body {
  * response ends, so an idle kept-alive connection holds none.
  */
 struct gw_xchg {
-	struct http1_msg x_req; /* as parsed */
+	const struct http1_msg *x_req; /* as parsed: the engine's */
 	struct head x_head; /* the request as the core reads it (x_req's) */
 	int x_flags;
-#define XCHG_F_KEEPALIVE 0x001 /* the connection may serve another */
 #define XCHG_F_RESP_STARTED 0x002 /* response head sent to the client */
 #define XCHG_F_HEAD_REQ 0x004 /* the request is HEAD */
 #define XCHG_F_RESP_DONE 0x008 /* response fully relayed */
@@ -347,7 +347,6 @@ struct gw_xchg {
 #define XCHG_F_REQ_WHOLE 0x080 /* the request, body included, was read */
 #define XCHG_F_LOGGED 0x100 /* the access line is written */
 #define XCHG_F_NO_SLASH 0x200 /* path form without "/" after the port */
-#define XCHG_F_STAGED 0x400 /* response head waits for its body (g_stage) */
 	struct gw_body x_req_body;
 	struct gw_body x_resp_body;
 	struct upstream *x_up;
@@ -368,24 +367,28 @@ struct gw_xchg {
 	char *x_path; /* without the query */
 };
 
-/* A client connection on a public listener: the transport. */
+/*
+ * A client connection on a public listener: the HTTP/1 engine (h1s.c)
+ * over its socket, and after a 101 the relay's two ends.
+ */
 struct conn {
 	TAILQ_ENTRY(conn) c_entry;
 	struct gw *c_gw;
 	uint64_t c_id;
-	struct bufferevent *c_bev;
-	struct wthru c_wt; /* writes to the client at once */
+	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
+	struct h1s *c_h1; /* the engine, or NULL once released (relay) */
+	struct bufferevent *c_bev; /* the client's: the engine's, then ours */
+	struct wthru c_wt; /* writes to the client at once, once ours */
 	enum conn_state c_state;
 	int c_flags;
-#define CONN_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
 #define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
 #define CONN_F_LINGER 0x40 /* shut down, draining input */
 #define CONN_F_UPGRADED 0x200 /* relaying raw bytes after 101 */
 #define CONN_F_TLS 0x400 /* the client connection is TLS */
-#define CONN_F_TLS_UP 0x1000 /* the TLS handshake completed */
+#define CONN_F_RELEASING 0x800 /* the engine lets go of the socket */
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
-#define CONN_F_READ_HELD 0x20000 /* reading off: the input cannot move on */
+#define CONN_F_CLOSED 0x8000 /* conn_closed ran */
 	char c_peer[64]; /* ip:port */
 	char c_peer_ip[48];
 	int c_local_port;
@@ -599,6 +602,7 @@ void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
+void conn_upgrade(struct conn *);
 
 /* proxy.c */
 void proxy_start(struct conn *);
@@ -1016,6 +1020,7 @@ enum h1_frame {
 void
 h1_head_put(struct evbuffer *, const struct head *, enum h1_frame, int conn);
 void h1_trailers_put(struct evbuffer *, const struct hfield *, size_t);
+void h1_request_put(struct evbuffer *, const struct head *);
 int h1_field_is_framing(const struct hfield *);
 void hfield_set(struct hfield *, const char *name, const char *value);
 
@@ -1037,6 +1042,16 @@ struct h1x_ops {
 	int (*xo_quiet)(struct h1x *); /* nothing more waits from the peer */
 	void *(*xo_detach)(struct h1x *); /* free, keeping the connection */
 	void (*xo_free)(struct h1x *); /* free with its connection */
+	/*
+	 * Write what is queued now; the plain socket's descriptor when the
+	 * output is then empty (for splice(2)), else -1.  NULL: never.
+	 */
+	int (*xo_fd)(struct h1x *);
+	/*
+	 * Write buf now as one TLS record when nothing is queued before it,
+	 * draining what went; the rest is the caller's.  NULL: not TLS.
+	 */
+	void (*xo_write_now)(struct h1x *, struct evbuffer *);
 };
 struct h1x {
 	const struct h1x_ops *hx_ops;
@@ -1050,6 +1065,7 @@ struct h1x {
 };
 struct h1x *h1x_bev_new(
     struct bufferevent *, struct wthru_q *, size_t in_high, size_t out_low);
+void h1x_bev_name(struct h1x *, const char *name, uint64_t id, const char *);
 struct h1x_mem; /* the peer's end of an in-memory transport */
 struct h1x *h1x_mem_new(
     struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);
@@ -1135,6 +1151,11 @@ struct sink *h1s_sink(struct h1s *);
 const struct head *h1s_head(const struct h1s *);
 ssize_t
 h1s_body_read(struct h1s *, struct evbuffer *, size_t max, enum http1_err *);
+uint64_t h1s_body_left(const struct h1s *);
+void h1s_body_skip(struct h1s *, uint64_t);
+int h1s_splice_fd(struct h1s *);
+void h1s_body_sent(struct h1s *, uint64_t);
+uint64_t h1s_started_us(const struct h1s *);
 int h1s_body_done(const struct h1s *);
 int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
@@ -1145,9 +1166,9 @@ const char *h1s_state_name(enum h1s_state);
 char *h1s_print(const struct h1s *, char *, size_t);
 
 /* errpage.c */
-void errpage_redirect(struct evbuffer *, const char *request_id,
+int errpage_redirect(struct sink *, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive);
-void errpage_moved(struct evbuffer *, const char *request_id, int status,
+int errpage_moved(struct sink *, const char *request_id, int status,
     const char *location, int keepalive);
 void errpage_write(struct evbuffer *, const char *request_id, int status,
     const char *code, const char *message, int html, int head_only,

@@ -32,6 +32,8 @@
 #define H1S_OUT_HIGH (256 * 1024)
 /* Output left to drain after the end, unless the owner says. */
 #define H1S_WRITE_MS (30 * 1000)
+/* A response up to this size may wait for its body (HEAD_F_BODY_NOW). */
+#define H1S_STAGE_MAX (12 * 1024)
 /* Most body bytes one h1s_body_read moves (evb_take counts in int). */
 #define H1S_READ_MAX ((size_t)1 << 30)
 
@@ -58,6 +60,7 @@ struct h1s {
 #define H1S_F_RELEASED 0x0400 /* the connection went to another owner */
 #define H1S_F_REFUSED 0x0800 /* the engine answered this request itself */
 #define H1S_F_DEADLINE 0x1000 /* the idle timer is the head's deadline */
+#define H1S_F_STAGED 0x2000 /* the response waits in hs_stage (BODY_NOW) */
 	struct event *hs_timer; /* idle, head, body, write or linger */
 	struct event *hs_kick; /* parse a waiting head, from the loop */
 	struct http1_msg hs_req;
@@ -71,6 +74,8 @@ struct h1s {
 	uint64_t hs_body_out; /* response body bytes sent */
 	int hs_status; /* final status sent */
 	unsigned hs_nreq; /* requests parsed */
+	uint64_t hs_started_us; /* the current head's first byte, monotonic */
+	struct evbuffer *hs_stage; /* a small response put together, or NULL */
 	char hs_reason[128]; /* why it closed */
 };
 
@@ -186,6 +191,8 @@ h1s_free_cb(evutil_socket_t fd, short events, void *arg)
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_free(h->hs_x);
 	http1_msg_reset(&h->hs_req);
+	if (h->hs_stage != NULL)
+		evbuffer_free(h->hs_stage);
 	event_free(h->hs_timer);
 	event_free(h->hs_kick);
 	free(h);
@@ -406,6 +413,7 @@ h1s_read_head(struct h1s *h)
 	if (h->hs_state == H1S_S_IDLE) {
 		/* A whole-head deadline from the first byte, not an idle timer. */
 		h->hs_state = H1S_S_HEAD;
+		h->hs_started_us = clock_mono_usec();
 		if (!(h->hs_flags & H1S_F_DEADLINE))
 			h1s_timer_set(h, h->hs_conf->hc_head_ms);
 	}
@@ -653,9 +661,34 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 	h->hs_rframe = fr;
 	h->hs_status = rh->h_status;
 	h->hs_flags |= H1S_F_RESP_STARTED;
+	/*
+	 * All of a small body follows at once: over TLS the head waits for
+	 * it, so that both go as one record in one write (xo_write_now).
+	 */
+	if ((rh->h_flags & HEAD_F_BODY_NOW) &&
+	    h->hs_x->hx_ops->xo_write_now != NULL && h1s_outlen(h) == 0 &&
+	    (fr == H1_FRAME_NONE ||
+		(fr == H1_FRAME_LENGTH && h->hs_rleft <= H1S_STAGE_MAX))) {
+		if (h->hs_stage == NULL)
+			h->hs_stage = evbuffer_new();
+		h->hs_flags |= H1S_F_STAGED;
+		h1_head_put(h->hs_stage, rh, fr, conn);
+		return (0);
+	}
 	h1_head_put(h->hs_x->hx_out, rh, fr, conn);
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	return (0);
+}
+
+/* Write the staged response: as one record if it can, then the output. */
+static void
+h1s_unstage(struct h1s *h)
+{
+	if (!(h->hs_flags & H1S_F_STAGED))
+		return;
+	h->hs_flags &= ~H1S_F_STAGED;
+	h->hs_x->hx_ops->xo_write_now(h->hs_x, h->hs_stage);
+	evbuffer_add_buffer(h->hs_x->hx_out, h->hs_stage);
 }
 
 /* Sink: body bytes, framed as the head said; none for a bodiless answer. */
@@ -669,7 +702,7 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
-	out = h->hs_x->hx_out;
+	out = (h->hs_flags & H1S_F_STAGED) ? h->hs_stage : h->hs_x->hx_out;
 	if (len > have)
 		len = have;
 	n = len;
@@ -700,6 +733,8 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	}
 	/* Past the declared length, or for no body: dropped. */
 	evbuffer_drain(buf, len);
+	if ((h->hs_flags & H1S_F_STAGED) && h->hs_rleft == 0)
+		h1s_unstage(h);
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	return (0);
 }
@@ -732,6 +767,7 @@ h1s_sink_end(struct sink *s)
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
+	h1s_unstage(h);
 	if (h->hs_status == 101) {
 		h->hs_flags |= H1S_F_RESP_DONE;
 		return (0);
@@ -769,6 +805,7 @@ h1s_sink_abort(struct sink *s, const char *why)
 	if (h == NULL)
 		return;
 	h->hs_flags &= ~H1S_F_XCHG;
+	h1s_unstage(h);
 	h1s_close(h, why);
 }
 
@@ -933,4 +970,67 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 		h1s_timer_set(h, conf->hc_idle_ms);
 	x->hx_ops->xo_read(x, 1);
 	return (h);
+}
+
+/* Content-Length request body bytes still to come (0 for other bodies). */
+uint64_t
+h1s_body_left(const struct h1s *h)
+{
+	if (h->hs_state != H1S_S_XCHG || (h->hs_flags & H1S_F_BODY_DONE) ||
+	    h->hs_req.m_body != HTTP1_BODY_LENGTH)
+		return (0);
+	return (h->hs_left);
+}
+
+/*
+ * n bytes of a Content-Length request body went past the input (splice(2)
+ * from the socket): count them as read.
+ */
+void
+h1s_body_skip(struct h1s *h, uint64_t n)
+{
+	if (h->hs_req.m_body != HTTP1_BODY_LENGTH)
+		return;
+	if (n > h->hs_left)
+		n = h->hs_left;
+	h->hs_left -= n;
+	h->hs_body_in += n;
+	if (h->hs_left == 0)
+		h->hs_flags |= H1S_F_BODY_DONE;
+}
+
+/*
+ * The socket, for the owner to splice(2) the rest of a Content-Length
+ * response body into, once what the output holds is written: or -1 (TLS,
+ * output still waiting, other framing, an in-memory transport).
+ */
+int
+h1s_splice_fd(struct h1s *h)
+{
+	struct h1x *x = h->hs_x;
+
+	if (h->hs_state != H1S_S_XCHG || x == NULL ||
+	    x->hx_ops->xo_fd == NULL || h->hs_rframe != H1_FRAME_LENGTH ||
+	    (h->hs_flags & (H1S_F_STAGED | H1S_F_RESP_DONE)))
+		return (-1);
+	return (x->hx_ops->xo_fd(x));
+}
+
+/* n bytes of the response body went to the socket by splice(2). */
+void
+h1s_body_sent(struct h1s *h, uint64_t n)
+{
+	if (h->hs_rframe != H1_FRAME_LENGTH)
+		return;
+	if (n > h->hs_rleft)
+		n = h->hs_rleft;
+	h->hs_rleft -= n;
+	h->hs_body_out += n;
+}
+
+/* When the current request's first byte came (monotonic microseconds). */
+uint64_t
+h1s_started_us(const struct h1s *h)
+{
+	return (h->hs_started_us);
 }

@@ -101,7 +101,7 @@ h1_field_is_framing(const struct hfield *f)
 
 /*
  * Append the response head h to out: "HTTP/1.1", the status and its
- * registered reason, h's fields but the framing ones, then the framing
+ * reason (h's, else the registered one), h's fields but the framing ones, then the framing
  * (Content-Length for H1_FRAME_LENGTH, also for a body left out of a HEAD
  * answer or a 304 when h has HEAD_F_LENGTH; never for 1xx or 204;
  * Transfer-Encoding for H1_FRAME_CHUNKED) and the Connection field conn
@@ -112,7 +112,9 @@ h1_head_put(
     struct evbuffer *out, const struct head *h, enum h1_frame frame, int conn)
 {
 	struct h1_out o;
-	const char *reason = http1_reason(h->h_status);
+	const char *reason = h->h_reason != NULL && h->h_reason[0] != '\0'
+	    ? h->h_reason
+	    : http1_reason(h->h_status);
 	size_t i;
 
 	o.o_ev = out;
@@ -169,6 +171,30 @@ h1_trailers_put(struct evbuffer *out, const struct hfield *f, size_t n)
 			h1_out_field(&o, f[i].name, f[i].name_len, f[i].value,
 			    f[i].value_len);
 	}
+	h1_out_add(&o, "\r\n", 2);
+	h1_out_flush(&o);
+}
+
+/*
+ * Append request head h to out as HTTP/1.1, every field as it came (its
+ * framing too: a body that follows is passed on as sent).  For a request
+ * handed on to another loop (conn.c).
+ */
+void
+h1_request_put(struct evbuffer *out, const struct head *h)
+{
+	struct h1_out o;
+	size_t i;
+
+	o.o_ev = out;
+	o.o_len = 0;
+	h1_out_add(&o, h->h_method, h->h_method_len);
+	h1_out_add(&o, " ", 1);
+	h1_out_add(&o, h->h_target, h->h_target_len);
+	h1_out_adds(&o, h->h_version == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
+	for (i = 0; i < h->h_nfields; i++)
+		h1_out_field(&o, h->h_fields[i].name, h->h_fields[i].name_len,
+		    h->h_fields[i].value, h->h_fields[i].value_len);
 	h1_out_add(&o, "\r\n", 2);
 	h1_out_flush(&o);
 }

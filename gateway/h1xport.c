@@ -22,6 +22,7 @@
 
 #include "alloc.h"
 #include "gw.h"
+#include "tls.h"
 
 /* A transport on a bufferevent. */
 struct h1x_bev {
@@ -30,6 +31,10 @@ struct h1x_bev {
 	struct wthru xb_wt;
 	int xb_flags;
 #define H1X_BEV_F_HELD 0x01 /* evio_read_hold stopped reading */
+#define H1X_BEV_F_TLS_UP 0x02 /* the TLS handshake completed */
+	const char *xb_name; /* "conn", "admin": for the log */
+	uint64_t xb_id;
+	char xb_peer[48];
 };
 
 /* Bytes from the peer. */
@@ -52,19 +57,41 @@ h1x_bev_write_cb(struct bufferevent *bev, void *arg)
 	xb->xb_x.hx_cb_write(xb->xb_x.hx_cb_arg);
 }
 
-/* The end of the peer's stream, or an error. */
+/*
+ * The end of the peer's stream, an error (with OpenSSL's words for a TLS
+ * one; a handshake that fails is logged), or an idle timeout set on the
+ * bufferevent by the owner; the TLS handshake's end is noted.
+ */
 static void
 h1x_bev_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct h1x_bev *xb = arg;
-	char why[128];
+	char why[160], tlserr[128];
+	unsigned long e;
 
-	(void)bev;
-	if (what & BEV_EVENT_ERROR) {
+	if (what & BEV_EVENT_CONNECTED) {
+		xb->xb_flags |= H1X_BEV_F_TLS_UP;
+		return;
+	}
+	if ((what & BEV_EVENT_ERROR) && bufferevent_openssl_get_ssl(bev) &&
+	    (e = bufferevent_get_openssl_error(bev)) != 0) {
+		tls_error_string(e, tlserr, sizeof tlserr);
+		snprintf(why, sizeof why, "TLS error: %s", tlserr);
+		if (!(xb->xb_flags & H1X_BEV_F_TLS_UP))
+			log_info("%s %llu %s: TLS handshake failed: %s",
+			    xb->xb_name, (unsigned long long)xb->xb_id,
+			    xb->xb_peer, tlserr);
+		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_ERROR, why);
+	} else if (what & BEV_EVENT_ERROR) {
 		snprintf(why, sizeof why, "client error: %s",
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_ERROR, why);
-	} else if (what & BEV_EVENT_EOF)
+	} else if (what & BEV_EVENT_TIMEOUT)
+		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_ERROR,
+		    (what & BEV_EVENT_READING)
+			? "client sent nothing for the idle timeout"
+			: "client read nothing for the idle timeout");
+	else if (what & BEV_EVENT_EOF)
 		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_EOF, NULL);
 }
 
@@ -159,16 +186,65 @@ h1x_bev_free(struct h1x *x)
 	free(xb);
 }
 
+/* Write what is queued now; the plain socket for splice(2), or -1. */
+static int
+h1x_bev_fd(struct h1x *x)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	if (bufferevent_openssl_get_ssl(xb->xb_bev) != NULL)
+		return (-1);
+	wthru_write_now(&xb->xb_wt);
+	if (evbuffer_get_length(x->hx_out) != 0)
+		return (-1);
+	return (bufferevent_getfd(xb->xb_bev));
+}
+
+/*
+ * A small response to a TLS peer, head and body together in buf, as one
+ * record in one write(2): libevent's TLS bufferevent makes a record of
+ * each piece of its output, and first asks epoll for EPOLLOUT (two
+ * epoll_ctl and a wake-up).  Only with nothing queued before it.
+ */
+static void
+h1x_bev_write_now(struct h1x *x, struct evbuffer *buf)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+	SSL *ssl = bufferevent_openssl_get_ssl(xb->xb_bev);
+	size_t len = evbuffer_get_length(buf);
+	unsigned char *p;
+	int n;
+
+	if (ssl == NULL || len == 0 || evbuffer_get_length(x->hx_out) != 0)
+		return;
+	p = evbuffer_pullup(buf, -1);
+	if ((n = tls_write_now(ssl, p, len)) > 0)
+		evbuffer_drain(buf, (size_t)n);
+}
+
 static const struct h1x_ops h1x_bev_ops = {
-	h1x_bev_read,
-	h1x_bev_hold,
-	h1x_bev_unhold,
-	h1x_bev_flush,
-	h1x_bev_shutdown,
-	h1x_bev_quiet,
-	h1x_bev_detach,
-	h1x_bev_free,
+	.xo_read = h1x_bev_read,
+	.xo_hold = h1x_bev_hold,
+	.xo_unhold = h1x_bev_unhold,
+	.xo_flush = h1x_bev_flush,
+	.xo_shutdown = h1x_bev_shutdown,
+	.xo_quiet = h1x_bev_quiet,
+	.xo_detach = h1x_bev_detach,
+	.xo_free = h1x_bev_free,
+	.xo_fd = h1x_bev_fd,
+	.xo_write_now = h1x_bev_write_now,
 };
+
+/* Name the transport's connection in its log lines (TLS failures). */
+void
+h1x_bev_name(struct h1x *x, const char *name, uint64_t id, const char *peer)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+
+	xb->xb_name = name;
+	xb->xb_id = id;
+	snprintf(xb->xb_peer, sizeof xb->xb_peer, "%s", peer);
+}
 
 /*
  * A transport on bev, which it owns from now on: reading stops with
@@ -184,6 +260,7 @@ h1x_bev_new(
 	struct h1x_bev *xb;
 
 	xb = xcalloc(1, sizeof *xb);
+	xb->xb_name = "conn";
 	xb->xb_bev = bev;
 	xb->xb_x.hx_ops = &h1x_bev_ops;
 	xb->xb_x.hx_in = bufferevent_get_input(bev);
@@ -394,14 +471,14 @@ h1x_mem_xfree(struct h1x *x)
 }
 
 static const struct h1x_ops h1x_mem_ops = {
-	h1x_mem_read,
-	h1x_mem_hold,
-	h1x_mem_unhold,
-	h1x_mem_flush,
-	h1x_mem_shutdown,
-	h1x_mem_quiet,
-	h1x_mem_detach,
-	h1x_mem_xfree,
+	.xo_read = h1x_mem_read,
+	.xo_hold = h1x_mem_hold,
+	.xo_unhold = h1x_mem_unhold,
+	.xo_flush = h1x_mem_flush,
+	.xo_shutdown = h1x_mem_shutdown,
+	.xo_quiet = h1x_mem_quiet,
+	.xo_detach = h1x_mem_detach,
+	.xo_free = h1x_mem_xfree,
 };
 
 /*

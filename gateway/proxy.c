@@ -35,8 +35,6 @@
 #define PROXY_SPLICE_MIN UPSTREAM_SPLICE_MIN
 
 static void proxy_splice_try(struct conn *, struct upstream *);
-static int proxy_add_response_start(
-    struct strbuf *, const struct http1_msg *, const struct conn *);
 static void proxy_upstream_ready(struct upstream *, void *);
 static void proxy_upstream_failed(
     struct upstream *, const struct gw_error *, const char *, void *);
@@ -137,67 +135,6 @@ static size_t
 proxy_out_len(struct bufferevent *bev)
 {
 	return (evbuffer_get_length(bufferevent_get_output(bev)));
-}
-
-/*
- * Move body bytes from src to dst according to b's framing.  Returns 1 when
- * the body is complete, 0 when more input (or room) is needed, -1 on a
- * framing error with *err set.
- */
-static int
-proxy_move_body(struct gw_body *b, struct evbuffer *src, struct evbuffer *dst,
-    enum http1_err *err)
-{
-	struct evbuffer *tmp;
-	size_t n, moved;
-	int r;
-
-	switch (b->b_kind) {
-	case HTTP1_BODY_NONE:
-		return (1);
-	case HTTP1_BODY_LENGTH:
-		n = evbuffer_get_length(src);
-		if (n > b->b_left)
-			n = (size_t)b->b_left;
-		if (n > PROXY_STEP)
-			n = PROXY_STEP;
-		if (n > 0) {
-			evb_take(src, dst, n);
-			b->b_left -= n;
-			b->b_total += n;
-		}
-		return (b->b_left == 0);
-	case HTTP1_BODY_EOF:
-		n = evbuffer_get_length(src);
-		if (n > PROXY_STEP)
-			n = PROXY_STEP;
-		if (n == 0)
-			return (0);
-		if (b->b_out_chunked)
-			http1_chunk_header(dst, n);
-		evb_take(src, dst, n);
-		if (b->b_out_chunked)
-			http1_chunk_trailer(dst);
-		b->b_total += n;
-		return (0);
-	case HTTP1_BODY_CHUNKED:
-		tmp = evbuffer_new();
-		r = http1_chunked_decode(
-		    &b->b_chunked, src, tmp, PROXY_STEP, &moved, err);
-		if (moved > 0) {
-			if (b->b_out_chunked)
-				http1_chunk_header(dst, moved);
-			evbuffer_add_buffer(dst, tmp);
-			if (b->b_out_chunked)
-				http1_chunk_trailer(dst);
-			b->b_total += moved;
-		}
-		evbuffer_free(tmp);
-		if (r == 1 && b->b_out_chunked)
-			http1_chunk_last(dst);
-		return (r);
-	}
-	return (-1);
 }
 
 /*
@@ -439,16 +376,15 @@ proxy_start(struct conn *c)
 	enum http1_err err = HTTP1_E_NONE;
 	struct timeval tv;
 
-	if (c->c_x->x_req.m_body == HTTP1_BODY_CHUNKED &&
+	if (c->c_x->x_req->m_body == HTTP1_BODY_CHUNKED &&
 	    !(c->c_x->x_flags & XCHG_F_RETRIED) &&
 	    proxy_check_buffered_chunks(c, &err) != 0) {
-		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
 		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
 		return;
 	}
 	memset(b, 0, sizeof *b);
-	b->b_kind = c->c_x->x_req.m_body;
-	b->b_left = c->c_x->x_req.m_content_length;
+	b->b_kind = c->c_x->x_req->m_body;
+	b->b_left = c->c_x->x_req->m_content_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	c->c_state = CONN_S_BODY;
 	if (proxy_is_websocket(&c->c_x->x_head))
@@ -490,36 +426,50 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 	proxy_request_body(c);
 }
 
-/* Relay request body bytes from the client to the upstream. */
+/*
+ * Relay request body bytes from the client to the upstream: the engine
+ * de-frames them (h1s_body_read), chunked ones are chunked again.  While
+ * the upstream's output is full the body waits in the engine's input,
+ * whose reading then stops (the read-stop rule); the upstream's drain
+ * resumes it.
+ */
 void
 proxy_request_body(struct conn *c)
 {
 	struct upstream *up = c->c_x->x_up;
 	struct gw_body *b = &c->c_x->x_req_body;
-	struct evbuffer *in = bufferevent_get_input(c->c_bev);
 	enum http1_err err = HTTP1_E_NONE;
 	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
+	struct evbuffer *out, *tmp = NULL;
 	struct timeval tv;
-	size_t before;
-	int r;
+	ssize_t n;
 
 	if (c->c_state != CONN_S_BODY || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || c->c_spl[0] != NULL)
 		return; /* or splice(2) has the rest of the body */
-	while (!b->b_done) {
-		if (proxy_out_len(up->u_bev) >= PROXY_HIGH) {
-			/* Backpressure: resume from the upstream write cb. */
-			bufferevent_disable(c->c_bev, EV_READ);
-			return;
-		}
-		before = evbuffer_get_length(in);
-		r = proxy_move_body(
-		    b, in, bufferevent_get_output(up->u_bev), &err);
-		if (r < 0) {
+	out = bufferevent_get_output(up->u_bev);
+	while (!h1s_body_done(c->c_h1)) {
+		if (evbuffer_get_length(out) >= PROXY_HIGH)
+			break; /* resumed by proxy_upstream_drained */
+		if (b->b_out_chunked) {
+			if (tmp == NULL)
+				tmp = evbuffer_new();
+			n = h1s_body_read(c->c_h1, tmp, PROXY_STEP, &err);
+			if (n > 0) {
+				http1_chunk_header(out, (size_t)n);
+				evbuffer_add_buffer(out, tmp);
+				http1_chunk_trailer(out);
+			}
+		} else
+			n = h1s_body_read(c->c_h1, out, PROXY_STEP, &err);
+		if (n < 0) {
 			up->u_flags |= UP_F_NO_REUSE;
-			conn_refuse(c, NULL, err, "%s", http1_err_message(err));
-			return;
+			if (err != HTTP1_E_NONE)
+				conn_refuse(
+				    c, NULL, err, "%s", http1_err_message(err));
+			break;
 		}
+		b->b_total += (uint64_t)n;
 		if (max != 0 && b->b_total > max) {
 			up->u_flags |= UP_F_NO_REUSE;
 			conn_refuse(c, gw_err_body_too_large, 0,
@@ -527,34 +477,28 @@ proxy_request_body(struct conn *c)
 			    "body is larger than the %llu bytes this gateway "
 			    "accepts.",
 			    (unsigned long long)max);
-			return;
-		}
-		if (r == 1) {
-			b->b_done = 1;
 			break;
 		}
-		if (evbuffer_get_length(in) == before)
+		if (n == 0)
 			break; /* needs more input */
 	}
-	if (b->b_done) {
-		/*
-		 * Reading goes on: pipelined requests wait in the input
-		 * buffer (up to its high watermark), and a client that goes
-		 * away is noticed.  Leaving EV_READ on saves two epoll_ctl
-		 * calls a request.
-		 */
-		c->c_state = CONN_S_WAIT;
-		c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
-		if (b->b_kind != HTTP1_BODY_NONE) {
-			/* A silent client is no longer idle: it is waiting. */
-			clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-			bufferevent_set_timeouts(c->c_bev, NULL, &tv);
-		}
-		if (c->c_x->x_flags & XCHG_F_RESP_DONE)
-			conn_response_done(c);
-	} else {
-		c->c_flags &= ~CONN_F_READ_HELD;
-		bufferevent_enable(c->c_bev, EV_READ);
+	if (tmp != NULL)
+		evbuffer_free(tmp);
+	if (c->c_state != CONN_S_BODY || !h1s_body_done(c->c_h1))
+		return;
+	if (b->b_out_chunked)
+		http1_chunk_last(out);
+	b->b_done = 1;
+	/*
+	 * Reading goes on: pipelined requests wait in the input buffer (up
+	 * to its high watermark), and a client that goes away is noticed.
+	 */
+	c->c_state = CONN_S_WAIT;
+	c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
+	if (b->b_kind != HTTP1_BODY_NONE) {
+		/* A silent client is no longer idle: it is waiting. */
+		clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+		bufferevent_set_timeouts(c->c_bev, NULL, &tv);
 	}
 }
 
@@ -569,37 +513,13 @@ proxy_upstream_drained(struct upstream *up, void *arg)
 		proxy_request_splice_try(c);
 }
 
-/*
- * Move the rest of a body, left bytes, from src's socket to dst's with
- * splice(2) as direction dir of c, once nothing of it is buffered: the
- * bytes no longer enter user space.  src stops reading; dst's bufferevent
- * may still write what it has for the other direction.
- */
-static void
-proxy_splice_start(struct conn *c, int dir, struct bufferevent *src,
-    struct bufferevent *dst, uint64_t left, const struct splicer_cbs *cbs)
-{
-	int sfd, dfd;
-
-	/* What the pass queued for dst goes first (wthru.h). */
-	wthru_write_now(dir == 1 ? &c->c_wt : &c->c_x->x_up->u_wt);
-	if (evbuffer_get_length(bufferevent_get_input(src)) != 0 ||
-	    proxy_out_len(dst) != 0 || (sfd = bufferevent_getfd(src)) == -1 ||
-	    (dfd = bufferevent_getfd(dst)) == -1)
-		return;
-	bufferevent_disable(src, EV_READ);
-	c->c_spl[dir] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, sfd,
-	    dfd, left, c->c_gw->g_conf->cf_idle_timeout, cbs, c);
-	splicer_start(c->c_spl[dir]);
-}
-
 /* Bytes of a request body went to the upstream in the kernel. */
 static void
 proxy_request_splice_progress(void *arg, size_t n)
 {
 	struct conn *c = arg;
 
-	c->c_x->x_req_body.b_left -= n;
+	h1s_body_skip(c->c_h1, n);
 	c->c_x->x_req_body.b_total += n;
 }
 
@@ -610,8 +530,7 @@ proxy_request_splice_done(void *arg, int error)
 	struct conn *c = arg;
 
 	relay_splice_stop_one(c, 0);
-	if (error == 0 && c->c_x->x_req_body.b_left == 0) {
-		c->c_x->x_req_body.b_done = 1;
+	if (error == 0 && c->c_h1 != NULL && h1s_body_done(c->c_h1)) {
 		if (c->c_state != CONN_S_BODY)
 			return;
 		/* Reading on, as after any whole request. */
@@ -628,7 +547,8 @@ proxy_request_splice_done(void *arg, int error)
 /*
  * The rest of a large Content-Length request body from a plaintext client
  * moves with splice(2) once nothing of it is buffered on either side, as
- * responses do (proxy_splice_try).
+ * responses do (proxy_splice_try): the bytes no longer enter user space.
+ * The client's socket stops reading meanwhile.
  */
 void
 proxy_request_splice_try(struct conn *c)
@@ -636,14 +556,25 @@ proxy_request_splice_try(struct conn *c)
 	static const struct splicer_cbs cbs = { proxy_request_splice_progress,
 		proxy_request_splice_done };
 	struct upstream *up = c->c_x->x_up;
-	struct gw_body *b = &c->c_x->x_req_body;
+	uint64_t left;
+	int sfd, dfd;
 
 	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
-	    c->c_state != CONN_S_BODY || b->b_done ||
-	    b->b_kind != HTTP1_BODY_LENGTH || b->b_left < PROXY_SPLICE_MIN)
+	    c->c_state != CONN_S_BODY || c->c_x->x_req_body.b_out_chunked ||
+	    (left = h1s_body_left(c->c_h1)) < PROXY_SPLICE_MIN)
 		return;
-	proxy_splice_start(c, 0, c->c_bev, up->u_bev, b->b_left, &cbs);
+	/* What the pass queued for the upstream goes first (wthru.h). */
+	wthru_write_now(&up->u_wt);
+	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
+	    proxy_out_len(up->u_bev) != 0 ||
+	    (sfd = bufferevent_getfd(c->c_bev)) == -1 ||
+	    (dfd = bufferevent_getfd(up->u_bev)) == -1)
+		return;
+	bufferevent_disable(c->c_bev, EV_READ);
+	c->c_spl[0] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, sfd, dfd,
+	    left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
+	splicer_start(c->c_spl[0]);
 }
 
 /* The client output drained below the low watermark: read on. */
@@ -658,60 +589,6 @@ proxy_client_drained(struct conn *c)
 	upstream_read_resume(up);
 	if (c->c_x != NULL && c->c_x->x_up == up)
 		proxy_splice_try(c, up);
-}
-
-static void proxy_write_response_head(
-    struct conn *, const struct http1_msg *, struct evbuffer *);
-
-/*
- * A small response to a TLS client, all of it here: its head and body go
- * into one buffer first, so OpenSSL sends them as one record in one
- * write(2).  libevent's TLS bufferevent writes each piece added to its
- * output as a record of its own at once, so the head and the body would
- * cost two of each.  Returns 1 when it wrote the response.
- */
-static int
-proxy_write_small_tls(
-    struct conn *c, struct upstream *up, const struct http1_msg *m)
-{
-	struct gw_body *b = &c->c_x->x_resp_body;
-
-	if (!(c->c_flags & CONN_F_TLS) || b->b_kind != HTTP1_BODY_LENGTH ||
-	    b->b_left > PROXY_TLS_SMALL || upstream_buffered(up) < b->b_left)
-		return (0);
-	if (c->c_gw->g_stage == NULL)
-		c->c_gw->g_stage = evbuffer_new();
-	/* The body follows at once, all of it (uo_body, then uo_done). */
-	proxy_write_response_head(c, m, c->c_gw->g_stage);
-	c->c_x->x_flags |= XCHG_F_STAGED;
-	return (1);
-}
-
-/*
- * Write the staged response (proxy_write_small_tls).  With nothing queued
- * before it, write it now: libevent 2.1 would first ask epoll for EPOLLOUT
- * (two epoll_ctl and a wake-up).  What the socket does not take goes to
- * the output, front first, and libevent offers it again.
- */
-static void
-proxy_stage_write(struct conn *c)
-{
-	struct evbuffer *out = bufferevent_get_output(c->c_bev);
-	struct evbuffer *stage = c->c_gw->g_stage;
-	unsigned char *p;
-	size_t len;
-	int n;
-
-	if (!(c->c_x->x_flags & XCHG_F_STAGED))
-		return;
-	c->c_x->x_flags &= ~XCHG_F_STAGED;
-	len = evbuffer_get_length(stage);
-	p = evbuffer_pullup(stage, -1);
-	if (evbuffer_get_length(out) == 0 &&
-	    (n = tls_write_now(bufferevent_openssl_get_ssl(c->c_bev), p, len)) >
-		0)
-		evbuffer_drain(stage, (size_t)n);
-	evbuffer_add_buffer(out, stage);
 }
 
 /*
@@ -834,171 +711,163 @@ proxy_prefix_field(const struct conn *c, const struct hfield *h)
 	return (NULL);
 }
 
+/* A response head for the client, with the values made for it. */
+struct proxy_head {
+	struct head ph_head;
+	struct hfield *ph_fields;
+	char **ph_made; /* rewritten values, freed with it */
+	size_t ph_nmade;
+};
+
 /*
- * Append a response's status line and its end-to-end fields to sb: the
- * upstream's reason phrase, or the registered one when it sent none (an
- * empty reason is valid, RFC 9112 section 4).  Returns whether an
- * X-Request-Id of the upstream's went with the fields.
+ * The response head for the client from the upstream's m, as the core
+ * reads it: m's status and reason, its end-to-end fields (hop-by-hop ones
+ * dropped, a path-form request's Location, Content-Location and cookie
+ * Path moved under the prefix), Upgrade for a 101, and unless m has one
+ * (or with interim) our X-Request-Id.  The framing is the sink's: only
+ * the length is said (HEAD's answer and a 304 keep the one of the body
+ * they describe).
  */
-static int
-proxy_add_response_start(
-    struct strbuf *sb, const struct http1_msg *m, const struct conn *c)
+static void
+proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
+    struct proxy_head *ph)
 {
+	struct head mh, *rh = &ph->ph_head;
 	const struct hfield *h;
-	struct head rh;
-	size_t i, nconn;
+	size_t i, n = 0, nconn;
 	int own_id = 0;
 	char *v;
 
-	http1_msg_head(m, &rh);
-	nconn = proxy_nconnection(&rh);
-	strbuf_add(sb, "HTTP/1.1 ", 9);
-	strbuf_add_u64(sb, (uint64_t)m->m_status);
-	strbuf_add(sb, " ", 1);
-	strbuf_adds(sb,
-	    m->m_reason[0] != '\0' ? m->m_reason : http1_reason(m->m_status));
-	strbuf_add(sb, "\r\n", 2);
-	for (i = 0; i < rh.h_nfields; i++) {
-		h = &rh.h_fields[i];
-		if (proxy_is_hop(&rh, h, nconn))
+	http1_msg_head(m, &mh);
+	nconn = proxy_nconnection(&mh);
+	ph->ph_fields = xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
+	ph->ph_made = xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made);
+	ph->ph_nmade = 0;
+	for (i = 0; i < mh.h_nfields; i++) {
+		h = &mh.h_fields[i];
+		if (proxy_is_hop(&mh, h, nconn))
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
+		ph->ph_fields[n] = *h;
 		if (c->c_x->x_prefix != NULL &&
 		    (v = proxy_prefix_field(c, h)) != NULL) {
-			strbuf_add_header(
-			    sb, h->name, h->name_len, v, strlen(v));
-			free(v);
-			continue;
+			ph->ph_made[ph->ph_nmade++] = v;
+			ph->ph_fields[n].value = v;
+			ph->ph_fields[n].value_len = strlen(v);
 		}
-		strbuf_add_header(
-		    sb, h->name, h->name_len, h->value, h->value_len);
+		n++;
 	}
-	return (own_id);
+	if (m->m_status == 101 && (h = head_find(&mh, "upgrade")) != NULL)
+		ph->ph_fields[n++] = *h;
+	if (!own_id && !interim)
+		hfield_set(
+		    &ph->ph_fields[n++], "X-Request-Id", c->c_x->x_request_id);
+	memset(rh, 0, sizeof *rh);
+	rh->h_status = m->m_status;
+	rh->h_reason = m->m_reason;
+	rh->h_version = 11;
+	rh->h_fields = ph->ph_fields;
+	rh->h_nfields = n;
+	if (m->m_body == HTTP1_BODY_LENGTH) {
+		rh->h_flags |= HEAD_F_LENGTH;
+		rh->h_length = m->m_content_length;
+	} else if (m->m_body == HTTP1_BODY_NONE) {
+		rh->h_flags |= HEAD_F_NO_BODY;
+		if (m->m_status >= 200 && m->m_status != 204 &&
+		    (h = http1_msg_find(m, "content-length")) != NULL) {
+			rh->h_flags |= HEAD_F_LENGTH;
+			rh->h_length = strtoull(h->value, NULL, 10);
+		}
+	}
 }
 
-/* Write the response head for the client. */
+/* Free what proxy_head_make made. */
 static void
-proxy_write_response_head(
-    struct conn *c, const struct http1_msg *m, struct evbuffer *out)
+proxy_head_free(struct proxy_head *ph)
 {
-	const struct hfield *h;
-	struct head rh;
-	struct gw_body *b = &c->c_x->x_resp_body;
-	struct strbuf *sb = &c->c_gw->g_head;
-	int own_id;
+	size_t i;
 
-	strbuf_reset(sb);
-	own_id = proxy_add_response_start(sb, m, c);
-	switch (b->b_kind) {
-	case HTTP1_BODY_LENGTH:
-		strbuf_add(sb, "Content-Length: ", 16);
-		strbuf_add_u64(sb, m->m_content_length);
-		strbuf_add(sb, "\r\n", 2);
-		break;
-	case HTTP1_BODY_NONE:
-		/* HEAD and 304 keep the length of the body they describe. */
-		if (m->m_status != 204 && m->m_status >= 200 &&
-		    (h = http1_msg_find(m, "content-length")) != NULL)
-			strbuf_add_header(
-			    sb, "Content-Length", 14, h->value, h->value_len);
-		break;
-	case HTTP1_BODY_CHUNKED:
-	case HTTP1_BODY_EOF:
-		if (b->b_out_chunked)
-			strbuf_adds(sb, "Transfer-Encoding: chunked\r\n");
-		break;
-	}
-	if (!own_id)
-		strbuf_add_header(sb, "X-Request-Id", 12, c->c_x->x_request_id,
-		    strlen(c->c_x->x_request_id));
-	if (m->m_status == 101) {
-		http1_msg_head(m, &rh);
-		proxy_add_upgrade(&rh, sb);
-	} else if (!(c->c_x->x_flags & XCHG_F_KEEPALIVE))
-		strbuf_adds(sb, "Connection: close\r\n");
-	else if (c->c_x->x_req.m_minor == 0)
-		strbuf_adds(sb, "Connection: keep-alive\r\n");
-	strbuf_add(sb, "\r\n", 2);
-	evbuffer_add(out, sb->sb_buf, sb->sb_len);
+	for (i = 0; i < ph->ph_nmade; i++)
+		free(ph->ph_made[i]);
+	free(ph->ph_made);
+	free(ph->ph_fields);
 }
 
-/* The final response head arrived: decide framing and send it on. */
+/* The final response head arrived: check it and send it on. */
 static int
 proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 {
 	struct conn *c = arg;
 	struct gw_body *b = &c->c_x->x_resp_body;
+	struct sink *sk = h1s_sink(c->c_h1);
+	struct proxy_head ph;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = m->m_body;
 	b->b_left = m->m_content_length;
-	if (m->m_status == 101) {
-		if (!(c->c_x->x_flags & XCHG_F_WS_REQ)) {
-			conn_fail(c, gw_err_bad_response,
-			    "Sandbox '%s' port "
-			    "%d switched protocols without being asked to.",
-			    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
-			return (-1);
-		}
-		c->c_x->x_status = 101;
-		c->c_x->x_flags |= XCHG_F_RESP_STARTED;
-		proxy_write_response_head(
-		    c, m, bufferevent_get_output(c->c_bev));
-		relay_start(c);
-		wthru_flush(&c->c_wt);
-		return (1);
+	if (m->m_status == 101 && !(c->c_x->x_flags & XCHG_F_WS_REQ)) {
+		conn_fail(c, gw_err_bad_response,
+		    "Sandbox '%s' port "
+		    "%d switched protocols without being asked to.",
+		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
+		return (-1);
 	}
-	if (c->c_x->x_flags & XCHG_F_WS_REQ)
-		up->u_flags |= UP_F_NO_REUSE;
-	if (m->m_flags & HTTP1_F_TE_OTHER) {
+	if (m->m_status != 101 && (m->m_flags & HTTP1_F_TE_OTHER)) {
 		conn_fail(c, gw_err_bad_response,
 		    "Sandbox '%s' port %d "
 		    "answered with a transfer coding other than chunked.",
 		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
 		return (-1);
 	}
-	if (b->b_kind == HTTP1_BODY_EOF || b->b_kind == HTTP1_BODY_CHUNKED) {
-		/* An HTTP/1.0 client only understands close-delimited. */
-		if (c->c_x->x_req.m_minor == 0) {
-			c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
-			b->b_out_chunked = 0;
-		} else
-			b->b_out_chunked = 1;
-	}
+	if (c->c_x->x_flags & XCHG_F_WS_REQ)
+		up->u_flags |= UP_F_NO_REUSE;
+	proxy_head_make(c, m, 0, &ph);
 	c->c_x->x_status = m->m_status;
 	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
-	if (!proxy_write_small_tls(c, up, m))
-		proxy_write_response_head(
-		    c, m, bufferevent_get_output(c->c_bev));
+	if (m->m_status == 101) {
+		(void)sink_head(sk, &ph.ph_head);
+		(void)sink_end(sk);
+		proxy_head_free(&ph);
+		conn_upgrade(c);
+		relay_start(c);
+		wthru_flush(&c->c_wt);
+		return (1);
+	}
+	/* All of a small body is here: over TLS, one record with the head. */
+	if ((c->c_flags & CONN_F_TLS) &&
+	    (b->b_kind == HTTP1_BODY_NONE ||
+		(b->b_kind == HTTP1_BODY_LENGTH &&
+		    b->b_left <= PROXY_TLS_SMALL &&
+		    upstream_buffered(up) >= b->b_left)))
+		ph.ph_head.h_flags |= HEAD_F_BODY_NOW;
+	(void)sink_head(sk, &ph.ph_head);
+	proxy_head_free(&ph);
 	return (0);
 }
 
-/* The response was relayed in full: keep-alive or close, by state. */
+/* The response was relayed in full: the engine ends it. */
 static void
 proxy_response_complete(struct upstream *up, void *arg)
 {
 	struct conn *c = arg;
 	struct gw_body *b = &c->c_x->x_resp_body;
 
-	proxy_stage_write(c);
-	b->b_total += up->u_spliced;
-	if (b->b_out_chunked)
-		http1_chunk_last(bufferevent_get_output(c->c_bev));
+	if (up->u_spliced != 0) {
+		h1s_body_sent(c->c_h1, up->u_spliced);
+		b->b_total += up->u_spliced;
+	}
 	b->b_done = 1;
 	c->c_x->x_flags |= XCHG_F_RESP_DONE;
-	if (c->c_state != CONN_S_WAIT) {
-		/* Answered before the request body ended. */
+	/* Answered before the request body ended: the upstream has it. */
+	if (c->c_state != CONN_S_WAIT)
 		up->u_flags |= UP_F_NO_REUSE;
-		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
-	}
-	wthru_flush(&c->c_wt);
 	conn_response_done(c);
 }
 
 /*
  * n bytes of the response body, de-framed, at the front of src: to the
- * client, chunked again when the client's framing needs it.  The upstream
- * stops reading while the client's output is full.
+ * client through the sink, which frames them for it.  The upstream stops
+ * reading while the sink is full.
  */
 static int
 proxy_response_body(
@@ -1006,30 +875,14 @@ proxy_response_body(
 {
 	struct conn *c = arg;
 	struct gw_body *b = &c->c_x->x_resp_body;
-	struct evbuffer *out = bufferevent_get_output(c->c_bev);
+	struct sink *sk = h1s_sink(c->c_h1);
 
-	if (c->c_x->x_flags & XCHG_F_STAGED) {
-		evb_take(src, c->c_gw->g_stage, n);
-		b->b_total += n;
-		if (b->b_left <= n)
-			b->b_left = 0;
-		else
-			b->b_left -= n;
-		if (b->b_left == 0)
-			proxy_stage_write(c);
-		return (0);
-	}
-	if (b->b_out_chunked)
-		http1_chunk_header(out, n);
-	evb_take(src, out, n);
-	if (b->b_out_chunked)
-		http1_chunk_trailer(out);
 	b->b_total += n;
 	if (b->b_kind == HTTP1_BODY_LENGTH)
 		b->b_left -= n < b->b_left ? n : b->b_left;
-	/* Send what this input made at once (wthru.h). */
-	wthru_flush(&c->c_wt);
-	if (evbuffer_get_length(out) >= PROXY_HIGH) {
+	if (sink_body(sk, src, n) != 0)
+		return (-1);
+	if (sink_room(sk) == 0) {
 		/* Backpressure: read on from proxy_client_drained. */
 		upstream_read_pause(up);
 		return (0);
@@ -1050,39 +903,32 @@ proxy_splice_try(struct conn *c, struct upstream *up)
 	int fd;
 
 	if (c->c_gw->g_splice == NULL || (c->c_flags & CONN_F_TLS) ||
-	    !(c->c_x->x_flags & XCHG_F_RESP_STARTED) ||
+	    c->c_h1 == NULL || !(c->c_x->x_flags & XCHG_F_RESP_STARTED) ||
 	    c->c_x->x_resp_body.b_kind != HTTP1_BODY_LENGTH ||
 	    c->c_x->x_resp_body.b_left < PROXY_SPLICE_MIN ||
-	    c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR)
-		return;
-	/* What the pass queued for the client goes first (wthru.h). */
-	wthru_write_now(&c->c_wt);
-	if (proxy_out_len(c->c_bev) != 0 ||
-	    (fd = bufferevent_getfd(c->c_bev)) == -1)
+	    c->c_state == CONN_S_DEAD || upstream_buffered(up) != 0 ||
+	    (fd = h1s_splice_fd(c->c_h1)) == -1)
 		return;
 	(void)upstream_splice_body(up, fd);
 }
 
 /*
- * Pass an interim (1xx) response on to an HTTP/1.1 client with its fields
- * (hop-by-hop ones dropped); an HTTP/1.0 client gets none (RFC 9110
- * section 15.2).  The upstream caps how many it reads.  While the client
- * has not read them, the upstream stops reading.
+ * Pass an interim (1xx) response on with its fields (hop-by-hop ones
+ * dropped); the sink gives an HTTP/1.0 client none (RFC 9110 section
+ * 15.2).  The upstream caps how many it reads.  While the client has not
+ * read them, the upstream stops reading.
  */
 static int
 proxy_interim(struct upstream *up, const struct http1_msg *m, void *arg)
 {
 	struct conn *c = arg;
-	struct strbuf *sb = &c->c_gw->g_head;
+	struct sink *sk = h1s_sink(c->c_h1);
+	struct proxy_head ph;
 
-	if (c->c_x->x_req.m_minor != 1)
-		return (0);
-	strbuf_reset(sb);
-	proxy_add_response_start(sb, m, c);
-	strbuf_add(sb, "\r\n", 2);
-	evbuffer_add(bufferevent_get_output(c->c_bev), sb->sb_buf, sb->sb_len);
-	wthru_flush(&c->c_wt);
-	if (proxy_out_len(c->c_bev) >= PROXY_HIGH)
+	proxy_head_make(c, m, 1, &ph);
+	(void)sink_head(sk, &ph.ph_head);
+	proxy_head_free(&ph);
+	if (sink_room(sk) == 0)
 		upstream_read_pause(up);
 	return (0);
 }

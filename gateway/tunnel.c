@@ -1008,9 +1008,9 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 		    sb->sb_id, listen_port);
 		return;
 	}
-	if (ws_check_upgrade_request(&c->c_x->x_req, &key, &why) != 0) {
-		h = http1_msg_find(&c->c_x->x_req, "sec-websocket-version");
-		c->c_x->x_flags &= ~XCHG_F_KEEPALIVE;
+	if (ws_check_upgrade_request(c->c_x->x_req, &key, &why) != 0) {
+		h = http1_msg_find(c->c_x->x_req, "sec-websocket-version");
+		h1s_no_keep(c->c_h1);
 		conn_fail(c,
 		    h != NULL && strcmp(h->value, "13") != 0
 			? tunnel_err_version
@@ -1028,7 +1028,7 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	ws_write_accept_response(
 	    bufferevent_get_output(c->c_bev), accept, NULL);
 	snprintf(peer, sizeof peer, "%s", c->c_peer);
-	h = http1_msg_find(&c->c_x->x_req, TUNPROTO_SESSION_HEADER);
+	h = http1_msg_find(c->c_x->x_req, TUNPROTO_SESSION_HEADER);
 	tunnel_link_accept(
 	    t, conn_steal_bev(c), peer, h != NULL ? h->value : NULL);
 }

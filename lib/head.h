@@ -33,6 +33,8 @@ struct head {
 	size_t h_authority_len;
 	const char *h_protocol; /* extended CONNECT's :protocol, or NULL */
 	int h_status; /* response: 100..999; 0 in a request */
+	const char
+	    *h_reason; /* response: HTTP/1's phrase, or NULL: registered */
 	int h_version; /* 10 HTTP/1.0, 11 HTTP/1.1, 20 HTTP/2 */
 	const struct hfield *h_fields;
 	size_t h_nfields;
@@ -43,6 +45,7 @@ struct head {
 #define HEAD_F_UPGRADE 0x04 /* asks for (or grants) a protocol switch */
 #define HEAD_F_CONTINUE 0x08 /* request: Expect: 100-continue */
 #define HEAD_F_NO_BODY 0x10 /* no body follows (HEAD's answer, 204, 304) */
+#define HEAD_F_BODY_NOW 0x20 /* response: all of a small body follows at once */
 };
 
 /* First field named name (case-insensitive) among n fields, or NULL. */

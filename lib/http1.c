@@ -770,6 +770,7 @@ http1_msg_head(const struct http1_msg *m, struct head *h)
 		h->h_authority_len = host->value_len;
 	}
 	h->h_status = m->m_status;
+	h->h_reason = m->m_reason;
 	h->h_version = 10 + m->m_minor;
 	h->h_fields = m->m_headers;
 	h->h_nfields = m->m_nheaders;

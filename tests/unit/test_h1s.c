@@ -18,6 +18,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "clock.h"
 #include "gw.h"
 
 /* What the test owner does with a request head. */
@@ -927,6 +928,68 @@ test_print(void **state)
 	t_done(&t);
 }
 
+/*
+ * What port URLs use: the upstream's reason phrase goes on; body bytes
+ * spliced past the input count as read (h1s_body_skip) and past the
+ * output as sent (h1s_body_sent), so the connection is kept; the head's
+ * first byte is timed; HEAD_F_BODY_NOW on a transport without
+ * xo_write_now changes nothing.
+ */
+static void
+test_splice_accounting(void **state)
+{
+	struct t t;
+	struct sink *sk;
+	struct evbuffer *b;
+	struct head rh;
+	enum http1_err err;
+	uint64_t before;
+
+	(void)state;
+	t_open(&t, 0, 1);
+	t.mode = T_HOLD;
+	before = clock_mono_usec();
+	t_send(&t,
+	    "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n"
+	    "\r\n0123");
+	assert_int_equal(t.heads, 1);
+	assert_true(h1s_started_us(t.h) >= before);
+	assert_true(h1s_started_us(t.h) <= clock_mono_usec());
+	assert_int_equal(h1s_body_left(t.h), 10);
+	assert_int_equal(h1s_body_read(t.h, t.body, 100, &err), 4);
+	assert_int_equal(h1s_body_left(t.h), 6);
+	assert_false(h1s_body_done(t.h));
+	/* Six bytes went to the upstream by splice(2). */
+	h1s_body_skip(t.h, 6);
+	assert_true(h1s_body_done(t.h));
+	assert_int_equal(h1s_body_left(t.h), 0);
+	/* The memory transport has no socket to splice into. */
+	assert_int_equal(h1s_splice_fd(t.h), -1);
+	sk = h1s_sink(t.h);
+	memset(&rh, 0, sizeof rh);
+	rh.h_status = 200;
+	rh.h_reason = "Fine";
+	rh.h_flags = HEAD_F_LENGTH | HEAD_F_BODY_NOW;
+	rh.h_length = 8;
+	assert_int_equal(sink_head(sk, &rh), 0);
+	b = evbuffer_new();
+	evbuffer_add(b, "abc", 3);
+	assert_int_equal(sink_body(sk, b, 3), 0);
+	/* Five more went to the client by splice(2). */
+	h1s_body_sent(t.h, 5);
+	assert_int_equal(sink_end(sk), 0);
+	t_spin(&t, 10);
+	t_expect(&t, "HTTP/1.1 200 Fine\r\nContent-Length: 8\r\n\r\nabc");
+	/* Kept: the next request is served on the same connection. */
+	assert_int_equal(h1s_state(t.h), H1S_S_IDLE);
+	t.mode = T_ECHO;
+	t_send(&t, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+	t_expect_has(&t, "HTTP/1.1 200 OK\r\n");
+	assert_int_equal(t.heads, 2);
+	evbuffer_free(b);
+	t_done(&t);
+}
+
 int
 main(void)
 {
@@ -948,6 +1011,7 @@ main(void)
 		cmocka_unit_test(test_release),
 		cmocka_unit_test(test_close_in_hook),
 		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_splice_accounting),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
