@@ -171,6 +171,7 @@ wsframe_rx_fail(struct wsframe_rx *rx, struct wsframe_event *ev, uint16_t code,
     const char *why)
 {
 	rx->rx_state = WSFRAME_RX_END;
+	memset(ev, 0, sizeof *ev);
 	ev->e_type = WSFRAME_EV_ERROR;
 	ev->e_code = code;
 	ev->e_why = why;
@@ -351,6 +352,7 @@ wsframe_rx_next(
 {
 	const char *why;
 	uint16_t code;
+	uint8_t op;
 	size_t n;
 	int rv;
 
@@ -399,9 +401,7 @@ wsframe_rx_next(
 			return (wsframe_rx_fail(rx, ev, WS_CLOSE_INVALID_DATA,
 			    "invalid UTF-8 in a text message"));
 		rx->rx_left -= n;
-		ev->e_type = WSFRAME_EV_DATA;
-		ev->e_op = rx->rx_mop;
-		ev->e_len = n;
+		op = rx->rx_mop;
 		if (rx->rx_left == 0) {
 			rx->rx_state = WSFRAME_RX_HEAD;
 			if (rx->rx_flags & WSFRAME_RX_F_FIN) {
@@ -415,6 +415,9 @@ wsframe_rx_next(
 			} else if (n == 0)
 				continue; /* an empty fragment: nothing to say */
 		}
+		ev->e_type = WSFRAME_EV_DATA;
+		ev->e_op = op;
+		ev->e_len = n;
 		return (WSFRAME_EV_DATA);
 	}
 }

@@ -137,6 +137,7 @@ rx_run(const uint8_t *bytes, size_t len, int server, size_t max,
 				break;
 			case WSFRAME_EV_ERROR:
 				assert_non_null(ev.e_why);
+				assert_true(ev.e_op == 0 && ev.e_len == 0);
 				assert_true(wsframe_rx_ended(&rx));
 				evbuffer_add_printf(t, "E%u;", ev.e_code);
 				done = 1;
@@ -314,6 +315,9 @@ static const struct rx_case rx_cases[] = {
 	    "X1001:;" },
 	{ "nothing after an error", 0, 0, { F(0xc1, "a"), F(0x81, "b") }, NULL,
 	    0, "E1002;" },
+	{ "an error after an empty fragment", 0, 0,
+	    { F(0x02, ""), F(0x80, ""), F(0x02, ""), F(0xc0, "") }, NULL, 0,
+	    "B:;E1002;" },
 };
 
 /* Every case, fed every way. */
