@@ -74,6 +74,7 @@ struct wsconn {
 #define WSCONN_F_IN_SEND 0x40 /* inside wslay_event_send */
 #define WSCONN_F_TLS 0x80 /* the bufferevent is TLS: see wsconn_gather */
 #define WSCONN_F_CLOSE_RCVD 0x100 /* the peer's close frame came */
+#define WSCONN_F_WSLAY 0x200 /* wslay may hold a control frame to send */
 
 /* A TLS link's output chain for small frames (wsconn_gather). */
 #define WSCONN_TLS_GATHER (16 * 1024)
@@ -186,7 +187,10 @@ wsconn_queued(const struct wsconn *ws)
 
 	if (ws->ws_state == WSCONN_S_CLOSED)
 		return (0);
-	n = wslay_event_get_queued_msg_length(ws->ws_ctx);
+	/* Messages pass by wslay only now and then: ask it only then. */
+	n = 0;
+	if (ws->ws_flags & WSCONN_F_WSLAY)
+		n = wslay_event_get_queued_msg_length(ws->ws_ctx);
 	if (ws->ws_bev != NULL)
 		n += evbuffer_get_length(bufferevent_get_output(ws->ws_bev));
 	return (n);
@@ -300,11 +304,17 @@ wsconn_flush(struct wsconn *ws)
 	 * goes out before a close frame that follows it.
 	 */
 	if ((ws->ws_flags & WSCONN_F_IN_SEND) || ws->ws_bev == NULL ||
-	    !wslay_event_want_write(ws->ws_ctx))
+	    !(ws->ws_flags & WSCONN_F_WSLAY))
 		return;
+	if (!wslay_event_want_write(ws->ws_ctx)) {
+		ws->ws_flags &= ~WSCONN_F_WSLAY;
+		return;
+	}
 	ws->ws_flags |= WSCONN_F_IN_SEND;
 	rv = wslay_event_send(ws->ws_ctx);
 	ws->ws_flags &= ~WSCONN_F_IN_SEND;
+	if (rv == 0 && !wslay_event_want_write(ws->ws_ctx))
+		ws->ws_flags &= ~WSCONN_F_WSLAY;
 	if (evbuffer_get_length(ws->ws_stage) != 0 &&
 	    evbuffer_add_buffer(
 		bufferevent_get_output(ws->ws_bev), ws->ws_stage) != 0)
@@ -349,7 +359,8 @@ wsconn_check_done(struct wsconn *ws)
 		return;
 	if (!(ws->ws_flags & (WSCONN_F_CLOSE_RCVD | WSCONN_F_FAILED)))
 		return;
-	if (wslay_event_want_write(ws->ws_ctx) ||
+	if (((ws->ws_flags & WSCONN_F_WSLAY) &&
+		wslay_event_want_write(ws->ws_ctx)) ||
 	    evbuffer_get_length(bufferevent_get_output(ws->ws_bev)) != 0)
 		return;
 	wsconn_kick(ws, WSCONN_W_FINISH);
@@ -375,6 +386,7 @@ wsconn_refuse(struct wsconn *ws, uint16_t code, const char *why)
 	char buf[128];
 
 	(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
+	ws->ws_flags |= WSCONN_F_WSLAY;
 	wsconn_set_code(ws, code, why, strlen(why));
 	ws->ws_flags |= WSCONN_F_FAILED;
 	wsconn_enter_closing(ws);
@@ -458,6 +470,7 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 		pong.msg = ev->e_data;
 		pong.msg_length = ev->e_len;
 		rv = wslay_event_queue_msg(ws->ws_ctx, &pong);
+		ws->ws_flags |= WSCONN_F_WSLAY;
 		if (rv != 0 && rv != WSLAY_ERR_NO_MORE_MSG) {
 			wsconn_fail(
 			    ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
@@ -471,6 +484,7 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 		(void)wslay_event_queue_close(ws->ws_ctx,
 		    ev->e_code == WS_CLOSE_NO_STATUS ? 0 : ev->e_code,
 		    (const uint8_t *)ev->e_reason, ev->e_reason_len);
+		ws->ws_flags |= WSCONN_F_WSLAY;
 		wsconn_enter_closing(ws);
 		wsconn_drop_message(ws);
 		break;
@@ -1001,6 +1015,7 @@ wsconn_close(struct wsconn *ws, uint16_t code, const char *reason)
 	if (wslay_event_queue_close(
 		ws->ws_ctx, code, (const uint8_t *)reason, len) != 0)
 		return (-1);
+	ws->ws_flags |= WSCONN_F_WSLAY;
 	wsconn_enter_closing(ws);
 	wsconn_flush(ws);
 	wsconn_flow(ws);
