@@ -316,9 +316,7 @@ tunnel_ws_msg(struct tunnel_xchg *x, const struct tunproto_msg *m)
 			break;
 		}
 		code = (uint16_t)m->m_code;
-		if (!((code >= 1000 && code <= 1003) ||
-			(code >= 1007 && code <= 1011) ||
-			(code >= 3000 && code <= 4999)))
+		if (!ws_close_code_valid((unsigned int)m->m_code))
 			code = WS_CLOSE_NORMAL;
 		tws_fail(x, code, m->m_reason != NULL ? m->m_reason : "", NULL);
 		break;

@@ -2,13 +2,13 @@
  * WebSocket connections (RFC 6455) for the reverse tunnel and anything else
  * that speaks WebSocket after an HTTP/1.1 upgrade.
  *
- * We do the handshake (helpers below, over lib/http1.c messages) and the
- * data frames; wslay does the control frames and close codes.  A struct
- * wsconn sits on a
- * bufferevent, plain or TLS, once the handshake is over, delivers whole
- * messages and queues outgoing ones.  No extensions (no compression), and
- * we never send pings: the tunnel's heartbeat is JSON (tunnel-protocol.md
- * §3, §7).  Pings from the peer are answered by wslay.
+ * We do the handshake (helpers below, over lib/http1.c messages).  A
+ * struct wsconn sits on a bufferevent, plain or TLS, once the handshake
+ * is over: every frame it receives is parsed by wsframe.c, it delivers
+ * whole messages and queues outgoing ones, our data frames and wslay's
+ * control frames.  No extensions (no compression), and we never send
+ * pings: the tunnel's heartbeat is JSON (tunnel-protocol.md §3, §7).
+ * Pings from the peer are answered with pongs.
  */
 #ifndef AK_WSCONN_H
 #define AK_WSCONN_H
@@ -16,25 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wsframe.h"
+
 struct bufferevent;
 struct event_base;
 struct evbuffer;
 struct http1_msg;
-
-/* Close codes (RFC 6455 section 7.4.1). */
-#define WS_CLOSE_NORMAL 1000
-#define WS_CLOSE_GOING_AWAY 1001
-#define WS_CLOSE_PROTOCOL_ERROR 1002
-#define WS_CLOSE_UNSUPPORTED_DATA 1003
-#define WS_CLOSE_NO_STATUS 1005 /* reported only: close frame without code */
-#define WS_CLOSE_ABNORMAL 1006 /* reported only: no close frame at all */
-#define WS_CLOSE_INVALID_DATA 1007
-#define WS_CLOSE_POLICY 1008
-#define WS_CLOSE_TOO_BIG 1009
-#define WS_CLOSE_INTERNAL_ERROR 1011
-
-/* Longest close reason a close frame can carry, in bytes. */
-#define WS_CLOSE_REASON_MAX 123
 
 /* Length of a Sec-WebSocket-Key and of a Sec-WebSocket-Accept value. */
 #define WS_KEY_LEN 24

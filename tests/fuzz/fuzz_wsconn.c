@@ -1,6 +1,9 @@
 /*
- * libFuzzer harness for lib/wsconn.c.  The input is the byte stream a
- * peer sends after the handshake: it goes, in pieces, through a
+ * libFuzzer harness for lib/wsframe.c and lib/wsconn.c.  The input is the
+ * byte stream a peer sends after the handshake.  First the parser alone
+ * (the one every received stream goes through) reads it whole, in pieces
+ * and a byte at a time, and must find the same messages, control frames
+ * and verdict every way.  Then it goes, in pieces, through a
  * bufferevent pair into a wsconn (server or client, chosen by the first
  * byte), whose owner echoes messages, may close or free itself from a
  * callback, and the loop runs until nothing is left to do.  What the
@@ -21,6 +24,7 @@
 #include <event2/event.h>
 
 #include "wsconn.h"
+#include "wsframe.h"
 
 /* Abort with the failed condition, so libFuzzer saves the input. */
 #define FUZZ_ASSERT(c) fuzz_assert((c) != 0, #c, __LINE__)
@@ -133,7 +137,8 @@ fuzz_on_message_buf(void *arg, int is_binary, struct evbuffer *msg)
 	fuzz_on_message(
 	    arg, is_binary, data != NULL ? data : (const uint8_t *)"", len);
 	FUZZ_ASSERT(evbuffer_get_length(msg) == len);
-	FUZZ_ASSERT(evbuffer_remove_buffer(msg, keep, len / 2) == (int)(len / 2));
+	FUZZ_ASSERT(
+	    evbuffer_remove_buffer(msg, keep, len / 2) == (int)(len / 2));
 	evbuffer_free(keep);
 }
 
@@ -198,6 +203,109 @@ fuzz_check_back(struct fuzz_owner *fo, int client)
 	}
 }
 
+/*
+ * Parse size bytes at data as a server or client would, fed in pieces of
+ * step bytes, each its own chain, and append what was found to out: each
+ * message whole ('M', opcode, length, payload), each control frame ('C',
+ * opcode, code, length, payload), an error ('E', code).
+ */
+static void
+fuzz_rx(const uint8_t *data, size_t size, int server, size_t step,
+    struct evbuffer *out)
+{
+	struct wsframe_rx rx;
+	struct wsframe_event ev;
+	struct evbuffer *in, *piece, *msg;
+	size_t off, n, len;
+	uint8_t rec[11];
+	enum wsframe_ev e;
+
+	wsframe_rx_init(&rx, server, FUZZ_MAX_MESSAGE);
+	in = evbuffer_new();
+	msg = evbuffer_new();
+	FUZZ_ASSERT(in != NULL && msg != NULL);
+	for (off = 0; off < size; off += n) {
+		n = size - off < step ? size - off : step;
+		piece = evbuffer_new();
+		FUZZ_ASSERT(piece != NULL);
+		evbuffer_add(piece, data + off, n);
+		evbuffer_add_buffer(in, piece);
+		evbuffer_free(piece);
+		while ((e = wsframe_rx_next(&rx, in, &ev)) != WSFRAME_EV_MORE) {
+			FUZZ_ASSERT(e == ev.e_type);
+			memset(rec, 0, sizeof rec);
+			rec[1] = ev.e_op;
+			rec[2] = (uint8_t)(ev.e_code >> 8);
+			rec[3] = (uint8_t)ev.e_code;
+			switch (e) {
+			case WSFRAME_EV_DATA:
+				FUZZ_ASSERT(
+				    ev.e_len <= evbuffer_get_length(in));
+				FUZZ_ASSERT(ev.e_len != 0 || ev.e_fin);
+				evbuffer_remove_buffer(in, msg, ev.e_len);
+				len = evbuffer_get_length(msg);
+				FUZZ_ASSERT(len <= FUZZ_MAX_MESSAGE);
+				if (!ev.e_fin)
+					break;
+				rec[0] = 'M';
+				rec[4] = (uint8_t)(len >> 8);
+				rec[5] = (uint8_t)len;
+				evbuffer_add(out, rec, sizeof rec);
+				evbuffer_add_buffer(out, msg);
+				break;
+			case WSFRAME_EV_CONTROL:
+				FUZZ_ASSERT(ev.e_len <= WS_CONTROL_MAX);
+				FUZZ_ASSERT(ev.e_op != WS_OP_CLOSE ||
+				    (wsframe_rx_ended(&rx) &&
+					(ev.e_code == WS_CLOSE_NO_STATUS ||
+					    ws_close_code_valid(ev.e_code))));
+				rec[0] = 'C';
+				rec[4] = (uint8_t)ev.e_len;
+				evbuffer_add(out, rec, sizeof rec);
+				evbuffer_add(out, ev.e_data, ev.e_len);
+				break;
+			case WSFRAME_EV_ERROR:
+				FUZZ_ASSERT(wsframe_rx_ended(&rx));
+				FUZZ_ASSERT(
+				    ev.e_code == WS_CLOSE_PROTOCOL_ERROR ||
+				    ev.e_code == WS_CLOSE_INVALID_DATA ||
+				    ev.e_code == WS_CLOSE_TOO_BIG);
+				rec[0] = 'E';
+				evbuffer_add(out, rec, sizeof rec);
+				break;
+			case WSFRAME_EV_MORE:
+				break;
+			}
+		}
+	}
+	evbuffer_free(in);
+	evbuffer_free(msg);
+}
+
+/* The parser finds the same in data however it is split. */
+static void
+fuzz_rx_splits(const uint8_t *data, size_t size, int server, size_t step)
+{
+	struct evbuffer *a = evbuffer_new(), *b = evbuffer_new();
+	struct evbuffer *c = evbuffer_new();
+	size_t n;
+
+	FUZZ_ASSERT(a != NULL && b != NULL && c != NULL);
+	fuzz_rx(data, size, server, size + 1, a);
+	fuzz_rx(data, size, server, step, b);
+	fuzz_rx(data, size, server, 1, c);
+	n = evbuffer_get_length(a);
+	FUZZ_ASSERT(evbuffer_get_length(b) == n);
+	FUZZ_ASSERT(evbuffer_get_length(c) == n);
+	FUZZ_ASSERT(n == 0 ||
+	    (memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(b, -1), n) == 0 &&
+		memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(c, -1), n) ==
+		    0));
+	evbuffer_free(a);
+	evbuffer_free(b);
+	evbuffer_free(c);
+}
+
 /* Run the loop without blocking until it has nothing active. */
 static void
 fuzz_run(void)
@@ -231,6 +339,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data++;
 		size--;
 	}
+	step = 1 + (size_t)(fo.fo_mode >> 6) * 37;
+	fuzz_rx_splits(data, size, !(fo.fo_mode & FUZZ_M_CLIENT), step);
+
 	FUZZ_ASSERT(bufferevent_pair_new(fuzz_base, 0, pair) == 0);
 	fo.fo_ws = wsconn_new(fuzz_base, pair[0], fo.fo_mode & FUZZ_M_CLIENT,
 	    (fo.fo_mode & FUZZ_M_BUF) ? &fuzz_buf_cbs : &fuzz_cbs, &fo,
@@ -239,7 +350,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
 
 	/* Pieces of a size taken from the mode, so frames cross reads. */
-	step = 1 + (size_t)(fo.fo_mode >> 6) * 37;
 	for (off = 0; off < size; off += n) {
 		n = size - off < step ? size - off : step;
 		bufferevent_write(pair[1], data + off, n);

@@ -31,7 +31,9 @@ serves requests itself, chosen by path (no real target):
   POST ...?drop=M        streamed upload: drop the link once M bytes arrived
                          (first time); ?slow=1 consumes chunks slowly so some
                          are held unacknowledged when the link drops
-  WebSocket (ws_connect) echo: text and binary messages come back unchanged
+  WebSocket (ws_connect) echo: text and binary messages come back unchanged;
+                         the text "close CODE" is answered with ws_close
+                         CODE "closed by the target"
 
 Events go to --log as JSON lines (connected, closed with code, requests,
 errors received, ...).  SIGUSR1 drops the link (a reconnect blip).
@@ -541,6 +543,13 @@ class Client:
                 self.log(event="ws_message", id=sid,
                          binary=msg.get("binary", False),
                          len=len(msg.get("data", "")))
+                data = msg.get("data", "")
+                if not msg.get("binary") and data.startswith("close "):
+                    self.channels.pop(sid, None)
+                    await self.send({"type": "ws_close", "id": sid,
+                                     "code": int(data[6:]),
+                                     "reason": "closed by the target"}, ws)
+                    return
                 await self.send({"type": "ws_message", "id": sid,
                                  "data": msg.get("data", ""),
                                  "binary": msg.get("binary", False)}, ws)

@@ -10,7 +10,8 @@
 # blip, http_timeout -> 504 (the client is told "downstream request
 # closed"), past max_inflight a wait then 429, both tunnel routes, auth 401/403, 404
 # tunnel_not_configured, Port B unreachable from the host's loopback,
-# application WebSockets, address placement, admin info and metrics, and a
+# application WebSockets (the target's close code reaching the caller),
+# address placement, admin info and metrics, and a
 # tunnel added and removed through the admin API.
 . "$(dirname "$0")/lib.sh"
 
@@ -263,6 +264,27 @@ out=$(ip netns exec "$NS" timeout 30 $PY "$TOP/tests/regress/ws_echo.py" client 
 assert_eq "WebSocket binary echo" "ok 3" "$out"
 grep -q '"event": "ws_connect".*"path": "/chat?room=one"' "$T/A.jsonl" || fail "ws_connect did not carry the path with its query"
 ok "application WebSockets: text and 300 kB binary messages echo byte for byte"
+
+# The target closes with a registered code the caller must see as sent:
+# 1012-1014 came after RFC 6455, and were turned into 1000 on the way.
+for code in 1012 1014 1011 4000; do
+	out=$(ip netns exec "$NS" timeout 30 $PY - "$code" <<'PYEOF'
+import asyncio, sys, websockets
+async def main():
+    async with websockets.connect("ws://127.0.0.1:8766/chat",
+                                  ping_interval=None, open_timeout=10) as ws:
+        await ws.send("close " + sys.argv[1])
+        try:
+            await asyncio.wait_for(ws.recv(), 10)
+        except websockets.ConnectionClosed:
+            pass
+        print(ws.close_code, ws.close_reason)
+asyncio.run(main())
+PYEOF
+) || fail "WebSocket closed by the target with $code: $out"
+	assert_eq "close code from the target" "$code closed by the target" "$out"
+done
+ok "application WebSockets: the target's close code reaches the caller, 1012-1014 too"
 
 # Admin API: the tunnel's state, client and counters.
 out=$($C "http://127.0.0.1:$ADM/v1/sandboxes/sbx")
