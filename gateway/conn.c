@@ -1240,6 +1240,8 @@ conn_h1conf(struct gw *g)
 	hc->hc_idle_ms = cf->cf_keepalive_timeout;
 	hc->hc_write_ms = cf->cf_idle_timeout;
 	hc->hc_linger_ms = CONN_LINGER_MS;
+	/* The upstream answers Expect: 100-continue; its 100 is relayed. */
+	hc->hc_flags = H1S_C_RELAY_CONTINUE;
 	return (hc);
 }
 

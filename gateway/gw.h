@@ -1133,6 +1133,7 @@ struct h1s_conf {
 	int hc_flags;
 #define H1S_C_EOF_ABORTS 0x01 /* the peer's end cuts an exchange short */
 #define H1S_C_FIRST_DEADLINE 0x02 /* the first head's deadline from accept */
+#define H1S_C_RELAY_CONTINUE 0x04 /* the owner passes Expect on: no 100 of ours */
 };
 
 enum h1s_state {

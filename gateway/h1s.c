@@ -386,7 +386,8 @@ h1s_start(struct h1s *h)
 		h->hs_flags |= H1S_F_BODY_DONE;
 	h->hs_left = m->m_body == HTTP1_BODY_LENGTH ? m->m_content_length : 0;
 	if ((m->m_flags & HTTP1_F_EXPECT_CONTINUE) && m->m_minor == 1 &&
-	    !(h->hs_flags & H1S_F_BODY_DONE))
+	    !(h->hs_flags & H1S_F_BODY_DONE) &&
+	    !(h->hs_conf->hc_flags & H1S_C_RELAY_CONTINUE))
 		h->hs_flags |= H1S_F_CONTINUE;
 	if (++h->hs_nreq == h->hs_conf->hc_max_requests)
 		h->hs_flags &= ~H1S_F_KEEPALIVE;

@@ -371,6 +371,7 @@ out=$($C --expect100-timeout 10 -H 'Expect: 100-continue' -D "$T/h100" \
 	--data-binary "@$T/up.bin" -w '\n%{time_total}' "$H/echo") || fail "100-continue upload"
 assert_contains "100-continue upload checksum" "\"body_sha256\": \"$want\"" "$out"
 assert_contains "100 Continue reached the client" "HTTP/1.1 100" "$(cat "$T/h100")"
+assert_eq "100 Continue responses the client got" 1 "$(grep -c '^HTTP/1.1 100' "$T/h100")"
 t=$(printf '%s' "$out" | tail -n 1)
 $PY -c "import sys; sys.exit(0 if float('$t') < 5 else 1)" ||
 	fail "100-continue upload took ${t}s: the client waited for its expect timeout"

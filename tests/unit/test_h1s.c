@@ -990,6 +990,43 @@ test_splice_accounting(void **state)
 	t_done(&t);
 }
 
+/*
+ * H1S_C_RELAY_CONTINUE: the owner passes Expect on and relays the
+ * upstream's 100 as an interim head; the engine sends none of its own.
+ */
+static void
+test_relay_continue(void **state)
+{
+	struct t t;
+	struct head rh;
+	enum http1_err err;
+
+	(void)state;
+	t_open(&t, 0, 1);
+	t.conf.hc_flags = H1S_C_RELAY_CONTINUE;
+	t.mode = T_HOLD;
+	t_send(&t,
+	    "PUT /u HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+	    "Expect: 100-continue\r\n\r\n");
+	assert_int_equal(h1s_body_read(t.h, t.body, 100, &err), 0);
+	t_spin(&t, 5);
+	assert_int_equal(evbuffer_get_length(t.got), 0);
+	memset(&rh, 0, sizeof rh);
+	rh.h_status = 100;
+	assert_int_equal(sink_head(h1s_sink(t.h), &rh), 0);
+	t_spin(&t, 5);
+	t_expect(&t, "HTTP/1.1 100 Continue\r\n\r\n");
+	t_send(&t, "hello");
+	t.mode = T_ECHO;
+	t_read_body(&t, t.h);
+	t_spin(&t, 5);
+	t_expect(&t,
+	    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+	    "Content-Length: 5\r\n\r\nhello");
+	assert_int_equal(h1s_state(t.h), H1S_S_IDLE);
+	t_done(&t);
+}
+
 int
 main(void)
 {
@@ -1012,6 +1049,7 @@ main(void)
 		cmocka_unit_test(test_close_in_hook),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_splice_accounting),
+		cmocka_unit_test(test_relay_continue),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
