@@ -1007,6 +1007,19 @@ conn_route(struct conn *c)
 	proxy_start(c);
 }
 
+/*
+ * Send what this input made for the upstream at once (wthru.h): at the
+ * end of this loop pass, not after the loop has asked epoll whether the
+ * socket is writable.
+ */
+static void
+conn_flush_upstream(struct conn *c)
+{
+	if (c->c_x != NULL && c->c_x->x_up != NULL &&
+	    c->c_x->x_up->u_state == UP_S_ACTIVE)
+		wthru_flush(&c->c_x->x_up->u_wt);
+}
+
 /* The engine parsed a request head: its exchange starts, routed. */
 static void
 conn_on_head(struct h1s *h, void *arg, const struct head *head,
@@ -1025,6 +1038,7 @@ conn_on_head(struct h1s *h, void *arg, const struct head *head,
 	if (h1s_body_done(c->c_h1))
 		x->x_flags |= XCHG_F_REQ_WHOLE;
 	conn_route(c);
+	conn_flush_upstream(c);
 }
 
 /* Request body bytes wait in the engine's input. */
@@ -1039,9 +1053,7 @@ conn_on_body(struct h1s *h, void *arg)
 		if (c->c_state == CONN_S_BODY)
 			proxy_request_splice_try(c);
 	}
-	if (c->c_x != NULL && c->c_x->x_up != NULL &&
-	    c->c_x->x_up->u_state == UP_S_ACTIVE)
-		wthru_flush(&c->c_x->x_up->u_wt);
+	conn_flush_upstream(c);
 }
 
 /* The client's output drained to its low watermark: read on upstream. */
