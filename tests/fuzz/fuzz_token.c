@@ -136,13 +136,13 @@ fuzz_round_trip(const char *text, uint64_t expiry)
 /* auth_check for a host-form request with flags (AUTH_F_*). */
 static int
 fuzz_auth(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
-    const struct gw_port_rule *rule, const struct http1_msg *m,
+    const struct gw_port_rule *rule, const struct head *m,
     const char *target, int flags, struct auth_result *res)
 {
 	struct auth_req aq;
 
 	memset(&aq, 0, sizeof aq);
-	aq.aq_msg = m;
+	aq.aq_head = m;
 	aq.aq_target = target;
 	aq.aq_host = "8080-sbx.localhost";
 	aq.aq_flags = flags | AUTH_F_NAVIGATION;
@@ -155,7 +155,7 @@ fuzz_target(const struct gw_config *cf, const char *text)
 {
 	const struct gw_sandbox *sb = cf->cf_sandboxes[0];
 	struct auth_result res;
-	struct http1_msg m;
+	struct head m;
 	char *target;
 	size_t before, after;
 	int ours_before, ours_after, rc;
@@ -197,7 +197,7 @@ fuzz_headers(const struct gw_config *cf, const char *text)
 	const struct gw_sandbox *sb = cf->cf_sandboxes[0];
 	struct hfield h[5];
 	struct auth_result res;
-	struct http1_msg m;
+	struct head m;
 	char *bearer;
 	size_t ws;
 	int rc;
@@ -225,8 +225,8 @@ fuzz_headers(const struct gw_config *cf, const char *text)
 	h[4].value = text;
 	h[4].value_len = strlen(text);
 	memset(&m, 0, sizeof m);
-	m.m_headers = h;
-	m.m_nheaders = 5;
+	m.h_fields = h;
+	m.h_nfields = 5;
 	FUZZ_ASSERT(auth_is_credential_header(cf, &h[1]));
 	/* Whitespace after "Bearer" is skipped, however much there is. */
 	ws = strspn(text, " \t");
