@@ -294,7 +294,6 @@ struct gw {
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
 	struct strbuf g_head; /* scratch for message heads (proxy.c) */
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
-	struct evbuffer *g_stage; /* small TLS responses put together (proxy.c) */
 	struct memtrim *g_memtrim; /* main loop: memory back after load */
 	struct h1s_conf *g_h1conf; /* how port URLs are served (conn.c) */
 };

@@ -240,8 +240,7 @@ main(int argc, char **argv)
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);
-	if (g.g_stage != NULL)
-		evbuffer_free(g.g_stage);
+	free(g.g_h1conf);
 	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");

@@ -225,8 +225,7 @@ worker_free(struct gw *w)
 	strbuf_free(&w->g_head);
 	directory_unref(w->g_dir);
 	splice_pool_free(w->g_splice);
-	if (w->g_stage != NULL)
-		evbuffer_free(w->g_stage);
+	free(w->g_h1conf);
 	free(w);
 }
 
