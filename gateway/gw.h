@@ -1037,7 +1037,12 @@ struct h1x_ops {
 	int (*xo_quiet)(struct h1x *); /* nothing more waits from the peer */
 	void *(*xo_detach)(struct h1x *); /* free, keeping the connection */
 	void (*xo_free)(struct h1x *); /* free with its connection */
+	void (*xo_read_high)(struct h1x *, size_t); /* input kept at most */
+	/* Output waiting ms unwritten is an error (H1X_EV_ERROR); 0: never. */
+	void (*xo_write_timeout)(struct h1x *, uint64_t ms);
 };
+/* The why of an H1X_EV_ERROR for the write timeout. */
+#define H1X_WHY_WRITE_TIMEOUT "the peer read nothing within the write timeout"
 struct h1x {
 	const struct h1x_ops *hx_ops;
 	struct evbuffer *hx_in;
@@ -1140,6 +1145,11 @@ int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
 void h1s_close(struct h1s *, const char *reason);
 void *h1s_release(struct h1s *);
+void h1s_read_high(struct h1s *, size_t);
+void h1s_write_timeout(struct h1s *, uint64_t ms);
+void h1s_count_sent(struct h1s *);
+uint64_t h1s_sent(const struct h1s *);
+size_t h1s_queued(const struct h1s *);
 enum h1s_state h1s_state(const struct h1s *);
 const char *h1s_state_name(enum h1s_state);
 char *h1s_print(const struct h1s *, char *, size_t);
