@@ -337,6 +337,24 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 }
 
 /*
+ * Answer the request on h with err and the sentence msg (JSON) through
+ * the engine's sink; the connection stays open after it only with keep.
+ */
+static void
+tdc_answer_error(
+    struct h1s *h, const struct gw_error *err, const char *msg, int keep)
+{
+	struct errpage ep;
+
+	memset(&ep, 0, sizeof ep);
+	ep.ep_status = err->e_status;
+	ep.ep_code = err->e_code;
+	ep.ep_message = msg;
+	ep.ep_flags = keep ? ERRPAGE_F_KEEPALIVE : 0;
+	errpage_send(h1s_sink(h), &ep);
+}
+
+/*
  * Fail an exchange: answer the caller with err and a sentence when no
  * response has started, else cut its connection; tell the client
  * error{id, tell} when tell is not NULL and the request was sent.
@@ -347,7 +365,6 @@ tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
 {
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
-	struct errpage ep;
 	struct h1s *h;
 	va_list ap;
 	char *msg;
@@ -384,12 +401,7 @@ tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
 			h1s_no_keep(h);
 		x->x_status = err->e_status;
 		tunnel_xchg_end(x, err->e_code);
-		memset(&ep, 0, sizeof ep);
-		ep.ep_status = err->e_status;
-		ep.ep_code = err->e_code;
-		ep.ep_message = msg;
-		ep.ep_flags = keep ? ERRPAGE_F_KEEPALIVE : 0;
-		errpage_send(h1s_sink(h), &ep);
+		tdc_answer_error(h, err, msg, keep);
 	}
 	free(msg);
 }
@@ -435,7 +447,6 @@ void
 tunnel_dconn_refuse(
     struct tunnel_dconn *d, const struct gw_error *err, const char *fmt, ...)
 {
-	struct errpage ep;
 	va_list ap;
 	char *msg;
 
@@ -447,11 +458,7 @@ tunnel_dconn_refuse(
 	d->d_head = NULL;
 	d->d_req = NULL;
 	h1s_no_keep(d->d_h1s);
-	memset(&ep, 0, sizeof ep);
-	ep.ep_status = err->e_status;
-	ep.ep_code = err->e_code;
-	ep.ep_message = msg;
-	errpage_send(h1s_sink(d->d_h1s), &ep);
+	tdc_answer_error(d->d_h1s, err, msg, 0);
 	free(msg);
 }
 
