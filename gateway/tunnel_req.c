@@ -923,11 +923,11 @@ tdc_lost(struct tunnel_dconn *d, const char *reason)
 	else if (x->x_state == TX_S_STREAM)
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
 		    "downstream response closed",
-		    "The caller closed the connection: %s.", reason);
+		    "The caller's connection ended: %s.", reason);
 	else
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
 		    "downstream request closed",
-		    "The caller closed the connection: %s.", reason);
+		    "The caller's connection ended: %s.", reason);
 }
 
 /*
