@@ -42,37 +42,21 @@ const struct gw_error gw_err_upstream_unreachable[] = { { 502,
     "upstream_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
 
-/* Where one of our answers goes: wire bytes into an evbuffer, or a sink. */
-struct errpage_to {
-	struct evbuffer *et_out; /* or NULL */
-	struct sink *et_sink; /* or NULL */
-	int et_head_only; /* et_out: a HEAD request, the body left out */
-};
-
 /*
- * Send head h with body, whose length it gets, where to says: through the
- * sink, or in HTTP/1 to the evbuffer (one writer of heads, h1sink.c).
- * Returns 0, or -1 when the sink is gone.
+ * Send head h with body, whose length it gets, through sink s (the HTTP/1
+ * one writes it with h1sink.c's one writer of heads).  Returns 0, or -1
+ * when the sink is gone.
  */
 static int
-errpage_emit(const struct errpage_to *to, struct head *h, struct evbuffer *body)
+errpage_emit(struct sink *s, struct head *h, struct evbuffer *body)
 {
 	size_t len = evbuffer_get_length(body);
 
 	h->h_flags |= HEAD_F_LENGTH;
 	h->h_length = len;
-	if (to->et_sink != NULL) {
-		if (sink_head(to->et_sink, h) != 0 ||
-		    (len > 0 && sink_body(to->et_sink, body, len) != 0))
-			return (-1);
-		return (sink_end(to->et_sink));
-	}
-	h1_head_put(to->et_out, h,
-	    to->et_head_only ? H1_FRAME_NONE : H1_FRAME_LENGTH,
-	    (h->h_flags & HEAD_F_CLOSE) ? H1_CONN_CLOSE : H1_CONN_KEEP);
-	if (!to->et_head_only)
-		evbuffer_add_buffer(to->et_out, body);
-	return (0);
+	if (sink_head(s, h) != 0 || (len > 0 && sink_body(s, body, len) != 0))
+		return (-1);
+	return (sink_end(s));
 }
 
 /* A response head of ours: status, fields, and close unless keepalive. */
@@ -97,7 +81,6 @@ int
 errpage_moved(struct sink *out, const char *request_id, int status,
     const char *location, int keepalive)
 {
-	struct errpage_to to = { NULL, out, 0 };
 	int rv;
 	struct evbuffer *body = evbuffer_new();
 	struct hfield f[3];
@@ -109,7 +92,7 @@ errpage_moved(struct sink *out, const char *request_id, int status,
 	if (request_id != NULL)
 		hfield_set(&f[n++], "X-Request-Id", request_id);
 	errpage_head(&h, status, f, n, keepalive);
-	rv = errpage_emit(&to, &h, body);
+	rv = errpage_emit(out, &h, body);
 	evbuffer_free(body);
 	return (rv);
 }
@@ -150,7 +133,6 @@ int
 errpage_redirect(struct sink *out, const char *request_id, const char *location,
     const char *set_cookie, int page, int keepalive)
 {
-	struct errpage_to to = { NULL, out, 0 };
 	struct evbuffer *body = evbuffer_new();
 	struct hfield f[6];
 	struct head h;
@@ -180,7 +162,7 @@ errpage_redirect(struct sink *out, const char *request_id, const char *location,
 	if (request_id != NULL)
 		hfield_set(&f[n++], "X-Request-Id", request_id);
 	errpage_head(&h, page ? 200 : 303, f, n, keepalive);
-	rv = errpage_emit(&to, &h, body);
+	rv = errpage_emit(out, &h, body);
 	evbuffer_free(body);
 	return (rv);
 }
@@ -336,12 +318,12 @@ errpage_html(struct evbuffer *body, const struct errpage *ep)
 }
 
 /*
- * Send error ep where to says: JSON, or with ERRPAGE_F_HTML a page for a
+ * Send error ep through sink to: JSON, or with ERRPAGE_F_HTML a page for a
  * browser, with the code in X-Gateway-Error and ep's own fields after
  * ours.  Returns 0, or -1 when the sink is gone.
  */
 static int
-errpage_out(const struct errpage_to *to, const struct errpage *ep)
+errpage_out(struct sink *to, const struct errpage *ep)
 {
 	struct evbuffer *body;
 	struct hfield *f;
@@ -391,19 +373,6 @@ errpage_out(const struct errpage_to *to, const struct errpage *ep)
 }
 
 /*
- * Append the whole error response ep to out: JSON, or with ERRPAGE_F_HTML
- * a page for a browser.  ERRPAGE_F_HEAD leaves the body out (a HEAD
- * request) but keeps its Content-Length.
- */
-void
-errpage_put(struct evbuffer *out, const struct errpage *ep)
-{
-	struct errpage_to to = { out, NULL, (ep->ep_flags & ERRPAGE_F_HEAD) };
-
-	errpage_out(&to, ep);
-}
-
-/*
  * Send error ep through a response sink, which decides what a HEAD
  * request gets.  Without ERRPAGE_F_KEEPALIVE the head asks the transport
  * to close after it.  Returns 0, or -1 when the sink is gone.
@@ -411,9 +380,7 @@ errpage_put(struct evbuffer *out, const struct errpage *ep)
 int
 errpage_send(struct sink *s, const struct errpage *ep)
 {
-	struct errpage_to to = { NULL, s, 0 };
-
-	return (errpage_out(&to, ep));
+	return (errpage_out(s, ep));
 }
 
 /*
@@ -437,25 +404,3 @@ errpage_wants_html(const struct head *h)
 	return (0);
 }
 
-/*
- * Append a whole error response to out, without sandbox or port.
- * request_id, when not NULL, is sent as X-Request-Id; head_only leaves the
- * body out (a HEAD request) but keeps its Content-Length.
- */
-void
-errpage_write(struct evbuffer *out, const char *request_id, int status,
-    const char *code, const char *message, int html, int head_only,
-    int keepalive)
-{
-	struct errpage ep = {
-		.ep_request_id = request_id,
-		.ep_status = status,
-		.ep_code = code,
-		.ep_message = message,
-		.ep_flags = (html ? ERRPAGE_F_HTML : 0) |
-		    (head_only ? ERRPAGE_F_HEAD : 0) |
-		    (keepalive ? ERRPAGE_F_KEEPALIVE : 0),
-	};
-
-	errpage_put(out, &ep);
-}

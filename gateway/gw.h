@@ -761,13 +761,12 @@ struct tunnel_xchg {
 #define TX_F_UP_STOPPED 0x0040 /* the response began: upload dropped */
 #define TX_F_RESP_LENGTH 0x0080 /* x_resp_len is the declared length */
 #define TX_F_RESP_NOBODY 0x0100 /* HEAD, 204 or 304: no body */
-#define TX_F_RESP_CHUNKED 0x0200 /* downstream body is chunked */
-#define TX_F_RESP_EOF 0x0400 /* downstream body ends at close */
-#define TX_F_PAUSED 0x0800 /* link lost; waiting for a resume */
-#define TX_F_COUNTED 0x1000 /* counted in t_ninflight/t_nchannels */
-#define TX_F_WS_CLOSED 0x2000 /* the caller's WebSocket has closed */
-#define TX_F_RETRY 0x4000 /* re-sent to a new client session */
-#define TX_F_UP_PROBE 0x8000 /* chunked: may still fit the fast path */
+#define TX_F_PAUSED 0x0200 /* link lost; waiting for a resume */
+#define TX_F_COUNTED 0x0400 /* counted in t_ninflight/t_nchannels */
+#define TX_F_WS_CLOSED 0x0800 /* the caller's WebSocket has closed */
+#define TX_F_RETRY 0x1000 /* re-sent to a new client session */
+#define TX_F_UP_PROBE 0x2000 /* chunked: may still fit the fast path */
+#define TX_F_CONN 0x4000 /* holds the caller's socket: in t_ndconns */
 	char x_id[TUNPROTO_UUID_LEN + 1];
 	char *x_method; /* for the frame and the log */
 	char *x_target; /* origin-form, with the query */
@@ -800,38 +799,23 @@ struct tunnel_xchg {
 	struct evbuffer *x_ws_msg; /* binary message being reassembled */
 };
 
-/* Where a Port B connection is. */
-enum tdc_state {
-	TDC_S_HEAD = 0, /* reading a request head */
-	TDC_S_XCHG, /* an exchange is in progress */
-	TDC_S_WS, /* handed to an application WebSocket channel */
-	TDC_S_CLOSING, /* writing a last answer, then closing */
-	TDC_S_DEAD, /* closed; freed from the loop */
-};
-
-/* A connection from code in the sandbox to Port B. */
+/*
+ * A connection from code in the sandbox to Port B.  The HTTP/1 engine
+ * (h1s.c) runs it; this is its owner: the exchange it carries, and its
+ * place in the tunnel's list and count.
+ */
 struct tunnel_dconn {
 	TAILQ_ENTRY(tunnel_dconn) d_entry;
 	struct tunnel *d_tunnel;
 	uint64_t d_id;
-	struct bufferevent *d_bev; /* NULL once handed to a wsconn */
-	struct wthru d_wt; /* writes to the caller at the pass's end */
-	enum tdc_state d_state;
+	struct h1s *d_h1s;
 	int d_flags;
-#define TDC_F_KEEPALIVE 0x01 /* this exchange may keep the connection */
-#define TDC_F_HEAD_STARTED 0x02 /* a byte of a new head arrived */
-#define TDC_F_EOF 0x04 /* the caller shut its side */
-#define TDC_F_HEAD_REQ 0x08 /* the request is HEAD */
-#define TDC_F_LINGER 0x10 /* shut down, draining input */
-#define TDC_F_HTTP10 0x20 /* the request is HTTP/1.0 */
-#define TDC_F_NEXT 0x40 /* start the next head once output drains */
-#define TDC_F_READ_HELD 0x80 /* reading off: the input cannot move on */
+#define TDC_F_LISTED 0x01 /* on t_dconns */
+#define TDC_F_RELEASED 0x02 /* handed to an application WebSocket */
+#define TDC_F_READ_HIGH 0x04 /* reading raised for a streamed body */
 	char d_peer[64];
-	struct event *d_timer; /* head deadline, idle, linger */
-	struct http1_msg d_req;
-	struct http1_chunked d_chunked;
-	uint64_t d_left; /* Content-Length bytes still to read */
-	uint64_t d_out; /* bytes ever appended to the output */
+	const struct head *d_head; /* the request's, while d_x runs */
+	const struct http1_msg *d_req; /* ... as parsed (the engine's) */
 	struct tunnel_xchg *d_x; /* the exchange in progress */
 };
 
@@ -870,7 +854,9 @@ const char *tunnel_xchg_show(const struct tunnel_xchg *, char *, size_t);
 /* tunnel_req.c */
 void tunnel_dconn_accept(struct tunnel *, int fd, struct sockaddr *);
 void tunnel_dconn_close(struct tunnel_dconn *, const char *reason);
-void tunnel_dconn_done(struct tunnel_dconn *);
+void tunnel_dconns_retire(struct tunnel *, const char *reason);
+struct bufferevent *tunnel_dconn_release(
+    struct tunnel_dconn *, const struct head *);
 void tunnel_dconn_refuse(struct tunnel_dconn *, const struct gw_error *,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct tunnel_xchg *tunnel_xchg_new(struct tunnel_dconn *, int flags);
@@ -885,8 +871,6 @@ void tunnel_xchg_fail(struct tunnel_xchg *, const struct gw_error *,
     const char *tell_client, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int tunnel_hop_field(const char *);
-void tunnel_dconn_finish(struct tunnel_dconn *);
-void tunnel_dconn_read_resume(struct tunnel_dconn *);
 const struct tunproto_limits *tunnel_xchg_limits(const struct tunnel *);
 
 /* tunnel_body.c */
@@ -900,7 +884,7 @@ void tunnel_xchg_pause(struct tunnel_xchg *);
 void tunnel_xchg_resume(struct tunnel_xchg *);
 
 /* tunnel_ws.c */
-int tunnel_ws_start(struct tunnel_dconn *);
+void tunnel_ws_start(struct tunnel_dconn *);
 void tunnel_ws_dispatch(struct tunnel_xchg *);
 void tunnel_ws_msg(struct tunnel_xchg *, const struct tunproto_msg *);
 void tunnel_ws_data(struct tunnel_xchg *, const struct tunproto_env *);
@@ -1041,6 +1025,9 @@ struct h1x_ops {
 	int (*xo_quiet)(struct h1x *); /* nothing more waits from the peer */
 	void *(*xo_detach)(struct h1x *); /* free, keeping the connection */
 	void (*xo_free)(struct h1x *); /* free with its connection */
+	void (*xo_read_high)(struct h1x *, size_t); /* input kept at most */
+	/* Output waiting ms unwritten is an error (H1X_EV_ERROR); 0: never. */
+	void (*xo_write_timeout)(struct h1x *, uint64_t ms);
 	/*
 	 * Write what is queued now; the plain socket's descriptor when the
 	 * output is then empty (for splice(2)), else -1.  NULL: never.
@@ -1052,6 +1039,8 @@ struct h1x_ops {
 	 */
 	void (*xo_write_now)(struct h1x *, struct evbuffer *);
 };
+/* The why of an H1X_EV_ERROR for the write timeout. */
+#define H1X_WHY_WRITE_TIMEOUT "the peer read nothing within the write timeout"
 struct h1x {
 	const struct h1x_ops *hx_ops;
 	struct evbuffer *hx_in;
@@ -1161,6 +1150,11 @@ int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
 void h1s_close(struct h1s *, const char *reason);
 void *h1s_release(struct h1s *);
+void h1s_read_high(struct h1s *, size_t);
+void h1s_write_timeout(struct h1s *, uint64_t ms);
+void h1s_count_sent(struct h1s *);
+uint64_t h1s_sent(const struct h1s *);
+size_t h1s_queued(const struct h1s *);
 enum h1s_state h1s_state(const struct h1s *);
 const char *h1s_state_name(enum h1s_state);
 char *h1s_print(const struct h1s *, char *, size_t);
@@ -1170,11 +1164,8 @@ int errpage_redirect(struct sink *, const char *request_id,
     const char *location, const char *set_cookie, int page, int keepalive);
 int errpage_moved(struct sink *, const char *request_id, int status,
     const char *location, int keepalive);
-void errpage_write(struct evbuffer *, const char *request_id, int status,
-    const char *code, const char *message, int html, int head_only,
-    int keepalive);
 
-/* A gateway error response, for errpage_put. */
+/* A gateway error response, for errpage_send. */
 struct errpage {
 	const char *ep_request_id; /* sent as X-Request-Id, or NULL */
 	int ep_status;
@@ -1189,7 +1180,6 @@ struct errpage {
 	const struct hfield *ep_fields; /* more fields (Allow...), or NULL */
 	size_t ep_nfields;
 };
-void errpage_put(struct evbuffer *, const struct errpage *);
 int errpage_send(struct sink *, const struct errpage *);
 int errpage_wants_html(const struct head *);
 

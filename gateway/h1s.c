@@ -77,6 +77,8 @@ struct h1s {
 	uint64_t hs_started_us; /* the current head's first byte, monotonic */
 	struct evbuffer *hs_stage; /* a small response put together, or NULL */
 	char hs_reason[128]; /* why it closed */
+	struct evbuffer_cb_entry *hs_sent_cb; /* h1s_count_sent's, or NULL */
+	uint64_t hs_sent; /* output bytes the transport took */
 };
 
 static void h1s_refuse(struct h1s *, int status, const char *code,
@@ -913,6 +915,87 @@ h1s_no_keep(struct h1s *h)
 }
 
 /*
+ * Keep at most high bytes of input before reading stops, from now on (the
+ * transport's watermark, h1x_bev_new's in_high until then): more for a
+ * body that streams, so that each wakeup moves more of it.
+ */
+void
+h1s_read_high(struct h1s *h, size_t high)
+{
+	struct h1x *x = h->hs_x;
+
+	if (h->hs_state == H1S_S_DEAD || x == NULL)
+		return;
+	x->hx_ops->xo_read_high(x, high);
+	/* Held at the old mark, the input may take more now. */
+	x->hx_ops->xo_unhold(x);
+}
+
+/*
+ * From now on, give the connection up when its output waits ms without a
+ * byte of it written (0: never): the owner hears on_error, then the
+ * close.  Between requests the engine's own write timer runs as well.
+ */
+void
+h1s_write_timeout(struct h1s *h, uint64_t ms)
+{
+	struct h1x *x = h->hs_x;
+
+	if (h->hs_state == H1S_S_DEAD || x == NULL)
+		return;
+	x->hx_ops->xo_write_timeout(x, ms);
+}
+
+/* Count what the transport takes out of the output (written, or gone). */
+static void
+h1s_sent_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct h1s *h = arg;
+
+	(void)buf;
+	h->hs_sent += info->n_deleted;
+}
+
+/*
+ * Count the output bytes the transport writes from now on (h1s_sent), so
+ * that an owner can tell when what it queued has left: a tunnel gives a
+ * credit back per chunk written.
+ */
+void
+h1s_count_sent(struct h1s *h)
+{
+	if (h->hs_x == NULL || h->hs_sent_cb != NULL)
+		return;
+	h->hs_sent_cb = evbuffer_add_cb(h->hs_x->hx_out, h1s_sent_cb, h);
+}
+
+/* Stop counting, before x's output changes hands. */
+static void
+h1s_uncount_sent(struct h1s *h, struct h1x *x)
+{
+	if (h->hs_sent_cb == NULL)
+		return;
+	evbuffer_remove_cb_entry(x->hx_out, h->hs_sent_cb);
+	h->hs_sent_cb = NULL;
+}
+
+/* Output bytes written since h1s_count_sent. */
+uint64_t
+h1s_sent(const struct h1s *h)
+{
+	return (h->hs_sent);
+}
+
+/* Output bytes queued and not written yet. */
+size_t
+h1s_queued(const struct h1s *h)
+{
+	if (h->hs_state == H1S_S_DEAD || h->hs_x == NULL)
+		return (0);
+	return (h1s_outlen(h));
+}
+
+/*
  * Give the connection to another owner (a 101's relay, a tunnel link)
  * once the answer is queued in its output: returns the transport's
  * connection (the bufferevent, the in-memory peer), bytes the peer sent
@@ -929,6 +1012,7 @@ h1s_release(struct h1s *h)
 		return (NULL);
 	h->hs_flags |= H1S_F_RELEASED;
 	h->hs_flags &= ~H1S_F_XCHG;
+	h1s_uncount_sent(h, x);
 	h->hs_x = NULL;
 	conn = x->hx_ops->xo_detach(x);
 	h1s_close(h, "released");

@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "gw.h"
 #include "tls.h"
 
@@ -90,7 +91,7 @@ h1x_bev_event_cb(struct bufferevent *bev, short what, void *arg)
 		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_ERROR,
 		    (what & BEV_EVENT_READING)
 			? "client sent nothing for the idle timeout"
-			: "client read nothing for the idle timeout");
+			: H1X_WHY_WRITE_TIMEOUT);
 	else if (what & BEV_EVENT_EOF)
 		xb->xb_x.hx_cb_event(xb->xb_x.hx_cb_arg, H1X_EV_EOF, NULL);
 }
@@ -186,6 +187,31 @@ h1x_bev_free(struct h1x *x)
 	free(xb);
 }
 
+/* Keep at most high bytes of input before reading stops. */
+static void
+h1x_bev_read_high(struct h1x *x, size_t high)
+{
+	bufferevent_setwatermark(((struct h1x_bev *)x)->xb_bev, EV_READ, 0, high);
+}
+
+/*
+ * Give up when output waits ms without a byte of it written (libevent's
+ * write timeout: it runs only while there is output); 0: never.
+ */
+static void
+h1x_bev_write_timeout(struct h1x *x, uint64_t ms)
+{
+	struct h1x_bev *xb = (struct h1x_bev *)x;
+	struct timeval tv;
+
+	if (ms == 0) {
+		bufferevent_set_timeouts(xb->xb_bev, NULL, NULL);
+		return;
+	}
+	clock_msec_to_tv(ms, &tv);
+	bufferevent_set_timeouts(xb->xb_bev, NULL, &tv);
+}
+
 /* Write what is queued now; the plain socket for splice(2), or -1. */
 static int
 h1x_bev_fd(struct h1x *x)
@@ -231,6 +257,8 @@ static const struct h1x_ops h1x_bev_ops = {
 	.xo_quiet = h1x_bev_quiet,
 	.xo_detach = h1x_bev_detach,
 	.xo_free = h1x_bev_free,
+	.xo_read_high = h1x_bev_read_high,
+	.xo_write_timeout = h1x_bev_write_timeout,
 	.xo_fd = h1x_bev_fd,
 	.xo_write_now = h1x_bev_write_now,
 };
@@ -286,6 +314,8 @@ struct h1x_memx {
 	struct h1x mx_x;
 	struct h1x_mem *mx_peer;
 	struct event *mx_pump; /* callbacks, from the loop */
+	struct event *mx_wtimer; /* the write timeout, while output waits */
+	uint64_t mx_wt_ms; /* ... or 0 */
 	size_t mx_in_high;
 	int mx_reading;
 	int mx_wrote; /* output taken since the last write callback */
@@ -317,6 +347,38 @@ h1x_mem_kick(struct h1x_memx *mx)
 }
 
 /*
+ * The write timeout: it runs while output waits, from when output came
+ * (or, with restart, from now: the peer took some), as libevent's does.
+ */
+static void
+h1x_mem_wt(struct h1x_memx *mx, int restart)
+{
+	struct timeval tv;
+
+	if (mx->mx_wt_ms == 0 || evbuffer_get_length(mx->mx_x.hx_out) == 0) {
+		evtimer_del(mx->mx_wtimer);
+		return;
+	}
+	if (!restart && evtimer_pending(mx->mx_wtimer, NULL))
+		return;
+	clock_msec_to_tv(mx->mx_wt_ms, &tv);
+	evtimer_add(mx->mx_wtimer, &tv);
+}
+
+/* The peer took nothing of the output for the write timeout. */
+static void
+h1x_mem_wt_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct h1x_memx *mx = arg;
+	struct h1x *x = &mx->mx_x;
+
+	(void)fd;
+	(void)what;
+	if (evbuffer_get_length(x->hx_out) != 0)
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR, H1X_WHY_WRITE_TIMEOUT);
+}
+
+/*
  * One pass: read what the wire holds (up to in_high), call back for
  * input, for a drained output, for the end of the peer's stream.  A full
  * input with reading on is read again on the next pass, as libevent 2.1
@@ -337,6 +399,7 @@ h1x_mem_pump_cb(evutil_socket_t fd, short what, void *arg)
 	if (mp->mp_auto != NULL && evbuffer_get_length(x->hx_out) > 0) {
 		evbuffer_add_buffer(mp->mp_auto, x->hx_out);
 		mx->mx_wrote = 1;
+		h1x_mem_wt(mx, 1);
 	}
 	if (mx->mx_reading) {
 		inlen = evbuffer_get_length(x->hx_in);
@@ -416,6 +479,7 @@ h1x_mem_flush(struct h1x *x)
 
 	if (mx->mx_peer->mp_auto != NULL)
 		h1x_mem_kick(mx);
+	h1x_mem_wt(mx, 0);
 }
 
 /* Our side ends its stream. */
@@ -448,6 +512,7 @@ h1x_mem_gone(struct h1x *x, int state)
 	mp->mp_state = (mp->mp_state & ~H1X_MEM_READING) | state;
 	mp->mp_x = NULL;
 	event_free(mx->mx_pump);
+	event_free(mx->mx_wtimer);
 	evbuffer_free(x->hx_in);
 	evbuffer_free(x->hx_out);
 	free(mx);
@@ -470,6 +535,27 @@ h1x_mem_xfree(struct h1x *x)
 	h1x_mem_gone(x, H1X_MEM_FREED);
 }
 
+/* Read at most high bytes into the input (0: no limit). */
+static void
+h1x_mem_read_high(struct h1x *x, size_t high)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	mx->mx_in_high = high;
+	if (mx->mx_reading)
+		h1x_mem_kick(mx);
+}
+
+/* Give up when output waits ms without the peer taking any; 0: never. */
+static void
+h1x_mem_write_timeout(struct h1x *x, uint64_t ms)
+{
+	struct h1x_memx *mx = (struct h1x_memx *)x;
+
+	mx->mx_wt_ms = ms;
+	h1x_mem_wt(mx, 1);
+}
+
 static const struct h1x_ops h1x_mem_ops = {
 	.xo_read = h1x_mem_read,
 	.xo_hold = h1x_mem_hold,
@@ -479,6 +565,8 @@ static const struct h1x_ops h1x_mem_ops = {
 	.xo_quiet = h1x_mem_quiet,
 	.xo_detach = h1x_mem_detach,
 	.xo_free = h1x_mem_xfree,
+	.xo_read_high = h1x_mem_read_high,
+	.xo_write_timeout = h1x_mem_write_timeout,
 };
 
 /*
@@ -501,6 +589,7 @@ h1x_mem_new(struct event_base *base, size_t in_high, size_t out_low,
 	mx->mx_peer = mp;
 	mx->mx_in_high = in_high;
 	mx->mx_pump = event_new(base, -1, 0, h1x_mem_pump_cb, mx);
+	mx->mx_wtimer = evtimer_new(base, h1x_mem_wt_cb, mx);
 	mx->mx_x.hx_ops = &h1x_mem_ops;
 	mx->mx_x.hx_in = evbuffer_new();
 	mx->mx_x.hx_out = evbuffer_new();
@@ -543,6 +632,7 @@ h1x_mem_recv(struct h1x_mem *mp, struct evbuffer *dst, size_t max)
 		return (0);
 	evbuffer_remove_buffer(mx->mx_x.hx_out, dst, n);
 	mx->mx_wrote = 1;
+	h1x_mem_wt(mx, 1);
 	h1x_mem_kick(mx);
 	return (n);
 }

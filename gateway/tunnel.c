@@ -114,8 +114,8 @@ tx_state_name(enum tx_state s)
 /* Names of TX_F_* bits, in bit order, for tunnel_xchg_show. */
 static const char *const tx_flag_names[] = { "WS", "STREAM_REQ", "UP_LENGTH",
 	"UP_DONE", "UP_END_SENT", "UP_WINDOW", "UP_STOPPED", "RESP_LENGTH",
-	"RESP_NOBODY", "RESP_CHUNKED", "RESP_EOF", "PAUSED", "COUNTED",
-	"WS_CLOSED", "RETRY", "UP_PROBE" };
+	"RESP_NOBODY", "PAUSED", "COUNTED", "WS_CLOSED", "RETRY", "UP_PROBE",
+	"CONN" };
 
 /*
  * An exchange's id, state and flags into buf of size bytes for debug logs,
@@ -1270,7 +1270,6 @@ tunnel_remove(struct tunnel *t, const char *reason)
 {
 	struct tunnel_set *ts = t->t_gw->g_tunnels;
 	struct tunnel_xchg **v;
-	struct tunnel_dconn *d, *next;
 	struct tunnel_link *l;
 	size_t i, n;
 
@@ -1298,11 +1297,7 @@ tunnel_remove(struct tunnel *t, const char *reason)
 	}
 	free(v);
 	/* Idle keep-alive connections go now; answers drain first. */
-	for (d = TAILQ_FIRST(&t->t_dconns); d != NULL; d = next) {
-		next = TAILQ_NEXT(d, d_entry);
-		if (d->d_state == TDC_S_HEAD)
-			tunnel_dconn_close(d, "tunnel removed");
-	}
+	tunnel_dconns_retire(t, "tunnel removed");
 	tunnel_maybe_free(t);
 }
 

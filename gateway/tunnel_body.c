@@ -5,10 +5,11 @@
  * Request: a streamed body goes out as data envelopes with offsets, as the
  * client's credits allow; what the client has not acknowledged stays here,
  * so after a resume it is sent again, with its original offsets, from the
- * client's ack_offset.  Response: http_resp is written whole; a stream is
- * written with our own framing (Content-Length when known, chunked
- * otherwise, never both) and a credit goes back for each chunk once it has
- * been written, so a slow caller slows the client.
+ * client's ack_offset.  Response: http_resp is answered whole through the
+ * engine's sink; a stream goes through it chunk by chunk (the engine frames
+ * it: Content-Length when known, chunked otherwise, never both) and a
+ * credit goes back for each chunk once it has been written, so a slow
+ * caller slows the client.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,24 +17,17 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
-#include "evb.h"
 #include "gw.h"
 
 /* A streamed upload holds at most this much unacknowledged or unsent. */
 #define TX_UP_BUF_MAX ((size_t)1 << 20)
 
-/* How a downstream response body is delimited. */
-enum tx_framing {
-	TX_FRAME_NONE = 0, /* no body (HEAD, 204, 304) */
-	TX_FRAME_LENGTH, /* Content-Length */
-	TX_FRAME_CHUNKED, /* Transfer-Encoding: chunked */
-	TX_FRAME_EOF, /* until the connection closes (HTTP/1.0 caller) */
-};
+/* Response fields kept on the stack; more are allocated. */
+#define TX_RESP_FIELDS 32
 
 static const struct gw_error tdc_err_bad_body[] = { { 400,
     "bad_request_body" } };
@@ -130,88 +124,74 @@ tx_resp_length(const struct tunproto_msg *m, uint64_t *len)
 	return (-1);
 }
 
-/* Output bytes of a connection still to be written. */
-static size_t
-tx_outlen(const struct tunnel_dconn *d)
-{
-	return (evbuffer_get_length(bufferevent_get_output(d->d_bev)));
-}
-
 /*
- * Write the response head downstream (§10.3): the relayed headers minus
- * hop-by-hop, Connection-named and Content-Length fields and invalid ones,
- * then our framing and, when the connection will not be kept, Connection:
- * close.
+ * Send the response head downstream through the engine's sink (§10.3):
+ * the relayed headers minus hop-by-hop, Connection-named and
+ * Content-Length fields and invalid ones; flags and len are the head's
+ * (HEAD_F_LENGTH, HEAD_F_NO_BODY), and the engine adds the framing and
+ * Connection (close when the request body was not read in full).
+ * Returns sink_head's answer.
  */
-static void
-tx_write_head(struct tunnel_xchg *x, int status, const struct tunproto_msg *m,
-    enum tx_framing framing, uint64_t len)
+static int
+tx_resp_head(struct tunnel_xchg *x, int status, const struct tunproto_msg *m,
+    int flags, uint64_t len)
 {
 	struct tunnel_dconn *d = x->x_dconn;
-	struct evbuffer *out = bufferevent_get_output(d->d_bev);
-	const struct tunproto_header *h;
-	struct strbuf sb = { NULL, 0, 0 };
-	size_t i;
+	const struct tunproto_header *th;
+	struct hfield fs[TX_RESP_FIELDS], *f = fs;
+	struct head h;
+	size_t i, n = 0;
+	int rv;
 
-	/* Built in one piece: printf per line was 1 % of a tunnel request. */
 	x->x_status = status;
-	strbuf_add(&sb, "HTTP/1.1 ", 9);
-	strbuf_add_u64(&sb, (uint64_t)status);
-	strbuf_add(&sb, " ", 1);
-	strbuf_adds(&sb, http1_reason(status));
-	strbuf_add(&sb, "\r\n", 2);
+	if (m->m_nheaders > TX_RESP_FIELDS)
+		f = xcalloc(m->m_nheaders, sizeof *f);
 	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
-		if (tunnel_hop_field(h->h_name) ||
-		    tx_resp_conn_named(m, h->h_name) ||
-		    strcasecmp(h->h_name, "content-length") == 0 ||
-		    !tx_token(h->h_name) || !tx_value_ok(h->h_value))
+		th = &m->m_headers[i];
+		if (tunnel_hop_field(th->h_name) ||
+		    tx_resp_conn_named(m, th->h_name) ||
+		    strcasecmp(th->h_name, "content-length") == 0 ||
+		    !tx_token(th->h_name) || !tx_value_ok(th->h_value))
 			continue;
-		strbuf_add_header(&sb, h->h_name, strlen(h->h_name), h->h_value,
-		    strlen(h->h_value));
+		hfield_set(&f[n++], th->h_name, th->h_value);
 	}
-	if (framing == TX_FRAME_LENGTH) {
-		strbuf_adds(&sb, "Content-Length: ");
-		strbuf_add_u64(&sb, len);
-		strbuf_add(&sb, "\r\n", 2);
-	} else if (framing == TX_FRAME_CHUNKED)
-		strbuf_adds(&sb, "Transfer-Encoding: chunked\r\n");
-	if (framing == TX_FRAME_EOF)
-		d->d_flags &= ~TDC_F_KEEPALIVE;
-	if (!(d->d_flags & TDC_F_KEEPALIVE) ||
-	    (x->x_flags & (TX_F_UP_STOPPED)) || (d->d_flags & TDC_F_EOF))
-		strbuf_adds(&sb, "Connection: close\r\n");
-	else if (d->d_flags & TDC_F_HTTP10)
-		strbuf_adds(&sb, "Connection: keep-alive\r\n");
-	strbuf_add(&sb, "\r\n", 2);
-	evbuffer_add(out, sb.sb_buf, sb.sb_len);
-	d->d_out += sb.sb_len;
-	strbuf_free(&sb);
+	memset(&h, 0, sizeof h);
+	h.h_status = status;
+	h.h_version = 11;
+	h.h_fields = f;
+	h.h_nfields = n;
+	h.h_flags = flags;
+	h.h_length = len;
+	if (!h1s_body_done(d->d_h1s) || (x->x_flags & TX_F_UP_STOPPED))
+		h.h_flags |= HEAD_F_CLOSE;
+	rv = sink_head(h1s_sink(d->d_h1s), &h);
+	if (f != fs)
+		free(f);
+	return (rv);
 }
 
 /*
  * Read request body bytes from the caller into x_body, as much as fits:
  * all of a fast-path body, or up to TX_UP_BUF_MAX not yet acknowledged.
- * Returns the bytes read, or -1 after failing the exchange.
+ * The engine de-frames it (h1s_body_read); what is left waits in the
+ * caller's socket, whose reading stops when its input is full.  Returns
+ * the bytes read, or -1 after failing the exchange.
  */
 int64_t
 tunnel_xchg_read_body(struct tunnel_xchg *x)
 {
 	struct tunnel_dconn *d = x->x_dconn;
 	struct tunnel *t = x->x_tunnel;
-	struct evbuffer *in;
 	enum http1_err err;
-	size_t room, have, moved = 0;
+	size_t room, have;
+	ssize_t moved;
 	uint64_t max;
-	int r;
 
-	if (d == NULL || d->d_bev == NULL ||
-	    (x->x_flags & (TX_F_UP_DONE | TX_F_UP_STOPPED)))
+	if (d == NULL || (x->x_flags & (TX_F_UP_DONE | TX_F_UP_STOPPED)))
 		return (0);
 	/* A held stream waits in the socket, not here: memory stays small. */
 	if ((x->x_flags & TX_F_STREAM_REQ) && x->x_state != TX_S_SENT)
 		return (0);
-	in = bufferevent_get_input(d->d_bev);
 	have = evbuffer_get_length(x->x_body);
 	room = have < TX_UP_BUF_MAX ? TX_UP_BUF_MAX - have : 0;
 	/* A probe reads one byte past the fast path, no more (§10.2). */
@@ -220,35 +200,23 @@ tunnel_xchg_read_body(struct tunnel_xchg *x)
 		room = (size_t)(t->t_local.l_fast_path_body + 1 - have);
 	if (room == 0)
 		return (0);
-	if (d->d_req.m_body == HTTP1_BODY_LENGTH) {
-		moved = evbuffer_get_length(in);
-		if (moved > d->d_left)
-			moved = (size_t)d->d_left;
-		if (moved > room)
-			moved = room;
-		evb_take(in, x->x_body, moved);
-		d->d_left -= moved;
-		if (d->d_left == 0)
-			x->x_flags |= TX_F_UP_DONE;
-	} else {
-		r = http1_chunked_decode(
-		    &d->d_chunked, in, x->x_body, room, &moved, &err);
-		if (r < 0) {
-			d->d_flags &= ~TDC_F_KEEPALIVE;
-			tunnel_xchg_fail(x, tdc_err_bad_body,
-			    "downstream request closed",
-			    "The request body is malformed: %s",
-			    http1_err_message(err));
-			return (-1);
-		}
-		if (r == 1)
-			x->x_flags |= TX_F_UP_DONE;
+	if ((moved = h1s_body_read(d->d_h1s, x->x_body, room, &err)) < 0) {
+		if (err == HTTP1_E_NONE)
+			return (-1); /* the connection is gone */
+		h1s_no_keep(d->d_h1s);
+		tunnel_xchg_fail(x, tdc_err_bad_body,
+		    "downstream request closed",
+		    "The request body is malformed: %s",
+		    http1_err_message(err));
+		return (-1);
 	}
-	x->x_up_read += moved;
-	t->t_bytes_in += moved;
+	if (h1s_body_done(d->d_h1s))
+		x->x_flags |= TX_F_UP_DONE;
+	x->x_up_read += (uint64_t)moved;
+	t->t_bytes_in += (uint64_t)moved;
 	max = tunnel_xchg_limits(t)->l_max_body_size;
 	if (x->x_up_read > max) {
-		d->d_flags &= ~TDC_F_KEEPALIVE;
+		h1s_no_keep(d->d_h1s);
 		tunnel_xchg_fail(x, gw_err_body_too_large,
 		    "request body exceeds tunnel limit",
 		    "The request body exceeds the tunnel's limit of %llu "
@@ -290,7 +258,6 @@ tunnel_xchg_pump(struct tunnel_xchg *x)
 	if (x->x_state != TX_S_SENT || !(x->x_flags & TX_F_STREAM_REQ) ||
 	    (x->x_flags & TX_F_UP_STOPPED))
 		return;
-	tunnel_dconn_read_resume(x->x_dconn);
 	if (tunnel_xchg_read_body(x) < 0)
 		return;
 	if (!(x->x_flags & TX_F_UP_WINDOW) || (l = tunnel_active(t)) == NULL)
@@ -461,7 +428,7 @@ tx_stop_upload(struct tunnel_xchg *x)
 	if (!(x->x_flags & TX_F_UP_DONE)) {
 		x->x_flags |= TX_F_UP_STOPPED;
 		if (x->x_dconn != NULL)
-			x->x_dconn->d_flags &= ~TDC_F_KEEPALIVE;
+			h1s_no_keep(x->x_dconn->d_h1s);
 	}
 	evbuffer_drain(x->x_body, evbuffer_get_length(x->x_body));
 	x->x_up_nends = 0;
@@ -470,17 +437,24 @@ tx_stop_upload(struct tunnel_xchg *x)
 	x->x_frame = NULL;
 }
 
-/* A fast-path response (§4.5): write it downstream whole. */
+/* Is the request on d HEAD (its answer has no body)? */
+static int
+tx_head_req(const struct tunnel_dconn *d)
+{
+	return (d->d_head != NULL && head_method_is(d->d_head, "HEAD"));
+}
+
+/* A fast-path response (§4.5): answer the caller with it whole. */
 static void
 tx_http_resp(struct tunnel_xchg *x, const struct tunproto_msg *m)
 {
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
 	uint64_t len = m->m_body_len;
-	enum tx_framing framing = TX_FRAME_LENGTH;
-	size_t before;
+	int flags = HEAD_F_LENGTH, head_req;
+	struct h1s *h;
 
-	if (x->x_state != TX_S_SENT)
+	if (x->x_state != TX_S_SENT || d == NULL)
 		return;
 	if (x->x_flags & TX_F_STREAM_REQ) {
 		tunnel_xchg_fail(x, gw_err_tunnel_error, NULL,
@@ -504,24 +478,27 @@ tx_http_resp(struct tunnel_xchg *x, const struct tunproto_msg *m)
 		    "Tunnel response body exceeds limit.");
 		return;
 	}
-	if (d->d_flags & TDC_F_HEAD_REQ) {
-		framing = tx_resp_length(m, &len) == 0 ? TX_FRAME_LENGTH
-						       : TX_FRAME_NONE;
+	head_req = tx_head_req(d);
+	if (head_req) {
+		if (tx_resp_length(m, &len) != 0)
+			flags = 0;
 	} else if (tx_no_body_status(m->m_status))
-		framing = TX_FRAME_NONE;
+		flags = HEAD_F_NO_BODY;
 	evtimer_del(x->x_timer);
-	tx_write_head(x, m->m_status, m, framing, len);
-	if (framing == TX_FRAME_LENGTH && !(d->d_flags & TDC_F_HEAD_REQ)) {
-		before = tx_outlen(d);
-		evbuffer_add(
-		    bufferevent_get_output(d->d_bev), m->m_body, m->m_body_len);
-		d->d_out += tx_outlen(d) - before;
+	h = d->d_h1s;
+	if (tx_resp_head(x, m->m_status, m, flags, len) != 0)
+		return;
+	if (flags == HEAD_F_LENGTH && !head_req) {
+		/* A copy: the message is freed once this returns. */
+		evbuffer_drain(x->x_body, evbuffer_get_length(x->x_body));
+		evbuffer_add(x->x_body, m->m_body, m->m_body_len);
+		sink_body(h1s_sink(h), x->x_body, m->m_body_len);
 		x->x_resp_received = m->m_body_len;
 		t->t_bytes_out += m->m_body_len;
 	}
+	/* The exchange ends first: the engine may go on within sink_end. */
 	tunnel_xchg_end(x, "done");
-	if (d != NULL)
-		tunnel_dconn_done(d);
+	sink_end(h1s_sink(h));
 }
 
 /*
@@ -534,16 +511,15 @@ tx_resp_begin(struct tunnel_xchg *x, const struct tunproto_msg *m)
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
 	const struct tunnel_link *l = tunnel_active(t);
-	enum tx_framing framing;
-	struct timeval tv;
 	uint64_t len = m->m_content_length;
 	int has_len = (m->m_flags & TUNPROTO_MSG_F_CONTENT_LENGTH) != 0;
+	int flags = 0;
 
 	if (x->x_state == TX_S_STREAM) {
 		tunnel_send_window(t, x->x_id, 0, 1, x->x_resp_received, 0);
 		return;
 	}
-	if (x->x_state != TX_S_SENT || l == NULL)
+	if (x->x_state != TX_S_SENT || l == NULL || d == NULL)
 		return;
 	if (!tx_status_ok(m->m_status)) {
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
@@ -557,14 +533,15 @@ tx_resp_begin(struct tunnel_xchg *x, const struct tunproto_msg *m)
 		    "The response headers exceed the tunnel limit.");
 		return;
 	}
-	if (d->d_flags & TDC_F_HEAD_REQ) {
+	if (tx_head_req(d)) {
 		x->x_flags |= TX_F_RESP_NOBODY;
 		if (!has_len)
 			has_len = tx_resp_length(m, &len) == 0;
-		framing = has_len ? TX_FRAME_LENGTH : TX_FRAME_NONE;
+		flags = has_len ? HEAD_F_LENGTH : 0;
 	} else if (tx_no_body_status(m->m_status)) {
 		x->x_flags |= TX_F_RESP_NOBODY;
-		framing = TX_FRAME_NONE;
+		has_len = 0;
+		flags = HEAD_F_NO_BODY;
 	} else if (has_len && len > l->l_neg.l_max_body_size) {
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
 		    "response body exceeds negotiated limit",
@@ -573,29 +550,20 @@ tx_resp_begin(struct tunnel_xchg *x, const struct tunproto_msg *m)
 		    (unsigned long long)len);
 		return;
 	} else if (has_len)
-		framing = TX_FRAME_LENGTH;
-	else if (!(d->d_flags & TDC_F_HTTP10))
-		framing = TX_FRAME_CHUNKED;
-	else
-		framing = TX_FRAME_EOF;
+		flags = HEAD_F_LENGTH;
+	/* Else the engine's framing: chunked, or the close for HTTP/1.0. */
 	if (has_len && !(x->x_flags & TX_F_RESP_NOBODY)) {
 		x->x_flags |= TX_F_RESP_LENGTH;
 		x->x_resp_len = len;
 	}
-	if (framing == TX_FRAME_CHUNKED)
-		x->x_flags |= TX_F_RESP_CHUNKED;
-	else if (framing == TX_FRAME_EOF)
-		x->x_flags |= TX_F_RESP_EOF;
 	if (x->x_flags & TX_F_STREAM_REQ)
 		tx_stop_upload(x);
 	free(x->x_frame);
 	x->x_frame = NULL;
 	evtimer_del(x->x_timer);
 	x->x_state = TX_S_STREAM;
-	tx_write_head(x, m->m_status, m, framing, len);
-	/* A caller that reads nothing for http_timeout is given up. */
-	clock_msec_to_tv(t->t_http_timeout, &tv);
-	bufferevent_set_timeouts(d->d_bev, NULL, &tv);
+	if (tx_resp_head(x, m->m_status, m, flags, len) != 0)
+		return;
 	tunnel_send_window(
 	    t, x->x_id, l->l_neg.l_stream_window_frames, 1, 0, 0);
 }
@@ -626,9 +594,9 @@ tunnel_xchg_credit(struct tunnel_xchg *x)
 	uint64_t written, ack = 0;
 	size_t n = 0;
 
-	if (d == NULL || d->d_bev == NULL || x->x_resp_nq == 0)
+	if (d == NULL || x->x_resp_nq == 0)
 		return;
-	written = d->d_out - tx_outlen(d);
+	written = h1s_sent(d->d_h1s);
 	while (n < x->x_resp_nq && x->x_resp_q[n] <= written)
 		ack = x->x_resp_qack[n++];
 	if (n == 0)
@@ -655,9 +623,7 @@ tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env,
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
 	const struct tunnel_link *l = tunnel_active(t);
-	struct evbuffer *out;
 	uint64_t off, len = env->e_len;
-	size_t before;
 	char why[128];
 
 	if (x->x_state != TX_S_STREAM || l == NULL || d == NULL) {
@@ -707,22 +673,17 @@ tunnel_xchg_data(struct tunnel_xchg *x, const struct tunproto_env *env,
 		tunnel_send_window(t, x->x_id, 1, 1, x->x_resp_received, 0);
 		return;
 	}
-	out = bufferevent_get_output(d->d_bev);
-	before = evbuffer_get_length(out);
-	if ((x->x_flags & TX_F_RESP_CHUNKED) && len > 0)
-		http1_chunk_header(out, (size_t)len);
-	if (evb_take(payload, out, (size_t)len) != (int)len) {
+	if (sink_body(h1s_sink(d->d_h1s), payload, (size_t)len) != 0) {
 		tunnel_xchg_fail(x, gw_err_tunnel_error,
 		    "downstream response closed",
-		    "Out of memory for the response body.");
+		    "The caller's connection is gone.");
 		return;
 	}
-	if ((x->x_flags & TX_F_RESP_CHUNKED) && len > 0)
-		http1_chunk_trailer(out);
-	d->d_out += evbuffer_get_length(out) - before;
 	x->x_resp_received += len;
 	t->t_bytes_out += len;
-	tx_resp_push(x, d->d_out, x->x_resp_received);
+	/* Credited once the output written passes where the chunk ends. */
+	tx_resp_push(x, h1s_sent(d->d_h1s) + h1s_queued(d->d_h1s),
+	    x->x_resp_received);
 }
 
 /*
@@ -735,7 +696,7 @@ tx_resp_end(struct tunnel_xchg *x)
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
 	const struct tunnel_link *l = tunnel_active(t);
-	size_t before;
+	struct h1s *h = d != NULL ? d->d_h1s : NULL;
 
 	if (x->x_state != TX_S_STREAM)
 		return;
@@ -749,20 +710,12 @@ tx_resp_end(struct tunnel_xchg *x)
 		    (unsigned long long)x->x_resp_len);
 		return;
 	}
-	if (d != NULL && (x->x_flags & TX_F_RESP_CHUNKED)) {
-		before = tx_outlen(d);
-		http1_chunk_last(bufferevent_get_output(d->d_bev));
-		d->d_out += tx_outlen(d) - before;
-	}
 	if (l != NULL && (l->l_flags & TLINK_F_RESUMABLE))
 		tunnel_send_window(t, x->x_id, 0, 1, x->x_resp_received, 1);
+	/* The exchange ends first: the engine may go on within sink_end. */
 	tunnel_xchg_end(x, "done");
-	if (d == NULL)
-		return;
-	if (x->x_flags & TX_F_RESP_EOF)
-		tunnel_dconn_finish(d);
-	else
-		tunnel_dconn_done(d);
+	if (h != NULL)
+		sink_end(h1s_sink(h));
 }
 
 /* A control message for an HTTP exchange. */

@@ -3,11 +3,13 @@
  * (tunnel-protocol.md §10), one exchange at a time per connection
  * (keep-alive; pipelined requests wait in the input).
  *
- * This file owns the connections and the life of each exchange: parse the
- * head strictly, hold the request while no client is attached
- * (client_wait), send it as http_req when its body is known and fits the
- * fast path or as http_req_begin otherwise (§10.2), time it out, and
- * answer every refusal with a status, a code and a sentence.
+ * The HTTP/1 engine (h1s.c) runs each connection: heads parsed strictly,
+ * keep-alive, timers, linger, read-stop, its own refusals of bad heads.
+ * This file is the engine's owner and owns the life of each exchange:
+ * hold the request while no client is attached (client_wait), send it as
+ * http_req when its body is known and fits the fast path or as
+ * http_req_begin otherwise (§10.2), time it out, and answer every refusal
+ * through the engine's sink with a status, a code and a sentence.
  * tunnel_body.c moves the bodies.
  */
 #include <netinet/in.h>
@@ -40,6 +42,8 @@
 #define TDC_IDLE_MS (120 * 1000)
 /* How long a closing connection drains input after its answer. */
 #define TDC_LINGER_MS 2000
+/* Output left to drain after an answer before the connection is cut. */
+#define TDC_WRITE_MS (30 * 1000)
 /* Input buffered before reading pauses, while a head is read. */
 #define TDC_READ_HIGH (TDC_HEAD_MAX + 4096)
 /*
@@ -64,34 +68,28 @@
 static const struct http1_limits tdc_limits = { TDC_HEAD_MAX, TDC_LINE_MAX,
 	TDC_HEADERS_MAX };
 
+/*
+ * How the engine runs Port B: a caller that ends its stream during an
+ * exchange has given up (like hyper, §10.4).
+ */
+static const struct h1s_conf tdc_h1conf = {
+	.hc_name = "tunnel Port B",
+	.hc_limits = &tdc_limits,
+	.hc_head_ms = TDC_HEAD_TIMEOUT_MS,
+	.hc_idle_ms = TDC_IDLE_MS,
+	.hc_write_ms = TDC_WRITE_MS,
+	.hc_linger_ms = TDC_LINGER_MS,
+	.hc_flags = H1S_C_EOF_ABORTS,
+};
+
 /* Hop-by-hop fields, never relayed in either direction (§9.2). */
 static const char *const tx_hop[] = { "connection", "keep-alive",
 	"proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
 	"trailer", "transfer-encoding", "upgrade", NULL };
 
-static void tdc_read_head(struct tunnel_dconn *);
 static void tx_finish(struct tunnel_xchg *, const char *);
 static void tx_timer_cb(evutil_socket_t, short, void *);
 static void tx_stream(struct tunnel_xchg *);
-
-/* Name of a connection state, for debug logs. */
-static const char *
-tdc_state_name(enum tdc_state s)
-{
-	switch (s) {
-	case TDC_S_HEAD:
-		return ("head");
-	case TDC_S_XCHG:
-		return ("exchange");
-	case TDC_S_WS:
-		return ("websocket");
-	case TDC_S_CLOSING:
-		return ("closing");
-	case TDC_S_DEAD:
-		return ("dead");
-	}
-	return ("?");
-}
 
 /* Arm a one-shot timer for ms milliseconds. */
 static void
@@ -152,13 +150,6 @@ tx_req_headers(const struct http1_msg *req, struct tunproto_msg *m)
 			continue;
 		tunproto_msg_add_header(m, h->name, h->value);
 	}
-}
-
-/* Output bytes of a connection still to be written. */
-static size_t
-tdc_outlen(const struct tunnel_dconn *d)
-{
-	return (evbuffer_get_length(bufferevent_get_output(d->d_bev)));
 }
 
 /* Free an exchange's memory; nothing refers to it any more. */
@@ -283,6 +274,26 @@ tx_log(struct tunnel_xchg *x, const char *how)
 }
 
 /*
+ * The exchange on d is over: detach it, and put back the read watermark a
+ * streamed body raised.  The engine goes on with what the answer's end
+ * says.
+ */
+static void
+tdc_xchg_over(struct tunnel_dconn *d)
+{
+	struct tunnel_xchg *x = d->d_x;
+
+	if (x != NULL)
+		x->x_dconn = NULL;
+	d->d_x = NULL;
+	d->d_head = NULL;
+	d->d_req = NULL;
+	if (d->d_flags & TDC_F_READ_HIGH)
+		h1s_read_high(d->d_h1s, TDC_READ_HIGH);
+	d->d_flags &= ~TDC_F_READ_HIGH;
+}
+
+/*
  * Finish an exchange: count and log it, remember its id, and detach it
  * from its connection, whose caller decides what comes next.
  */
@@ -318,11 +329,29 @@ tx_finish(struct tunnel_xchg *x, const char *how)
 	if (x->x_err != NULL)
 		metrics_code(t->t_gw, x->x_err->e_code);
 	tx_log(x, how);
-	if (x->x_dconn != NULL) {
-		x->x_dconn->d_x = NULL;
-		x->x_dconn = NULL;
-	}
+	if (x->x_dconn != NULL)
+		tdc_xchg_over(x->x_dconn);
+	if (x->x_flags & TX_F_CONN)
+		t->t_ndconns--;
 	tunnel_released(t);
+}
+
+/*
+ * Answer the request on h with err and the sentence msg (JSON) through
+ * the engine's sink; the connection stays open after it only with keep.
+ */
+static void
+tdc_answer_error(
+    struct h1s *h, const struct gw_error *err, const char *msg, int keep)
+{
+	struct errpage ep;
+
+	memset(&ep, 0, sizeof ep);
+	ep.ep_status = err->e_status;
+	ep.ep_code = err->e_code;
+	ep.ep_message = msg;
+	ep.ep_flags = keep ? ERRPAGE_F_KEEPALIVE : 0;
+	errpage_send(h1s_sink(h), &ep);
 }
 
 /*
@@ -336,6 +365,7 @@ tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
 {
 	struct tunnel *t = x->x_tunnel;
 	struct tunnel_dconn *d = x->x_dconn;
+	struct h1s *h;
 	va_list ap;
 	char *msg;
 	int keep;
@@ -354,65 +384,65 @@ tunnel_xchg_fail(struct tunnel_xchg *x, const struct gw_error *err,
 	x->x_err = err;
 	log_info("tunnel %s:%d: %s %s: %s: %s", t->t_name, t->t_port,
 	    x->x_method != NULL ? x->x_method : "-", x->x_id, err->e_code, msg);
+	/* The exchange ends first: the engine may go on within the answer. */
 	if (d == NULL) {
 		tunnel_xchg_end(x, err->e_code);
-	} else if (x->x_state == TX_S_STREAM || d->d_bev == NULL) {
+	} else if (x->x_state == TX_S_STREAM) {
 		/* Headers went out: cut the body short (§10.4). */
+		h = d->d_h1s;
 		tunnel_xchg_end(x, err->e_code);
-		tunnel_dconn_close(d, msg);
+		sink_abort(h1s_sink(h), msg);
 	} else {
-		keep = (d->d_flags & TDC_F_KEEPALIVE) &&
-		    !(d->d_flags & TDC_F_EOF) && (x->x_flags & TX_F_UP_DONE) &&
+		h = d->d_h1s;
+		keep = h1s_keeps(h) && (x->x_flags & TX_F_UP_DONE) &&
 		    !(x->x_flags & TX_F_UP_STOPPED) &&
 		    t->t_state != TUNNEL_S_DEAD;
-		x->x_status = err->e_status;
-		errpage_write(bufferevent_get_output(d->d_bev), NULL,
-		    err->e_status, err->e_code, msg, 0,
-		    d->d_flags & TDC_F_HEAD_REQ, keep);
 		if (!keep)
-			d->d_flags &= ~TDC_F_KEEPALIVE;
+			h1s_no_keep(h);
+		x->x_status = err->e_status;
 		tunnel_xchg_end(x, err->e_code);
-		tunnel_dconn_done(d);
+		tdc_answer_error(h, err, msg, keep);
 	}
 	free(msg);
 }
 
-/* Answer a connection with an error of its own (no exchange), then close. */
+/*
+ * A refusal before any exchange (the engine's, or ours): counted and
+ * logged like an exchange, with the request's method and path when its
+ * head was read (rh, or NULL).
+ */
 static void
-tdc_reply_error(
-    struct tunnel_dconn *d, int status, const char *code, const char *msg)
+tdc_refused(struct tunnel_dconn *d, int status, const char *code,
+    const char *msg, const struct head *rh)
 {
 	struct tunnel *t = d->d_tunnel;
-	const struct http1_msg *m = &d->d_req;
 	struct tx_line tl;
 
 	log_debug("tunnel %s:%d: conn %llu %s: %d %s: %s", t->t_name, t->t_port,
 	    (unsigned long long)d->d_id, d->d_peer, status, code, msg);
-	/* A refusal before any exchange is counted and logged like one. */
 	t->t_requests++;
 	t->t_errors++;
 	GW_ADD(t->t_gw->g_metrics.m_tunnel_requests, 1);
 	GW_ADD(t->t_gw->g_metrics.m_tunnel_errors, 1);
 	metrics_code(t->t_gw, code);
 	memset(&tl, 0, sizeof tl);
-	if (m->m_buf != NULL) {
-		tl.tl_method = m->m_method;
-		tl.tl_method_len = m->m_method_len;
-		tl.tl_path = m->m_target;
-		tl.tl_path_len = m->m_target_len;
+	if (rh != NULL) {
+		tl.tl_method = rh->h_method;
+		tl.tl_method_len = rh->h_method_len;
+		tl.tl_path = rh->h_target;
+		tl.tl_path_len = rh->h_target_len;
 	}
 	tl.tl_status = status;
 	tl.tl_us = -1;
 	tl.tl_code = code;
 	tl.tl_end = "refused";
 	tx_log_line(t, &tl);
-	errpage_write(bufferevent_get_output(d->d_bev), NULL, status, code, msg,
-	    0, d->d_flags & TDC_F_HEAD_REQ, 0);
-	d->d_flags &= ~TDC_F_KEEPALIVE;
-	tunnel_dconn_finish(d);
 }
 
-/* Refuse the request on d with err and a sentence, then close. */
+/*
+ * Refuse the request on d (or, before any, the connection) with err and a
+ * sentence through the engine's sink, then close.
+ */
 void
 tunnel_dconn_refuse(
     struct tunnel_dconn *d, const struct gw_error *err, const char *fmt, ...)
@@ -423,7 +453,12 @@ tunnel_dconn_refuse(
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	tdc_reply_error(d, err->e_status, err->e_code, msg);
+	tdc_refused(d, err->e_status, err->e_code, msg, d->d_head);
+	/* The engine's, and it forgets them once the answer is out. */
+	d->d_head = NULL;
+	d->d_req = NULL;
+	h1s_no_keep(d->d_h1s);
+	tdc_answer_error(d->d_h1s, err, msg, 0);
 	free(msg);
 }
 
@@ -432,7 +467,7 @@ struct tunnel_xchg *
 tunnel_xchg_new(struct tunnel_dconn *d, int flags)
 {
 	struct tunnel *t = d->d_tunnel;
-	const struct http1_msg *m = &d->d_req;
+	const struct http1_msg *m = d->d_req;
 	struct tunnel_xchg *x;
 
 	x = xcalloc(1, sizeof *x);
@@ -672,7 +707,7 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 	}
 	if ((x->x_flags & TX_F_UP_LENGTH) &&
 	    x->x_up_len > l->l_neg.l_max_body_size) {
-		d->d_flags &= ~TDC_F_KEEPALIVE;
+		h1s_no_keep(d->d_h1s);
 		tunnel_xchg_fail(x, gw_err_body_too_large, NULL,
 		    "The request body of %llu bytes exceeds the tunnel's "
 		    "limit of %llu bytes.",
@@ -690,15 +725,15 @@ tunnel_xchg_dispatch(struct tunnel_xchg *x)
 	m.m_id = x->x_id;
 	m.m_method = x->x_method;
 	m.m_path = x->x_target;
-	tx_req_headers(&d->d_req, &m);
+	tx_req_headers(d->d_req, &m);
 	if (fast) {
 		if (x->x_up_read > 0)
 			tunproto_msg_set_body(&m,
 			    evbuffer_pullup(x->x_body, -1),
 			    (size_t)x->x_up_read);
 		/* Its length, also for a chunked body (Python V2 does so). */
-		if (d->d_req.m_body == HTTP1_BODY_LENGTH ||
-		    d->d_req.m_body == HTTP1_BODY_CHUNKED) {
+		if (d->d_req->m_body == HTTP1_BODY_LENGTH ||
+		    d->d_req->m_body == HTTP1_BODY_CHUNKED) {
 			snprintf(clen, sizeof clen, "%llu",
 			    (unsigned long long)x->x_up_read);
 			tunproto_msg_add_header(&m, "Content-Length", clen);
@@ -774,13 +809,16 @@ tx_input(struct tunnel_xchg *x)
 /*
  * Start an HTTP exchange for the parsed head on d: 413 for a body over
  * the limit; a fast-path body is read first, a streamed one follows the
- * client's credits.
+ * client's credits.  The engine sends a 100 Continue the caller asked for
+ * at the first read of the body, when the gateway means to take it
+ * (RFC 9110 §10.1.1): at once for the fast path, once a client opened
+ * its window for a stream, never for a refusal.
  */
 static void
 tdc_start(struct tunnel_dconn *d)
 {
 	struct tunnel *t = d->d_tunnel;
-	struct http1_msg *m = &d->d_req;
+	const struct http1_msg *m = d->d_req;
 	struct tunnel_xchg *x;
 	const char *tg = m->m_target, *slash;
 	size_t tlen = m->m_target_len;
@@ -795,7 +833,7 @@ tdc_start(struct tunnel_dconn *d)
 	} else if (tlen > 0 && *tg == '/')
 		x->x_target = xstrndup(tg, tlen);
 	else {
-		d->d_flags &= ~TDC_F_KEEPALIVE;
+		h1s_no_keep(d->d_h1s);
 		tunnel_xchg_fail(x, gw_err_bad_target, NULL,
 		    "The request target must be a path such as /index.html.");
 		return;
@@ -803,12 +841,11 @@ tdc_start(struct tunnel_dconn *d)
 	switch (m->m_body) {
 	case HTTP1_BODY_LENGTH:
 		x->x_flags |= TX_F_UP_LENGTH;
-		x->x_up_len = d->d_left = m->m_content_length;
-		if (d->d_left == 0)
+		x->x_up_len = m->m_content_length;
+		if (x->x_up_len == 0)
 			x->x_flags |= TX_F_UP_DONE;
 		break;
 	case HTTP1_BODY_CHUNKED:
-		memset(&d->d_chunked, 0, sizeof d->d_chunked);
 		break;
 	default:
 		x->x_flags |= TX_F_UP_DONE;
@@ -816,7 +853,7 @@ tdc_start(struct tunnel_dconn *d)
 	}
 	if ((x->x_flags & TX_F_UP_LENGTH) &&
 	    x->x_up_len > tunnel_xchg_limits(t)->l_max_body_size) {
-		d->d_flags &= ~TDC_F_KEEPALIVE;
+		h1s_no_keep(d->d_h1s);
 		tunnel_xchg_fail(x, gw_err_body_too_large, NULL,
 		    "The request body of %llu bytes exceeds the tunnel's "
 		    "limit of %llu bytes (request body exceeds limit).",
@@ -824,10 +861,6 @@ tdc_start(struct tunnel_dconn *d)
 		    (unsigned long long)tunnel_xchg_limits(t)->l_max_body_size);
 		return;
 	}
-	if (!(x->x_flags & TX_F_UP_DONE) &&
-	    (m->m_flags & HTTP1_F_EXPECT_CONTINUE))
-		evbuffer_add_printf(bufferevent_get_output(d->d_bev),
-		    "HTTP/1.1 100 Continue\r\n\r\n");
 	if ((x->x_flags & TX_F_UP_DONE) ||
 	    ((x->x_flags & TX_F_UP_LENGTH) &&
 		x->x_up_len <= t->t_local.l_fast_path_body)) {
@@ -858,331 +891,191 @@ tx_stream(struct tunnel_xchg *x)
 	x->x_flags &= ~TX_F_UP_PROBE;
 	x->x_flags |= TX_F_STREAM_REQ;
 	evtimer_del(x->x_timer);
-	if (d != NULL && d->d_bev != NULL)
-		bufferevent_setwatermark(
-		    d->d_bev, EV_READ, 0, TDC_BODY_READ_HIGH);
+	if (d != NULL) {
+		h1s_read_high(d->d_h1s, TDC_BODY_READ_HIGH);
+		d->d_flags |= TDC_F_READ_HIGH;
+	}
 	tunnel_xchg_ready(x);
 }
 
-/* Free a connection's memory; from the loop after tunnel_dconn_close. */
+/*
+ * The caller's connection is gone, or the exchange on it ended without
+ * our answer (the caller closed, the write timeout): the client is told
+ * the caller went away (§10.4), unless it has the whole response and
+ * only its end is to come.
+ */
 static void
-tdc_free_cb(evutil_socket_t fd, short events, void *arg)
+tdc_lost(struct tunnel_dconn *d, const char *reason)
 {
-	struct tunnel_dconn *d = arg;
+	struct tunnel_xchg *x = d->d_x;
 
-	(void)fd;
-	(void)events;
-	http1_msg_reset(&d->d_req);
-	wthru_detach(&d->d_wt);
-	if (d->d_bev != NULL)
-		bufferevent_free(d->d_bev);
-	event_free(d->d_timer);
-	free(d);
+	if (x == NULL)
+		return;
+	d->d_x = NULL;
+	x->x_dconn = NULL;
+	if (x->x_flags & TX_F_WS)
+		tunnel_ws_lost(x, reason);
+	else if (x->x_state == TX_S_STREAM &&
+	    ((x->x_flags & TX_F_RESP_NOBODY) ||
+		((x->x_flags & TX_F_RESP_LENGTH) &&
+		    x->x_resp_received == x->x_resp_len)))
+		; /* It has the whole body: http_resp_end ends it. */
+	else if (x->x_state == TX_S_STREAM)
+		tunnel_xchg_fail(x, gw_err_tunnel_error,
+		    "downstream response closed",
+		    "The caller's connection ended: %s.", reason);
+	else
+		tunnel_xchg_fail(x, gw_err_tunnel_error,
+		    "downstream request closed",
+		    "The caller's connection ended: %s.", reason);
 }
 
 /*
- * Close a Port B connection, logging why.  An exchange in progress ends:
- * the client is told the caller went away (§10.4).  Freed from the loop.
+ * Close a Port B connection, logging why: the engine's one close path.
+ * An exchange in progress ends (tdc_lost).  Freed from the loop.
  */
 void
 tunnel_dconn_close(struct tunnel_dconn *d, const char *reason)
 {
-	struct tunnel *t = d->d_tunnel;
-	struct tunnel_xchg *x = d->d_x;
-	struct timeval tv = { 0, 0 };
+	h1s_close(d->d_h1s, reason);
+}
 
-	if (d->d_state == TDC_S_DEAD)
-		return;
-	log_debug("tunnel %s:%d: conn %llu %s: closed in state %s: %s",
-	    t->t_name, t->t_port, (unsigned long long)d->d_id, d->d_peer,
-	    tdc_state_name(d->d_state), reason);
-	d->d_state = TDC_S_DEAD;
-	if (x != NULL) {
-		d->d_x = NULL;
-		x->x_dconn = NULL;
-		if (x->x_flags & TX_F_WS)
-			tunnel_ws_lost(x, reason);
-		else if (x->x_state == TX_S_STREAM &&
-		    ((x->x_flags & TX_F_RESP_NOBODY) ||
-			((x->x_flags & TX_F_RESP_LENGTH) &&
-			    x->x_resp_received == x->x_resp_len)))
-			; /* It has the whole body: http_resp_end ends it. */
-		else if (x->x_state == TX_S_STREAM)
-			tunnel_xchg_fail(x, gw_err_tunnel_error,
-			    "downstream response closed",
-			    "The caller closed the connection: %s.", reason);
+/*
+ * The tunnel is going: connections between requests close now, the
+ * others once their answer is written (and a request that still comes
+ * is refused, tdc_head_cb).
+ */
+void
+tunnel_dconns_retire(struct tunnel *t, const char *reason)
+{
+	struct tunnel_dconn *d, *next;
+	enum h1s_state st;
+
+	for (d = TAILQ_FIRST(&t->t_dconns); d != NULL; d = next) {
+		next = TAILQ_NEXT(d, d_entry);
+		st = h1s_state(d->d_h1s);
+		if (d->d_x == NULL && (st == H1S_S_IDLE || st == H1S_S_HEAD))
+			tunnel_dconn_close(d, reason);
 		else
-			tunnel_xchg_fail(x, gw_err_tunnel_error,
-			    "downstream request closed",
-			    "The caller closed the connection: %s.", reason);
+			h1s_no_keep(d->d_h1s);
 	}
-	wthru_detach(&d->d_wt);
-	if (d->d_bev != NULL)
-		bufferevent_disable(d->d_bev, EV_READ | EV_WRITE);
-	evtimer_del(d->d_timer);
-	TAILQ_REMOVE(&t->t_dconns, d, d_entry);
-	t->t_ndconns--;
-	event_base_once(t->t_gw->g_base, -1, EV_TIMEOUT, tdc_free_cb, d, &tv);
-	tunnel_released(t);
 }
 
-/* Read the next request on a kept-alive connection. */
+/* A request head: an exchange, an application WebSocket, or a refusal. */
 static void
-tdc_next(struct tunnel_dconn *d)
+tdc_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
 {
-	http1_msg_reset(&d->d_req);
-	d->d_left = 0;
-	d->d_flags &= ~(TDC_F_HEAD_STARTED | TDC_F_HEAD_REQ | TDC_F_HTTP10 |
-	    TDC_F_NEXT | TDC_F_READ_HELD);
-	d->d_state = TDC_S_HEAD;
-	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);
-	bufferevent_set_timeouts(d->d_bev, NULL, NULL);
-	tdc_timer_set(d->d_timer, TDC_IDLE_MS);
-	bufferevent_enable(d->d_bev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_input(d->d_bev)) != 0)
-		bufferevent_trigger(d->d_bev, EV_READ,
-		    BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
-}
+	struct tunnel_dconn *d = arg;
+	struct tunnel *t = d->d_tunnel;
+	const struct hfield *f;
 
-/*
- * Write what is queued, then shut our side and drain the caller's input a
- * moment, so the answer is not destroyed by a reset.
- */
-void
-tunnel_dconn_finish(struct tunnel_dconn *d)
-{
-	if (d->d_state == TDC_S_DEAD)
-		return;
-	d->d_state = TDC_S_CLOSING;
-	bufferevent_setwatermark(d->d_bev, EV_WRITE, 0, 0);
-	bufferevent_enable(d->d_bev, EV_WRITE);
-	bufferevent_disable(d->d_bev, EV_READ);
-	tdc_timer_set(d->d_timer, 30 * 1000);
-	if (tdc_outlen(d) == 0)
-		bufferevent_trigger(
-		    d->d_bev, EV_WRITE, BEV_TRIG_DEFER_CALLBACKS);
-}
-
-/*
- * The exchange on d is over and its answer queued: read the next request
- * once the output is low, or close when the connection cannot be kept.
- */
-void
-tunnel_dconn_done(struct tunnel_dconn *d)
-{
-	if (d->d_state != TDC_S_XCHG)
-		return;
-	if (!(d->d_flags & TDC_F_KEEPALIVE) || (d->d_flags & TDC_F_EOF)) {
-		tunnel_dconn_finish(d);
+	(void)h;
+	d->d_head = req;
+	d->d_req = m;
+	if (t->t_state == TUNNEL_S_DEAD) {
+		tunnel_dconn_refuse(d, gw_err_tunnel_gone,
+		    "The tunnel of sandbox '%s' was removed.", t->t_name);
 		return;
 	}
-	d->d_state = TDC_S_HEAD;
-	if (tdc_outlen(d) > TDC_OUT_LOW) {
-		d->d_flags |= TDC_F_NEXT;
-		return;
-	}
-	tdc_next(d);
-}
-
-/* Parse a request head, then start its exchange or WebSocket. */
-static void
-tdc_read_head(struct tunnel_dconn *d)
-{
-	struct evbuffer *in = bufferevent_get_input(d->d_bev);
-	struct http1_msg *m = &d->d_req;
-	enum http1_err err = HTTP1_E_NONE;
-	const struct hfield *h;
-	int r;
-
-	if (evbuffer_get_length(in) == 0 || (d->d_flags & TDC_F_NEXT))
-		return;
-	if (!(d->d_flags & TDC_F_HEAD_STARTED)) {
-		/* A whole-head deadline (§10.1), not an idle timer. */
-		d->d_flags |= TDC_F_HEAD_STARTED;
-		tdc_timer_set(d->d_timer, TDC_HEAD_TIMEOUT_MS);
-	}
-	r = http1_parse_request(in, &tdc_limits, m, &err);
-	if (r == 0)
-		return;
-	if (r < 0) {
-		http1_msg_reset(m);
-		tdc_reply_error(d, http1_err_status(err), http1_err_code(err),
-		    http1_err_message(err));
-		return;
-	}
-	evtimer_del(d->d_timer);
-	d->d_flags &= ~TDC_F_KEEPALIVE;
-	if (m->m_minor == 1) {
-		if (!(m->m_flags & HTTP1_F_CONN_CLOSE))
-			d->d_flags |= TDC_F_KEEPALIVE;
-	} else {
-		d->d_flags |= TDC_F_HTTP10;
-		if (m->m_flags & HTTP1_F_CONN_KEEPALIVE)
-			d->d_flags |= TDC_F_KEEPALIVE;
-	}
-	if (m->m_method_len == 4 && memcmp(m->m_method, "HEAD", 4) == 0)
-		d->d_flags |= TDC_F_HEAD_REQ;
-	d->d_state = TDC_S_XCHG;
 	if ((m->m_flags & HTTP1_F_UPGRADE) &&
-	    (h = http1_msg_find(m, "upgrade")) != NULL &&
-	    http1_list_has(h->value, h->value_len, "websocket")) {
+	    (f = http1_msg_find(m, "upgrade")) != NULL &&
+	    http1_list_has(f->value, f->value_len, "websocket")) {
 		tunnel_ws_start(d);
 		return;
 	}
 	tdc_start(d);
 }
 
+/* Request body bytes from the caller. */
+static void
+tdc_body_cb(struct h1s *h, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+
+	(void)h;
+	if (d->d_x != NULL && !(d->d_x->x_flags & TX_F_WS))
+		tx_input(d->d_x);
+}
+
+/* The caller's output drained: credits for what it has been sent. */
+static void
+tdc_drain_cb(struct h1s *h, void *arg)
+{
+	struct tunnel_dconn *d = arg;
+
+	(void)h;
+	if (d->d_x != NULL && d->d_x->x_state == TX_S_STREAM)
+		tunnel_xchg_credit(d->d_x);
+}
+
+/* The exchange ended without our answer: the caller went away. */
+static void
+tdc_error_cb(struct h1s *h, void *arg, const char *why)
+{
+	(void)h;
+	tdc_lost(arg, why);
+}
+
+/* The engine refused a request itself (a bad head, 408): log, count. */
+static void
+tdc_log_cb(struct h1s *h, void *arg, const struct h1s_refusal *r)
+{
+	(void)h;
+	tdc_refused(arg, r->hr_status, r->hr_code, r->hr_message, r->hr_head);
+}
+
 /*
- * Input that cannot move on yet (the body's buffer is full, a streamed
- * request waits for the link, the next request waits for output to
- * drain): stop reading, or libevent calls tdc_read_cb again on every loop
- * pass (evio_input_full; 20,000 idle calls in a 256 MiB upload).
+ * The connection is closing: its exchange ends, and it leaves the tunnel
+ * (a connection handed to a WebSocket channel stays counted in it).
  */
 static void
-tdc_read_hold(struct tunnel_dconn *d)
-{
-	if (d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG)
-		evio_read_hold(d->d_bev, &d->d_flags, TDC_F_READ_HELD);
-}
-
-/* The input may move on: read again, if tdc_read_hold stopped it. */
-void
-tunnel_dconn_read_resume(struct tunnel_dconn *d)
-{
-	if (d != NULL)
-		evio_read_release(d->d_bev, &d->d_flags, TDC_F_READ_HELD,
-		    d->d_state == TDC_S_HEAD || d->d_state == TDC_S_XCHG);
-}
-
-/* Bytes from the caller. */
-static void
-tdc_read_cb(struct bufferevent *bev, void *arg)
+tdc_close_cb(struct h1s *h, void *arg, const char *reason)
 {
 	struct tunnel_dconn *d = arg;
-	struct evbuffer *in;
+	struct tunnel *t = d->d_tunnel;
 
-	evio_read_more(bev);
-	in = bufferevent_get_input(bev);
-	switch (d->d_state) {
-	case TDC_S_HEAD:
-		tdc_read_head(d);
-		break;
-	case TDC_S_XCHG:
-		if (d->d_x != NULL)
-			tx_input(d->d_x);
-		break;
-	case TDC_S_CLOSING:
-		evbuffer_drain(in, evbuffer_get_length(in));
-		break;
-	case TDC_S_WS:
-	case TDC_S_DEAD:
-		break;
-	}
-	tdc_read_hold(d);
+	(void)h;
+	log_debug("tunnel %s:%d: conn %llu %s: closed: %s", t->t_name,
+	    t->t_port, (unsigned long long)d->d_id, d->d_peer, reason);
+	tdc_lost(d, reason);
+	if (!(d->d_flags & TDC_F_LISTED))
+		return;
+	d->d_flags &= ~TDC_F_LISTED;
+	TAILQ_REMOVE(&t->t_dconns, d, d_entry);
+	if (!(d->d_flags & TDC_F_RELEASED))
+		t->t_ndconns--;
+	tunnel_released(t);
 }
 
-/* The output drained below its low watermark. */
-static void
-tdc_write_cb(struct bufferevent *bev, void *arg)
+static const struct h1s_hooks tdc_hooks = {
+	.on_head = tdc_head_cb,
+	.on_body = tdc_body_cb,
+	.on_drain = tdc_drain_cb,
+	.on_error = tdc_error_cb,
+	.on_log = tdc_log_cb,
+	.on_close = tdc_close_cb,
+	.on_free = free,
+};
+
+/*
+ * Hand the caller's connection, its upgrade answered with the 101 in head
+ * rh, to the application WebSocket of channel x: the socket is x's from
+ * now on, and stays counted in t_ndconns until x ends.  Returns the
+ * bufferevent, or NULL when the connection is gone.
+ */
+struct bufferevent *
+tunnel_dconn_release(struct tunnel_dconn *d, const struct head *rh)
 {
-	struct tunnel_dconn *d = arg;
+	struct tunnel_xchg *x = d->d_x;
+	struct h1s *h = d->d_h1s;
 
-	switch (d->d_state) {
-	case TDC_S_XCHG:
-		if (d->d_x != NULL && d->d_x->x_state == TX_S_STREAM)
-			tunnel_xchg_credit(d->d_x);
-		break;
-	case TDC_S_HEAD:
-		if ((d->d_flags & TDC_F_NEXT) && tdc_outlen(d) <= TDC_OUT_LOW)
-			tdc_next(d);
-		break;
-	case TDC_S_CLOSING:
-		if (evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
-		    (d->d_flags & TDC_F_LINGER))
-			break;
-		d->d_flags |= TDC_F_LINGER;
-		if (d->d_flags & TDC_F_EOF) {
-			tunnel_dconn_close(d, "done");
-			break;
-		}
-		shutdown(bufferevent_getfd(bev), SHUT_WR);
-		bufferevent_enable(bev, EV_READ);
-		tdc_timer_set(d->d_timer, TDC_LINGER_MS);
-		break;
-	default:
-		break;
-	}
-}
-
-/* EOF, an error or a write timeout on the caller's connection. */
-static void
-tdc_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct tunnel_dconn *d = arg;
-	char why[128];
-
-	(void)bev;
-	if (d->d_state == TDC_S_DEAD)
-		return;
-	if (what & BEV_EVENT_TIMEOUT) {
-		tunnel_dconn_close(d,
-		    "the caller read nothing for the HTTP "
-		    "timeout");
-		return;
-	}
-	if (what & BEV_EVENT_ERROR) {
-		snprintf(why, sizeof why, "caller error: %s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		tunnel_dconn_close(d, why);
-		return;
-	}
-	if (!(what & BEV_EVENT_EOF))
-		return;
-	d->d_flags |= TDC_F_EOF;
-	switch (d->d_state) {
-	case TDC_S_HEAD:
-		tunnel_dconn_close(d,
-		    (d->d_flags & TDC_F_HEAD_STARTED) ? "caller closed mid-head"
-						      : "caller closed");
-		break;
-	case TDC_S_XCHG:
-		/* Like hyper: a caller that closed has given up (§10.4). */
-		tunnel_dconn_close(d, "the caller closed the connection");
-		break;
-	case TDC_S_CLOSING:
-		if (d->d_flags & TDC_F_LINGER)
-			tunnel_dconn_close(d, "done");
-		break;
-	default:
-		break;
-	}
-}
-
-/* The head deadline, keep-alive idle or linger timer fired. */
-static void
-tdc_timer_cb(evutil_socket_t fd, short events, void *arg)
-{
-	struct tunnel_dconn *d = arg;
-
-	(void)fd;
-	(void)events;
-	switch (d->d_state) {
-	case TDC_S_HEAD:
-		if (!(d->d_flags & TDC_F_HEAD_STARTED)) {
-			tunnel_dconn_close(d, "keep-alive idle timeout");
-			break;
-		}
-		tdc_reply_error(d, 408, "request_timeout",
-		    "The request head did not arrive within 10s.");
-		break;
-	case TDC_S_CLOSING:
-		tunnel_dconn_close(d,
-		    (d->d_flags & TDC_F_LINGER) ? "linger timeout"
-						: "timeout writing the answer");
-		break;
-	default:
-		break;
-	}
+	if (sink_head(h1s_sink(h), rh) != 0)
+		return (NULL);
+	tdc_xchg_over(d);
+	x->x_flags |= TX_F_CONN;
+	d->d_flags |= TDC_F_RELEASED;
+	return (h1s_release(h));
 }
 
 /* A new connection on Port B. */
@@ -1190,6 +1083,7 @@ void
 tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 {
 	struct tunnel_dconn *d;
+	struct bufferevent *bev;
 	int one = 1;
 
 	if (t->t_ndconns >= TDC_MAX + TDC_MAX_OVER) {
@@ -1205,24 +1099,21 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	d->d_tunnel = t;
 	d->d_id = ++t->t_ids;
 	addr_format(sa, d->d_peer, sizeof d->d_peer);
-	d->d_bev = bufferevent_socket_new(
+	bev = bufferevent_socket_new(
 	    t->t_gw->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	evio_tune(d->d_bev);
-	d->d_timer = evtimer_new(t->t_gw->g_base, tdc_timer_cb, d);
-	bufferevent_setcb(d->d_bev, tdc_read_cb, tdc_write_cb, tdc_event_cb, d);
-	wthru_attach(&d->d_wt, d->d_bev, t->t_gw->g_wq);
-	evio_own_reads(d->d_bev);
-	bufferevent_setwatermark(d->d_bev, EV_READ, 0, TDC_READ_HIGH);
-	bufferevent_setwatermark(d->d_bev, EV_WRITE, TDC_OUT_LOW, 0);
 	TAILQ_INSERT_TAIL(&t->t_dconns, d, d_entry);
+	d->d_flags |= TDC_F_LISTED;
 	t->t_ndconns++;
-	d->d_state = TDC_S_HEAD;
-	tdc_timer_set(d->d_timer, TDC_IDLE_MS);
-	bufferevent_enable(d->d_bev, EV_READ | EV_WRITE);
+	d->d_h1s = h1s_new(t->t_gw->g_base,
+	    h1x_bev_new(bev, t->t_gw->g_wq, TDC_READ_HIGH, TDC_OUT_LOW),
+	    &tdc_h1conf, &tdc_hooks, d, d->d_id, d->d_peer);
+	h1s_count_sent(d->d_h1s);
+	/* A caller that reads nothing of an answer for http_timeout goes. */
+	h1s_write_timeout(d->d_h1s, t->t_http_timeout);
 	log_debug("tunnel %s:%d: conn %llu %s: accepted", t->t_name, t->t_port,
 	    (unsigned long long)d->d_id, d->d_peer);
 	if (t->t_ndconns > TDC_MAX)
-		tdc_reply_error(d, 429, "too_many_connections",
+		tunnel_dconn_refuse(d, gw_err_too_many_connections,
 		    "The tunnel has its limit of connections open; try again "
 		    "shortly.");
 }

@@ -67,40 +67,41 @@ tws_fail(
 /*
  * Start a channel for a WebSocket upgrade on Port B: check it (400, or
  * 426 for a version other than 13), then send ws_connect, or hold it for
- * a client like any request.  Returns 0.
+ * a client like any request.
  */
-int
+void
 tunnel_ws_start(struct tunnel_dconn *d)
 {
+	const struct http1_msg *m = d->d_req;
 	const struct hfield *h;
 	struct tunnel_xchg *x;
 	const char *key;
 	char *why;
 
-	d->d_flags &= ~TDC_F_KEEPALIVE;
-	if (ws_check_upgrade_request(&d->d_req, &key, &why) != 0) {
-		h = http1_msg_find(&d->d_req, "sec-websocket-version");
+	/* The connection is the channel's, or it closes after a refusal. */
+	h1s_no_keep(d->d_h1s);
+	if (ws_check_upgrade_request(m, &key, &why) != 0) {
+		h = http1_msg_find(m, "sec-websocket-version");
 		tunnel_dconn_refuse(d,
 		    h != NULL && strcmp(h->value, "13") != 0 ? tws_err_version
 							     : tws_err_upgrade,
 		    "Not a valid WebSocket upgrade: %s.", why);
 		free(why);
-		return (0);
+		return;
 	}
-	if (d->d_req.m_target_len == 0 || *d->d_req.m_target != '/') {
+	if (m->m_target_len == 0 || *m->m_target != '/') {
 		tunnel_dconn_refuse(d, gw_err_bad_target,
 		    "The request target must be a path such as /chat.");
-		return (0);
+		return;
 	}
 	x = tunnel_xchg_new(d, TX_F_WS | TX_F_UP_DONE);
-	x->x_target = xstrndup(d->d_req.m_target, d->d_req.m_target_len);
+	x->x_target = xstrndup(m->m_target, m->m_target_len);
 	if (ws_accept_key(key, x->x_ws_accept) != 0) {
 		tunnel_xchg_fail(x, tws_err_upgrade, NULL,
 		    "Cannot compute Sec-WebSocket-Accept.");
-		return (0);
+		return;
 	}
 	tunnel_xchg_ready(x);
-	return (0);
 }
 
 /*
@@ -130,8 +131,8 @@ tunnel_ws_dispatch(struct tunnel_xchg *x)
 	m.m_type = TUNPROTO_T_WS_CONNECT;
 	m.m_id = x->x_id;
 	m.m_path = x->x_target;
-	for (i = 0; i < d->d_req.m_nheaders; i++) {
-		h = &d->d_req.m_headers[i];
+	for (i = 0; i < d->d_req->m_nheaders; i++) {
+		h = &d->d_req->m_headers[i];
 		if (strcasecmp(h->name, "host") != 0)
 			tunproto_msg_add_header(&m, h->name, h->value);
 	}
@@ -246,7 +247,11 @@ tws_close_cb(void *arg, uint16_t code, const char *reason)
 		tunnel_dconn_close(d, "WebSocket closed");
 }
 
-/* The client opened the target WebSocket: 101 to the caller, relay. */
+/*
+ * The client opened the target WebSocket: the 101 to the caller through
+ * the engine's sink, which hands the connection over (h1s_release), then
+ * relay.
+ */
 static void
 tws_open(struct tunnel_xchg *x)
 {
@@ -258,18 +263,24 @@ tws_open(struct tunnel_xchg *x)
 	const struct tunnel_link *l = tunnel_active(t);
 	struct tunnel_dconn *d = x->x_dconn;
 	struct bufferevent *bev;
+	struct hfield f[2];
+	struct head rh;
+	char peer[64];
 
-	if (d == NULL || d->d_bev == NULL || l == NULL)
+	if (d == NULL || l == NULL)
 		return;
 	evtimer_del(x->x_timer);
-	ws_write_accept_response(
-	    bufferevent_get_output(d->d_bev), x->x_ws_accept, NULL);
-	wthru_detach(&d->d_wt);
-	bev = d->d_bev;
-	d->d_bev = NULL;
-	d->d_state = TDC_S_WS;
-	evtimer_del(d->d_timer);
-	bufferevent_set_timeouts(bev, NULL, NULL);
+	memset(&rh, 0, sizeof rh);
+	hfield_set(&f[0], "Upgrade", "websocket");
+	hfield_set(&f[1], "Sec-WebSocket-Accept", x->x_ws_accept);
+	rh.h_status = 101;
+	rh.h_version = 11;
+	rh.h_fields = f;
+	rh.h_nfields = 2;
+	rh.h_flags = HEAD_F_UPGRADE;
+	snprintf(peer, sizeof peer, "%s", d->d_peer);
+	if ((bev = tunnel_dconn_release(d, &rh)) == NULL)
+		return;
 	x->x_ws = wsconn_new(t->t_gw->g_base, bev, 0, &cbs, x,
 	    (size_t)l->l_neg.l_max_ws_message_size);
 	if (x->x_ws == NULL) {
@@ -281,7 +292,7 @@ tws_open(struct tunnel_xchg *x)
 	x->x_state = TX_S_WS_OPEN;
 	x->x_status = 101;
 	log_debug("tunnel %s:%d: channel %s open for %s", t->t_name, t->t_port,
-	    x->x_id, d->d_peer);
+	    x->x_id, peer);
 }
 
 /* A control message for a channel. */

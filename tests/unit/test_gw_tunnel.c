@@ -1,10 +1,10 @@
 /*
  * The gateway's tunnel sandbox role, pieces that need no client: request
  * header filtering for frames (§9.2, §10.1), the downstream response head
- * (§10.3), response limits, tombstones (§8.8) and the bounded set of
- * replaced sessions, and the credit bookkeeping
- * of a streamed response (§4.8).  The end-to-end behaviour is covered by
- * tests/regress/tunnel_gw_*.sh.
+ * (§10.3) through the HTTP/1 engine's sink over its in-memory transport,
+ * response limits, tombstones (§8.8) and the bounded set of replaced
+ * sessions, and the credit bookkeeping of a streamed response (§4.8).
+ * The end-to-end behaviour is covered by tests/regress/tunnel_gw_*.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -77,15 +77,69 @@ test_req_headers(void **state)
 	assert_false(tunnel_hop_field("Content-Type"));
 }
 
-/* A tunnel, a connection on a bufferevent pair and an exchange on it. */
+/*
+ * A tunnel, a Port B connection run by the HTTP/1 engine over the
+ * in-memory transport, and an exchange on it.
+ */
 struct fixture {
 	struct event_base *base;
-	struct bufferevent *pair[2];
+	struct h1x_mem *peer;
 	struct gw g;
 	struct tunnel t;
 	struct tunnel_dconn d;
 	struct tunnel_xchg x;
+	int closed;
 };
+
+/* The test's engine owner: it keeps the request head for the exchange. */
+static void
+fx_head_cb(
+    struct h1s *h, void *arg, const struct head *req, const struct http1_msg *m)
+{
+	struct fixture *f = arg;
+
+	(void)h;
+	f->d.d_head = req;
+	f->d.d_req = m;
+}
+
+static void
+fx_close_cb(struct h1s *h, void *arg, const char *reason)
+{
+	(void)h;
+	(void)reason;
+	((struct fixture *)arg)->closed = 1;
+}
+
+static void
+fx_free_cb(void *arg)
+{
+	(void)arg;
+}
+
+static const struct h1s_hooks fx_hooks = {
+	.on_head = fx_head_cb,
+	.on_close = fx_close_cb,
+	.on_free = fx_free_cb,
+};
+
+static const struct h1s_conf fx_conf = {
+	.hc_name = "test",
+	.hc_limits = &tdc_limits,
+	.hc_head_ms = 5000,
+	.hc_idle_ms = 5000,
+	.hc_linger_ms = 50,
+};
+
+/* Run the loop a few passes, without waiting. */
+static void
+fx_spin(struct fixture *f)
+{
+	int i;
+
+	for (i = 0; i < 10; i++)
+		event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+}
 
 static int
 setup(void **state)
@@ -93,12 +147,6 @@ setup(void **state)
 	struct fixture *f = calloc(1, sizeof *f);
 
 	f->base = event_base_new();
-	bufferevent_pair_new(f->base, 0, f->pair);
-	/* What is written stays in the output, as on a slow connection. */
-	bufferevent_disable(f->pair[0], EV_WRITE);
-	bufferevent_disable(f->pair[1], EV_READ);
-	/* A bufferevent's output is frozen at the front; the test drains it. */
-	evbuffer_unfreeze(bufferevent_get_output(f->pair[0]), 1);
 	f->g.g_base = f->base;
 	f->t.t_gw = &f->g;
 	f->t.t_name = (char *)"sbx";
@@ -107,10 +155,13 @@ setup(void **state)
 	TAILQ_INIT(&f->t.t_links);
 	TAILQ_INIT(&f->t.t_dconns);
 	f->d.d_tunnel = &f->t;
-	f->d.d_bev = f->pair[0];
-	f->d.d_flags = TDC_F_KEEPALIVE;
+	/* What the engine writes stays in its output until the test reads. */
+	f->d.d_h1s = h1s_new(f->base, h1x_mem_new(f->base, 0, 0, &f->peer),
+	    &fx_conf, &fx_hooks, f, 1, "test");
+	h1s_count_sent(f->d.d_h1s);
 	f->x.x_tunnel = &f->t;
 	f->x.x_dconn = &f->d;
+	f->d.d_x = &f->x;
 	*state = f;
 	return (0);
 }
@@ -120,8 +171,9 @@ teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	bufferevent_free(f->pair[0]);
-	bufferevent_free(f->pair[1]);
+	h1s_close(f->d.d_h1s, "test over");
+	fx_spin(f);
+	h1x_mem_free(f->peer);
 	event_base_free(f->base);
 	tombs_clear(&f->t.t_tombs);
 	free(f->x.x_resp_q);
@@ -130,15 +182,28 @@ teardown(void **state)
 	return (0);
 }
 
-/* What the fixture's connection has queued, as a string. */
+/* The caller sends a request head; the engine parses it. */
+static void
+fixture_request(struct fixture *f, const char *head)
+{
+	h1x_mem_send(f->peer, head, strlen(head));
+	fx_spin(f);
+	assert_non_null(f->d.d_head);
+}
+
+/* What the fixture's connection has written, as a string. */
 static char *
 fixture_output(struct fixture *f)
 {
-	struct evbuffer *out = bufferevent_get_output(f->d.d_bev);
-	size_t n = evbuffer_get_length(out);
-	char *s = calloc(1, n + 1);
+	struct evbuffer *out = evbuffer_new();
+	size_t n;
+	char *s;
 
+	h1x_mem_recv(f->peer, out, 1 << 20);
+	n = evbuffer_get_length(out);
+	s = calloc(1, n + 1);
 	evbuffer_remove(out, s, n);
+	evbuffer_free(out);
 	return (s);
 }
 
@@ -158,7 +223,7 @@ resp_headers(struct tunproto_msg *m)
 	tunproto_msg_add_header(m, "Content-Type", "text/plain");
 }
 
-/* A chunked head: relayed framing fields go, ours comes, never both. */
+/* A head without a length: relayed framing fields go, chunked comes. */
 static void
 test_head_chunked(void **state)
 {
@@ -166,8 +231,9 @@ test_head_chunked(void **state)
 	struct tunproto_msg m;
 	char *s;
 
+	fixture_request(f, "GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
 	resp_headers(&m);
-	tx_write_head(&f->x, 200, &m, TX_FRAME_CHUNKED, 0);
+	assert_int_equal(tx_resp_head(&f->x, 200, &m, 0, 0), 0);
 	s = fixture_output(f);
 	assert_string_equal(s,
 	    "HTTP/1.1 200 OK\r\n"
@@ -175,12 +241,13 @@ test_head_chunked(void **state)
 	    "Set-Cookie: b=2\r\n"
 	    "Content-Type: text/plain\r\n"
 	    "Transfer-Encoding: chunked\r\n\r\n");
-	assert_int_equal(f->d.d_out, strlen(s));
+	assert_int_equal(h1s_sent(f->d.d_h1s), strlen(s));
+	assert_int_equal(f->x.x_status, 200);
 	free(s);
 	tunproto_msg_free(&m);
 }
 
-/* A head with a length and a connection that will close. */
+/* A head with a length, on a connection the caller closes after it. */
 static void
 test_head_length_close(void **state)
 {
@@ -188,9 +255,10 @@ test_head_length_close(void **state)
 	struct tunproto_msg m;
 	char *s;
 
+	fixture_request(
+	    f, "GET /l HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 	resp_headers(&m);
-	f->d.d_flags &= ~TDC_F_KEEPALIVE;
-	tx_write_head(&f->x, 404, &m, TX_FRAME_LENGTH, 5);
+	tx_resp_head(&f->x, 404, &m, HEAD_F_LENGTH, 5);
 	s = fixture_output(f);
 	assert_non_null(strstr(s, "HTTP/1.1 404 Not Found\r\n"));
 	assert_non_null(strstr(s, "Content-Length: 5\r\n"));
@@ -202,6 +270,26 @@ test_head_length_close(void **state)
 	tunproto_msg_free(&m);
 }
 
+/*
+ * A request body not read in full (a stopped upload): the connection
+ * closes after the answer, and says so.
+ */
+static void
+test_head_body_unread(void **state)
+{
+	struct fixture *f = *state;
+	struct tunproto_msg m;
+	char *s;
+
+	fixture_request(
+	    f, "POST /u HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+	memset(&m, 0, sizeof m);
+	tx_resp_head(&f->x, 200, &m, HEAD_F_LENGTH, 0);
+	s = fixture_output(f);
+	assert_non_null(strstr(s, "Connection: close\r\n"));
+	free(s);
+}
+
 /* No framing at all for a bodiless status; HTTP/1.0 keeps alive openly. */
 static void
 test_head_none(void **state)
@@ -210,9 +298,10 @@ test_head_none(void **state)
 	struct tunproto_msg m;
 	char *s;
 
+	fixture_request(
+	    f, "GET /n HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
 	resp_headers(&m);
-	f->d.d_flags |= TDC_F_HTTP10;
-	tx_write_head(&f->x, 304, &m, TX_FRAME_NONE, 0);
+	tx_resp_head(&f->x, 304, &m, HEAD_F_NO_BODY, 0);
 	s = fixture_output(f);
 	assert_null(strstr(s, "Content-Length"));
 	assert_null(strstr(s, "Transfer-Encoding"));
@@ -290,30 +379,43 @@ test_tombs(void **state)
 
 /*
  * A credit goes back only for chunks the caller has been sent in full:
- * three chunks queued, the first written, one credit, two still queued.
+ * three chunks queued after the head, the head and the first written and
+ * part of the second, one credit, two still queued.
  */
 static void
 test_credit(void **state)
 {
 	struct fixture *f = *state;
-	struct evbuffer *out = bufferevent_get_output(f->d.d_bev);
-	char pad[300];
+	struct evbuffer *b = evbuffer_new(), *rx = evbuffer_new();
+	struct tunproto_msg m;
+	struct h1s *h = f->d.d_h1s;
+	char pad[100];
+	size_t head;
+	int i;
 
 	memset(pad, 'x', sizeof pad);
+	fixture_request(f, "GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
+	memset(&m, 0, sizeof m);
+	assert_int_equal(tx_resp_head(&f->x, 200, &m, HEAD_F_LENGTH, 300), 0);
+	head = h1s_queued(h);
 	f->x.x_state = TX_S_STREAM;
-	evbuffer_add(out, pad, sizeof pad);
-	f->d.d_out = 300;
-	tx_resp_push(&f->x, 100, 90);
-	tx_resp_push(&f->x, 200, 180);
-	tx_resp_push(&f->x, 300, 270);
-	evbuffer_drain(out, 150); /* written: 150 of 300 */
+	for (i = 1; i <= 3; i++) {
+		evbuffer_add(b, pad, sizeof pad);
+		assert_int_equal(sink_body(h1s_sink(h), b, sizeof pad), 0);
+		tx_resp_push(&f->x, h1s_sent(h) + h1s_queued(h),
+		    (uint64_t)(90 * i));
+	}
+	assert_int_equal(f->x.x_resp_q[2], head + 300);
+	h1x_mem_recv(f->peer, rx, head + 150); /* written: 150 of 300 */
 	tunnel_xchg_credit(&f->x);
 	assert_int_equal(f->x.x_resp_nq, 2);
-	assert_int_equal(f->x.x_resp_q[0], 200);
+	assert_int_equal(f->x.x_resp_q[0], head + 200);
 	assert_int_equal(f->x.x_resp_qack[0], 180);
-	evbuffer_drain(out, 150);
+	h1x_mem_recv(f->peer, rx, 150);
 	tunnel_xchg_credit(&f->x);
 	assert_int_equal(f->x.x_resp_nq, 0);
+	evbuffer_free(b);
+	evbuffer_free(rx);
 }
 
 int
@@ -325,6 +427,8 @@ main(void)
 		    test_head_chunked, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_head_length_close, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_head_body_unread, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_head_none, setup, teardown),
 		cmocka_unit_test(test_resp_limits),

@@ -3,8 +3,9 @@
  * in-memory transport (h1xport.c): a real event base, two evbuffers, no
  * socket.  Framing in and out, pipelining, keep-alive, every refusal of a
  * bad head, 100-continue, the read-stop rule, the sink's flow control,
- * trailers, interim heads, the upgrade hand-over and a free from inside a
- * hook, each checked on the bytes the peer receives.
+ * trailers, interim heads, the upgrade hand-over, a free from inside a
+ * hook, the read watermark changed at run time, the write timeout and the
+ * count of bytes sent, each checked on the bytes the peer receives.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -910,6 +911,147 @@ test_close_in_hook(void **state)
 	t_done(&t);
 }
 
+/*
+ * The read watermark changed at run time: a body the owner does not take
+ * fills the input to the mark, then to a raised one, with reading
+ * stopped in between (no read callback per pass), then drains.
+ */
+static void
+test_read_high(void **state)
+{
+	static char body[100000];
+	struct t t;
+	unsigned reads;
+	enum http1_err err;
+	size_t got = 0;
+	ssize_t n;
+	int i;
+
+	(void)state;
+	t_open(&t, 1024, 1);
+	t.mode = T_HOLD;
+	t_send(&t, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000"
+		   "\r\n\r\n");
+	memset(body, 'b', sizeof body);
+	h1x_mem_send(t.peer, body, sizeof body);
+	t_spin(&t, 200);
+	assert_int_equal(h1x_mem_waiting(t.peer), sizeof body - 1024);
+	assert_false(h1x_mem_state(t.peer) & H1X_MEM_READING);
+	reads = h1x_mem_reads(t.peer);
+	assert_true(reads < 10);
+	h1s_read_high(t.h, 8192);
+	t_spin(&t, 200);
+	assert_int_equal(h1x_mem_waiting(t.peer), sizeof body - 8192);
+	assert_false(h1x_mem_state(t.peer) & H1X_MEM_READING);
+	assert_true(h1x_mem_reads(t.peer) < reads + 10);
+	for (i = 0; i < 1000 && !h1s_body_done(t.h); i++) {
+		n = h1s_body_read(t.h, t.body, 1 << 20, &err);
+		assert_true(n >= 0);
+		got += (size_t)n;
+		t_spin(&t, 2);
+	}
+	assert_int_equal(got, sizeof body);
+	assert_true(h1s_body_done(t.h));
+	t_done(&t);
+}
+
+/* Start a response the peer does not read: a head and 1000 body bytes. */
+static void
+t_stream_start(struct t *t)
+{
+	struct evbuffer *b;
+	struct head rh;
+	char piece[1000];
+
+	memset(&rh, 0, sizeof rh);
+	rh.h_status = 200;
+	assert_int_equal(sink_head(h1s_sink(t->h), &rh), 0);
+	memset(piece, 'c', sizeof piece);
+	b = evbuffer_new();
+	evbuffer_add(b, piece, sizeof piece);
+	assert_int_equal(sink_body(h1s_sink(t->h), b, sizeof piece), 0);
+	evbuffer_free(b);
+}
+
+/*
+ * The write timeout: output that waits without the peer taking any of it
+ * ends the exchange (on_error) and the connection; each read restarts it,
+ * and it does not run while nothing waits.
+ */
+static void
+test_write_timeout(void **state)
+{
+	struct evbuffer *rx;
+	struct t t;
+	int i;
+
+	(void)state;
+	t_open(&t, 0, 0);
+	t.mode = T_HOLD;
+	rx = evbuffer_new();
+	h1s_write_timeout(t.h, 150);
+	t_send(&t, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	/* Nothing queued: no timeout. */
+	t_sleep(&t, 300);
+	assert_int_equal(t.closes, 0);
+	t_stream_start(&t);
+	/* The peer takes a little at a time, within the timeout each time. */
+	for (i = 0; i < 4; i++) {
+		t_sleep(&t, 80);
+		assert_true(h1x_mem_recv(t.peer, rx, 100) > 0);
+	}
+	t_sleep(&t, 50);
+	assert_int_equal(t.closes, 0);
+	assert_int_equal(t.errors, 0);
+	/* Then nothing: the exchange and the connection end. */
+	t_sleep(&t, 300);
+	assert_int_equal(t.errors, 1);
+	assert_int_equal(t.closes, 1);
+	evbuffer_free(rx);
+	t_done(&t);
+
+	/* 0 turns it off again. */
+	t_open(&t, 0, 0);
+	t.mode = T_HOLD;
+	h1s_write_timeout(t.h, 100);
+	h1s_write_timeout(t.h, 0);
+	t_send(&t, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+	t_stream_start(&t);
+	t_sleep(&t, 250);
+	assert_int_equal(t.closes, 0);
+	t_done(&t);
+}
+
+/* h1s_sent counts what the peer took; h1s_queued what still waits. */
+static void
+test_sent(void **state)
+{
+	struct evbuffer *rx;
+	struct t t;
+	size_t total, taken;
+
+	(void)state;
+	t_open(&t, 0, 0);
+	t.mode = T_HOLD;
+	rx = evbuffer_new();
+	h1s_count_sent(t.h);
+	t_send(&t, "GET /count HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_int_equal(h1s_sent(t.h), 0);
+	t_stream_start(&t);
+	total = h1s_queued(t.h);
+	assert_true(total > 1000);
+	taken = h1x_mem_recv(t.peer, rx, 300);
+	assert_int_equal(taken, 300);
+	assert_int_equal(h1s_sent(t.h), 300);
+	assert_int_equal(h1s_queued(t.h), total - 300);
+	taken += h1x_mem_recv(t.peer, rx, 1 << 20);
+	assert_int_equal(h1s_sent(t.h), total);
+	assert_int_equal(h1s_queued(t.h), 0);
+	assert_int_equal(evbuffer_get_length(rx), taken);
+	evbuffer_free(rx);
+	t_done(&t);
+}
+
 /* The state print names the state and the flags. */
 static void
 test_print(void **state)
@@ -1047,6 +1189,9 @@ main(void)
 		cmocka_unit_test(test_eof),
 		cmocka_unit_test(test_release),
 		cmocka_unit_test(test_close_in_hook),
+		cmocka_unit_test(test_read_high),
+		cmocka_unit_test(test_write_timeout),
+		cmocka_unit_test(test_sent),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_splice_accounting),
 		cmocka_unit_test(test_relay_continue),
