@@ -725,7 +725,15 @@ conn_upgrade(struct conn *c)
 	bufferevent_setcb(
 	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
 	wthru_attach(&c->c_wt, c->c_bev, c->c_gw->g_wq);
-	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+	/*
+	 * Writing on only for what the engine left unwritten (wthru.h): on
+	 * with an empty output, libevent would call back at once, and the
+	 * relay would start its splice(2) before the other end answered.
+	 */
+	bufferevent_enable(c->c_bev,
+	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) != 0
+		? EV_READ | EV_WRITE
+		: EV_READ);
 }
 
 /*
