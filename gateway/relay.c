@@ -45,7 +45,10 @@ static void relay_check(struct conn *);
 
 /*
  * Move what src has read to dst's output; pause src when dst is full.  A
- * side that has ended is not read again.
+ * side that has ended is not read again.  While splice(2) moves the bytes
+ * the bufferevents rest: a callback still due (a deferred write callback)
+ * must not turn reading back on, or a bufferevent would read from a
+ * socket the splicer reads too, and take bytes out of the stream.
  */
 static void
 relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
@@ -55,6 +58,9 @@ relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 	int ended = c->c_relay &
 	    (src == c->c_bev ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
 	size_t n;
+
+	if (c->c_spl[0] != NULL || c->c_spl[1] != NULL)
+		return;
 
 	if ((n = evbuffer_get_length(in)) > 0) {
 		evbuffer_add_buffer(out, in);
