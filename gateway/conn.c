@@ -35,6 +35,7 @@
 #define CONN_LOW (64 * 1024)
 
 static void conn_read_cb(struct bufferevent *, void *);
+static void conn_timer_cb(evutil_socket_t, short, void *);
 static void conn_write_cb(struct bufferevent *, void *);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void conn_log_access(struct conn *, const char *);
@@ -63,11 +64,14 @@ conn_state_name(enum conn_state s)
 }
 
 /* Arm the connection timer (the relay's idle, the linger) for ms. */
-static void
+void
 conn_timer_set(struct conn *c, uint64_t ms)
 {
 	struct timeval tv;
 
+	/* Made on first use: a connection the engine keeps needs none. */
+	if (c->c_timer == NULL)
+		c->c_timer = evtimer_new(c->c_gw->g_base, conn_timer_cb, c);
 	clock_msec_to_tv(ms, &tv);
 	evtimer_add(c->c_timer, &tv);
 }
@@ -1279,7 +1283,6 @@ conn_setup(struct gw *g, struct conn *c, struct bufferevent *bev)
 	c->c_gw = g;
 	c->c_bev = bev;
 	c->c_refcnt = 2; /* the engine's and the open connection's */
-	c->c_timer = evtimer_new(g->g_base, conn_timer_cb, c);
 	high = g->g_conf->cf_max_header_size + 4096;
 	if (high < 64 * 1024)
 		high = 64 * 1024;

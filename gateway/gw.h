@@ -602,6 +602,7 @@ void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
 void conn_upgrade(struct conn *);
+void conn_timer_set(struct conn *, uint64_t ms);
 
 /* proxy.c */
 void proxy_start(struct conn *);

@@ -76,11 +76,11 @@ struct h1s {
 	unsigned hs_nreq; /* requests parsed */
 	uint64_t hs_started_us; /* the current head's first byte, monotonic */
 	struct evbuffer *hs_stage; /* a small response put together, or NULL */
-	char hs_reason[128]; /* why it closed */
 	struct evbuffer_cb_entry *hs_sent_cb; /* h1s_count_sent's, or NULL */
 	uint64_t hs_sent; /* output bytes the transport took */
 };
 
+static void h1s_kick_cb(evutil_socket_t, short, void *);
 static void h1s_refuse(struct h1s *, int status, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -196,7 +196,8 @@ h1s_free_cb(evutil_socket_t fd, short events, void *arg)
 	if (h->hs_stage != NULL)
 		evbuffer_free(h->hs_stage);
 	event_free(h->hs_timer);
-	event_free(h->hs_kick);
+	if (h->hs_kick != NULL)
+		event_free(h->hs_kick);
 	free(h);
 }
 
@@ -216,14 +217,14 @@ h1s_close(struct h1s *h, const char *reason)
 	log_debug("%s %llu %s: closed, %s: %s", h->hs_conf->hc_name,
 	    (unsigned long long)h->hs_id, h->hs_peer,
 	    h1s_print(h, st, sizeof st), reason);
-	snprintf(h->hs_reason, sizeof h->hs_reason, "%s", reason);
 	h->hs_state = H1S_S_DEAD;
 	evtimer_del(h->hs_timer);
-	event_del(h->hs_kick);
+	if (h->hs_kick != NULL)
+		event_del(h->hs_kick);
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_read(h->hs_x, 0);
 	if (h->hs_hooks->on_close != NULL)
-		h->hs_hooks->on_close(h, h->hs_arg, h->hs_reason);
+		h->hs_hooks->on_close(h, h->hs_arg, reason);
 	event_base_once(h->hs_base, -1, EV_TIMEOUT, h1s_free_cb, h, &tv);
 }
 
@@ -293,8 +294,12 @@ h1s_next(struct h1s *h)
 	h1s_timer_set(h, h->hs_conf->hc_idle_ms);
 	h->hs_x->hx_ops->xo_unhold(h->hs_x);
 	/* From the loop: the owner may be inside a hook still. */
-	if (evbuffer_get_length(h->hs_x->hx_in) != 0)
+	if (evbuffer_get_length(h->hs_x->hx_in) != 0) {
+		/* Made on first use: most connections never pipeline. */
+		if (h->hs_kick == NULL)
+			h->hs_kick = event_new(h->hs_base, -1, 0, h1s_kick_cb, h);
 		event_active(h->hs_kick, EV_TIMEOUT, 1);
+	}
 }
 
 /*
@@ -1042,7 +1047,6 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	h->hs_sink.sk_ops = &h1s_sink_ops;
 	h->hs_sink.sk_arg = h;
 	h->hs_timer = evtimer_new(base, h1s_timer_cb, h);
-	h->hs_kick = event_new(base, -1, 0, h1s_kick_cb, h);
 	x->hx_cb_read = h1s_read_cb;
 	x->hx_cb_write = h1s_write_cb;
 	x->hx_cb_event = h1s_event_cb;

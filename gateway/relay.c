@@ -96,10 +96,8 @@ relay_arm_idle(struct conn *c)
 {
 	uint64_t idle = relay_idle_limit(c);
 	uint64_t since = clock_mono_msec() - c->c_active_ms;
-	struct timeval tv;
 
-	clock_msec_to_tv(since >= idle ? 1 : idle - since, &tv);
-	evtimer_add(c->c_timer, &tv);
+	conn_timer_set(c, since >= idle ? 1 : idle - since);
 }
 
 /*
