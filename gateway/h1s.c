@@ -297,7 +297,8 @@ h1s_next(struct h1s *h)
 	if (evbuffer_get_length(h->hs_x->hx_in) != 0) {
 		/* Made on first use: most connections never pipeline. */
 		if (h->hs_kick == NULL)
-			h->hs_kick = event_new(h->hs_base, -1, 0, h1s_kick_cb, h);
+			h->hs_kick = event_new(
+			    h->hs_base, -1, 0, h1s_kick_cb, h);
 		event_active(h->hs_kick, EV_TIMEOUT, 1);
 	}
 }
@@ -953,7 +954,8 @@ h1s_write_timeout(struct h1s *h, uint64_t ms)
 
 /* Count what the transport takes out of the output (written, or gone). */
 static void
-h1s_sent_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+h1s_sent_cb(
+    struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct h1s *h = arg;
 
