@@ -741,7 +741,10 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 	http1_msg_head(m, &mh);
 	nconn = proxy_nconnection(&mh);
 	ph->ph_fields = xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
-	ph->ph_made = xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made);
+	/* Values are made only for a path-form request: no malloc else. */
+	ph->ph_made = c->c_x->x_prefix != NULL
+	    ? xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made)
+	    : NULL;
 	ph->ph_nmade = 0;
 	for (i = 0; i < mh.h_nfields; i++) {
 		h = &mh.h_fields[i];
