@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "stream.h"
 #include "tls.h"
 #include "token.h"
 
@@ -34,10 +34,10 @@
 /* Output low watermark: the relay resumes below this. */
 #define CONN_LOW (64 * 1024)
 
-static void conn_read_cb(struct bufferevent *, void *);
+static void conn_read_cb(struct stream *, void *);
 static void conn_timer_cb(evutil_socket_t, short, void *);
-static void conn_write_cb(struct bufferevent *, void *);
-static void conn_event_cb(struct bufferevent *, short, void *);
+static void conn_write_cb(struct stream *, void *);
+static void conn_event_cb(struct stream *, short, void *);
 static void conn_log_access(struct conn *, const char *);
 static void conn_route(struct conn *);
 static const struct h1s_hooks conn_hooks;
@@ -163,9 +163,8 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
 
 	(void)fd;
 	(void)events;
-	if (c->c_bev != NULL)
-		bufferevent_free(c->c_bev);
-	c->c_bev = NULL;
+	stream_free(c->c_stream);
+	c->c_stream = NULL;
 	conn_unref(c);
 }
 
@@ -227,9 +226,8 @@ conn_close(struct conn *c, const char *reason)
 		return;
 	}
 	conn_closed(c, reason);
-	wthru_detach(&c->c_wt);
-	if (c->c_bev != NULL)
-		bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
+	if (c->c_stream != NULL)
+		stream_disable(c->c_stream, EV_READ | EV_WRITE);
 	event_base_once(c->c_gw->g_base, -1, EV_TIMEOUT, conn_free_cb, c, &tv);
 }
 
@@ -295,8 +293,8 @@ conn_xchg_log(struct conn *c)
 	int keep = c->c_h1 != NULL && h1s_keeps(c->c_h1) &&
 	    h1s_body_done(c->c_h1);
 
-	if (c->c_bev != NULL && c->c_h1 != NULL)
-		bufferevent_set_timeouts(c->c_bev, NULL, NULL);
+	if (c->c_stream != NULL && c->c_h1 != NULL)
+		stream_set_timeouts(c->c_stream, NULL, NULL);
 	conn_log_access(c, keep ? "keep-alive" : "close");
 }
 
@@ -325,11 +323,11 @@ conn_finish(struct conn *c)
 		return;
 	}
 	c->c_state = CONN_S_ERROR;
-	bufferevent_setwatermark(c->c_bev, EV_WRITE, 0, 0);
-	bufferevent_enable(c->c_bev, EV_WRITE);
-	bufferevent_disable(c->c_bev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_output(c->c_bev)) == 0)
-		conn_write_cb(c->c_bev, c);
+	stream_setwatermark(c->c_stream, EV_WRITE, 0, 0);
+	stream_enable(c->c_stream, EV_WRITE);
+	stream_disable(c->c_stream, EV_READ);
+	if (evbuffer_get_length(stream_output(c->c_stream)) == 0)
+		conn_write_cb(c->c_stream, c);
 }
 
 /* Is the request a browser navigation, which gets HTML errors? */
@@ -683,13 +681,13 @@ conn_auth(struct conn *c)
  * its output: for the relay after a 101 (conn_upgrade), the main loop's
  * channel, the tunnel.  The connection is ours from now on.
  */
-static struct bufferevent *
+static struct stream *
 conn_release(struct conn *c)
 {
-	struct bufferevent *bev;
+	struct stream *s;
 
 	c->c_flags |= CONN_F_RELEASING;
-	bev = h1s_release(c->c_h1);
+	s = h1s_release(c->c_h1);
 	c->c_flags &= ~CONN_F_RELEASING;
 	c->c_h1 = NULL;
 	/* The head was the engine's. */
@@ -697,25 +695,79 @@ conn_release(struct conn *c)
 		c->c_x->x_req = NULL;
 		memset(&c->c_x->x_head, 0, sizeof c->c_x->x_head);
 	}
-	return (bev);
+	return (s);
 }
 
 /*
- * Hand the client's bufferevent to another owner (the tunnel) and close the
- * connection object around it.  The caller has written what the client
- * needed (the 101) into its output.
+ * Hand the client's stream to another owner (the tunnel) and close the
+ * connection object around it: bytes the client sent after its request
+ * are still in its input.  The caller has written what the client needed
+ * (the 101) into its output.
  */
-struct bufferevent *
-conn_steal_bev(struct conn *c)
+struct stream *
+conn_steal_stream(struct conn *c)
 {
-	struct bufferevent *bev;
+	struct stream *s;
 
 	c->c_x->x_status = 101;
 	conn_log_access(c, "tunnel");
-	bev = conn_release(c);
-	c->c_bev = NULL;
+	s = conn_release(c);
+	c->c_stream = NULL;
 	conn_close(c, "handed to the tunnel");
+	return (s);
+}
+
+/*
+ * BRIDGE, to delete once lib/wsconn.c runs on streams (issue 18): turn
+ * stream s into a bufferevent on the same socket (and TLS connection),
+ * with what s's input and output hold, for the tunnel's WebSocket links.
+ * s is freed; NULL (and the socket closed) when libevent refuses.
+ */
+struct bufferevent *
+conn_bridge_bev(struct event_base *base, struct stream *s)
+{
+	struct evbuffer *in, *out;
+	struct bufferevent *bev;
+	SSL *ssl;
+	int fd;
+
+	if (s == NULL)
+		return (NULL);
+	in = evbuffer_new();
+	out = evbuffer_new();
+	evbuffer_add_buffer(in, stream_input(s));
+	evbuffer_add_buffer(out, stream_output(s));
+	if ((fd = stream_take_socket(s, &ssl)) == -1) {
+		stream_free(s);
+		bev = NULL;
+	} else if (ssl != NULL) {
+		bev = bufferevent_openssl_socket_new(
+		    base, fd, ssl, BUFFEREVENT_SSL_OPEN, BEV_OPT_CLOSE_ON_FREE);
+		if (bev != NULL)
+			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+		else {
+			tls_ssl_free(ssl);
+			close(fd);
+		}
+	} else if ((bev = bufferevent_socket_new(
+			base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL)
+		close(fd);
+	if (bev != NULL) {
+		evbuffer_add_buffer(bufferevent_get_input(bev), in);
+		evbuffer_add_buffer(bufferevent_get_output(bev), out);
+	}
+	evbuffer_free(in);
+	evbuffer_free(out);
 	return (bev);
+}
+
+/* conn_steal_stream through the bridge, for gateway/tunnel.c (BRIDGE). */
+struct bufferevent *
+conn_steal_bev(struct conn *c)
+{
+	struct event_base *base = c->c_gw->g_base;
+
+	return (conn_bridge_bev(base, conn_steal_stream(c)));
 }
 
 /*
@@ -725,19 +777,10 @@ conn_steal_bev(struct conn *c)
 void
 conn_upgrade(struct conn *c)
 {
-	c->c_bev = conn_release(c);
-	bufferevent_setcb(
-	    c->c_bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-	wthru_attach(&c->c_wt, c->c_bev, c->c_gw->g_wq);
-	/*
-	 * Writing on only for what the engine left unwritten (wthru.h): on
-	 * with an empty output, libevent would call back at once, and the
-	 * relay would start its splice(2) before the other end answered.
-	 */
-	bufferevent_enable(c->c_bev,
-	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) != 0
-		? EV_READ | EV_WRITE
-		: EV_READ);
+	c->c_stream = conn_release(c);
+	stream_setcb(
+	    c->c_stream, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	stream_enable(c->c_stream, EV_READ | EV_WRITE);
 }
 
 /*
@@ -772,8 +815,7 @@ conn_handoff(struct conn *c, int listen_port)
 	c->c_x->x_up = upstream_pipe(
 	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c);
 	/* The request as it came; what the client sent after it follows. */
-	h1_request_put(
-	    bufferevent_get_output(c->c_x->x_up->u_bev), &c->c_x->x_head);
+	h1_request_put(stream_output(c->c_x->x_up->u_stream), &c->c_x->x_head);
 	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
 	conn_upgrade(c);
 	gw_handoff(c->c_gw, nc, sv[1], listen_port);
@@ -1019,19 +1061,6 @@ conn_route(struct conn *c)
 	proxy_start(c);
 }
 
-/*
- * Send what this input made for the upstream at once (wthru.h): at the
- * end of this loop pass, not after the loop has asked epoll whether the
- * socket is writable.
- */
-static void
-conn_flush_upstream(struct conn *c)
-{
-	if (c->c_x != NULL && c->c_x->x_up != NULL &&
-	    c->c_x->x_up->u_state == UP_S_ACTIVE)
-		wthru_flush(&c->c_x->x_up->u_wt);
-}
-
 /* The engine parsed a request head: its exchange starts, routed. */
 static void
 conn_on_head(struct h1s *h, void *arg, const struct head *head,
@@ -1050,7 +1079,6 @@ conn_on_head(struct h1s *h, void *arg, const struct head *head,
 	if (h1s_body_done(c->c_h1))
 		x->x_flags |= XCHG_F_REQ_WHOLE;
 	conn_route(c);
-	conn_flush_upstream(c);
 }
 
 /* Request body bytes wait in the engine's input. */
@@ -1065,7 +1093,6 @@ conn_on_body(struct h1s *h, void *arg)
 		if (c->c_state == CONN_S_BODY)
 			proxy_request_splice_try(c);
 	}
-	conn_flush_upstream(c);
 }
 
 /* The client's output drained to its low watermark: read on upstream. */
@@ -1118,7 +1145,7 @@ conn_on_close(struct h1s *h, void *arg, const char *reason)
 	(void)h;
 	if (c->c_flags & CONN_F_RELEASING)
 		return;
-	c->c_bev = NULL; /* the engine's transport frees it */
+	c->c_stream = NULL; /* the engine's transport frees it */
 	conn_closed(c, reason);
 	conn_unref(c); /* the open connection's */
 }
@@ -1145,31 +1172,29 @@ static const struct h1s_hooks conn_hooks = {
 
 /* Bytes from the client of a relayed connection. */
 static void
-conn_read_cb(struct bufferevent *bev, void *arg)
+conn_read_cb(struct stream *s, void *arg)
 {
 	struct conn *c = arg;
 
-	evio_read_more(bev);
 	switch (c->c_state) {
 	case CONN_S_UPGRADED:
 		relay_client_read(c);
 		break;
 	case CONN_S_ERROR:
 		/* Lingering: discard what the client still sends. */
-		evbuffer_drain(bufferevent_get_input(bev),
-		    evbuffer_get_length(bufferevent_get_input(bev)));
+		evbuffer_drain(
+		    stream_input(s), evbuffer_get_length(stream_input(s)));
 		return;
 	default:
 		return;
 	}
-	wthru_flush(&c->c_wt);
 	if (c->c_state == CONN_S_UPGRADED)
 		relay_splice_try(c);
 }
 
 /* The relayed client's output drained below the low watermark. */
 static void
-conn_write_cb(struct bufferevent *bev, void *arg)
+conn_write_cb(struct stream *s, void *arg)
 {
 	struct conn *c = arg;
 
@@ -1180,44 +1205,48 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	if (c->c_state != CONN_S_ERROR ||
-	    evbuffer_get_length(bufferevent_get_output(bev)) != 0 ||
+	    evbuffer_get_length(stream_output(s)) != 0 ||
 	    (c->c_flags & CONN_F_LINGER))
 		return;
 	c->c_flags |= CONN_F_LINGER;
 	if ((c->c_flags & (CONN_F_CLIENT_EOF | CONN_F_TLS)) ||
-	    shutdown(bufferevent_getfd(bev), SHUT_WR) != 0) {
+	    shutdown(stream_getfd(s), SHUT_WR) != 0) {
 		/* A raw shutdown would cut a TLS stream; just close. */
 		conn_close(c, "done");
 		return;
 	}
-	bufferevent_enable(bev, EV_READ);
+	stream_enable(s, EV_READ);
 	conn_timer_set(c, CONN_LINGER_MS);
 }
 
 /* EOF or error from the client of a relayed connection. */
 static void
-conn_event_cb(struct bufferevent *bev, short what, void *arg)
+conn_event_cb(struct stream *s, short what, void *arg)
 {
 	struct conn *c = arg;
-	char why[160];
+	char why[160], tlserr[128];
 
-	(void)bev;
 	if (c->c_state == CONN_S_DEAD)
 		return;
-	if (what & BEV_EVENT_ERROR) {
-		snprintf(why, sizeof why, "client error: %s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	if (what & STREAM_EV_ERROR) {
+		if (stream_tls_error(s) != 0) {
+			tls_error_string(
+			    stream_tls_error(s), tlserr, sizeof tlserr);
+			snprintf(why, sizeof why, "client error: %s", tlserr);
+		} else
+			snprintf(why, sizeof why, "client error: %s",
+			    strerror(stream_errno(s)));
 		conn_close(c, why);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT) {
+	if (what & STREAM_EV_TIMEOUT) {
 		conn_close(c,
-		    (what & BEV_EVENT_READING)
+		    (what & STREAM_EV_READING)
 			? "client sent nothing for the idle timeout"
 			: "client read nothing for the idle timeout");
 		return;
 	}
-	if (!(what & BEV_EVENT_EOF))
+	if (!(what & STREAM_EV_EOF))
 		return;
 	c->c_flags |= CONN_F_CLIENT_EOF;
 	if (c->c_state == CONN_S_UPGRADED)
@@ -1275,19 +1304,19 @@ conn_h1conf(struct gw *g)
  * upstream cannot take yet.
  */
 static void
-conn_setup(struct gw *g, struct conn *c, struct bufferevent *bev)
+conn_setup(struct gw *g, struct conn *c, struct stream *s)
 {
 	struct h1x *x;
 	size_t high;
 
 	c->c_gw = g;
-	c->c_bev = bev;
+	c->c_stream = s;
 	c->c_refcnt = 2; /* the engine's and the open connection's */
 	high = g->g_conf->cf_max_header_size + 4096;
 	if (high < 64 * 1024)
 		high = 64 * 1024;
-	x = h1x_bev_new(bev, g->g_wq, high, CONN_LOW);
-	h1x_bev_name(x, "conn", c->c_id, c->c_peer_ip);
+	x = h1x_stream_new(s, high, CONN_LOW);
+	h1x_stream_name(x, "conn", c->c_id, c->c_peer_ip);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
 	c->c_state = CONN_S_HEAD;
@@ -1300,12 +1329,28 @@ void
 conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
     struct gw_listener *gl)
 {
-	struct bufferevent *bev;
+	struct stream *s;
 	struct conn *c;
 	uint64_t n;
+	SSL *ssl = NULL;
 
 	/* fd has TCP_NODELAY already, from its listener (listener.c). */
 	(void)salen;
+	if (gl->gl_ctx != NULL) {
+		/* A client that closes without close_notify is just EOF. */
+		ssl = tls_server_ssl_new(gl->gl_ctx);
+		s = ssl != NULL ? stream_new(g->g_base, fd, ssl,
+				      STREAM_O_CLOSE | STREAM_O_ACCEPT)
+				: NULL;
+		if (s == NULL) {
+			log_warn("cannot start TLS on an accepted connection");
+			if (ssl != NULL)
+				tls_ssl_free(ssl);
+			close(fd);
+			return;
+		}
+	} else
+		s = stream_new(g->g_base, fd, NULL, STREAM_O_CLOSE);
 	c = xcalloc(1, sizeof *c);
 	c->c_id = g->g_shared != NULL
 	    ? __atomic_add_fetch(&g->g_shared->s_conn_ids, 1, __ATOMIC_RELAXED)
@@ -1313,17 +1358,9 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	c->c_local_port = gl->gl_port;
 	addr_format(sa, c->c_peer, sizeof c->c_peer);
 	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
-	if (gl->gl_ctx != NULL) {
+	if (ssl != NULL)
 		c->c_flags |= CONN_F_TLS;
-		bev = bufferevent_openssl_socket_new(g->g_base, fd,
-		    tls_server_ssl_new(gl->gl_ctx), BUFFEREVENT_SSL_ACCEPTING,
-		    BEV_OPT_CLOSE_ON_FREE);
-		/* A client that closes without close_notify is just EOF. */
-		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-	} else
-		bev = bufferevent_socket_new(
-		    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	conn_setup(g, c, bev);
+	conn_setup(g, c, s);
 	GW_ADD(g->g_metrics.m_conns_accepted, 1);
 	log_debug("conn %llu %s: accepted on port %d",
 	    (unsigned long long)c->c_id, c->c_peer, gl->gl_port);
@@ -1347,19 +1384,15 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 void
 conn_adopt(struct gw *g, struct conn *c, int fd, int listen_port)
 {
-	struct bufferevent *bev;
-
 	(void)listen_port;
-	if (g == NULL ||
-	    (bev = bufferevent_socket_new(
-		 g->g_base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	if (g == NULL || fd == -1) {
 		if (fd != -1)
 			close(fd);
 		free(c);
 		return;
 	}
 	c->c_flags |= CONN_F_ADOPTED;
-	conn_setup(g, c, bev);
+	conn_setup(g, c, stream_new(g->g_base, fd, NULL, STREAM_O_CLOSE));
 	log_debug("conn %llu %s: handed to the main loop",
 	    (unsigned long long)c->c_id, c->c_peer);
 }

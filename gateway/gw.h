@@ -376,8 +376,7 @@ struct conn {
 	uint64_t c_id;
 	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
 	struct h1s *c_h1; /* the engine, or NULL once released (relay) */
-	struct bufferevent *c_bev; /* the client's: the engine's, then ours */
-	struct wthru c_wt; /* writes to the client at once, once ours */
+	struct stream *c_stream; /* the client's: the engine's, then ours */
 	enum conn_state c_state;
 	int c_flags;
 #define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
@@ -469,8 +468,7 @@ struct upstream {
 	TAILQ_ENTRY(upstream) u_entry; /* pool: oldest idle last */
 	TAILQ_ENTRY(upstream) u_hentry; /* pool: its hash bucket */
 	struct gw *u_gw;
-	struct bufferevent *u_bev;
-	struct wthru u_wt; /* writes to the upstream at once */
+	struct stream *u_stream;
 	enum upstream_state u_state;
 	int u_flags;
 #define UP_F_SENT 0x01 /* a byte of a request was written */
@@ -596,7 +594,9 @@ void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
 #define conn_fail(c, e, ...) conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
 void conn_response_done(struct conn *);
 void conn_finish(struct conn *);
+struct stream *conn_steal_stream(struct conn *);
 struct bufferevent *conn_steal_bev(struct conn *);
+struct bufferevent *conn_bridge_bev(struct event_base *, struct stream *);
 void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
@@ -903,7 +903,6 @@ void upstream_pool_init(struct gw *);
 void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
-void upstream_event_cb(struct bufferevent *, short, void *);
 void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct gw_sandbox *, int fd,
@@ -1055,6 +1054,9 @@ struct h1x {
 struct h1x *h1x_bev_new(
     struct bufferevent *, struct wthru_q *, size_t in_high, size_t out_low);
 void h1x_bev_name(struct h1x *, const char *name, uint64_t id, const char *);
+struct stream;
+struct h1x *h1x_stream_new(struct stream *, size_t in_high, size_t out_low);
+void h1x_stream_name(struct h1x *, const char *name, uint64_t id, const char *);
 struct h1x_mem; /* the peer's end of an in-memory transport */
 struct h1x *h1x_mem_new(
     struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);

@@ -12,6 +12,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "stream.h"
 #include "tls.h"
 
 /* A transport on a bufferevent. */
@@ -191,7 +194,8 @@ h1x_bev_free(struct h1x *x)
 static void
 h1x_bev_read_high(struct h1x *x, size_t high)
 {
-	bufferevent_setwatermark(((struct h1x_bev *)x)->xb_bev, EV_READ, 0, high);
+	bufferevent_setwatermark(
+	    ((struct h1x_bev *)x)->xb_bev, EV_READ, 0, high);
 }
 
 /*
@@ -305,6 +309,290 @@ h1x_bev_new(
 	return (&xb->xb_x);
 }
 
+/* A transport on a stream (lib/stream.h). */
+struct h1x_stream {
+	struct h1x xs_x;
+	struct stream *xs_s;
+	int xs_flags;
+#define H1X_STREAM_F_LENT 0x01 /* the socket is lent to splice(2) */
+#define H1X_STREAM_F_TLS_UP 0x02 /* the TLS handshake completed */
+	const char *xs_name; /* "conn", "admin": for the log */
+	const char *xs_peer; /* the owner's, which outlives the transport */
+	uint64_t xs_id;
+};
+
+/*
+ * Take the socket back from splice(2): the engine's next use of the
+ * transport after h1x_stream_fd means the move is over.
+ */
+static void
+h1x_stream_unlend(struct h1x_stream *xs)
+{
+	if (!(xs->xs_flags & H1X_STREAM_F_LENT))
+		return;
+	xs->xs_flags &= ~H1X_STREAM_F_LENT;
+	stream_unlend(xs->xs_s);
+}
+
+/* Bytes from the peer. */
+static void
+h1x_stream_read_cb(struct stream *s, void *arg)
+{
+	struct h1x_stream *xs = arg;
+
+	(void)s;
+	xs->xs_x.hx_cb_read(xs->xs_x.hx_cb_arg);
+}
+
+/* The output drained to its low watermark. */
+static void
+h1x_stream_write_cb(struct stream *s, void *arg)
+{
+	struct h1x_stream *xs = arg;
+
+	(void)s;
+	xs->xs_x.hx_cb_write(xs->xs_x.hx_cb_arg);
+}
+
+/*
+ * The end of the peer's stream, an error (with OpenSSL's words for a TLS
+ * one; a handshake that fails is logged), or a timeout; the TLS
+ * handshake's end is noted.
+ */
+static void
+h1x_stream_event_cb(struct stream *s, short what, void *arg)
+{
+	struct h1x_stream *xs = arg;
+	struct h1x *x = &xs->xs_x;
+	char why[160], tlserr[128];
+	unsigned long e;
+
+	if (what & STREAM_EV_CONNECTED) {
+		xs->xs_flags |= H1X_STREAM_F_TLS_UP;
+		return;
+	}
+	if ((what & STREAM_EV_ERROR) && (e = stream_tls_error(s)) != 0) {
+		tls_error_string(e, tlserr, sizeof tlserr);
+		snprintf(why, sizeof why, "TLS error: %s", tlserr);
+		if (!(xs->xs_flags & H1X_STREAM_F_TLS_UP))
+			log_info("%s %llu %s: TLS handshake failed: %s",
+			    xs->xs_name, (unsigned long long)xs->xs_id,
+			    xs->xs_peer, tlserr);
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR, why);
+	} else if (what & STREAM_EV_ERROR) {
+		snprintf(why, sizeof why, "client error: %s",
+		    strerror(stream_errno(s)));
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR, why);
+	} else if (what & STREAM_EV_TIMEOUT)
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR,
+		    (what & STREAM_EV_READING)
+			? "client sent nothing for the idle timeout"
+			: H1X_WHY_WRITE_TIMEOUT);
+	else if (what & STREAM_EV_EOF)
+		x->hx_cb_event(x->hx_cb_arg, H1X_EV_EOF, NULL);
+}
+
+/* Turn reading on or off. */
+static void
+h1x_stream_read(struct h1x *x, int on)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+
+	h1x_stream_unlend(xs);
+	if (on)
+		stream_enable(xs->xs_s, EV_READ);
+	else
+		stream_disable(xs->xs_s, EV_READ);
+}
+
+/*
+ * The input cannot move on: the stream stops reading by itself at its
+ * high watermark, and reads again once the engine drains it below, so
+ * there is nothing to do (no loop spin to guard against).
+ */
+static int
+h1x_stream_hold(struct h1x *x)
+{
+	(void)x;
+	return (0);
+}
+
+/* The input may move on: the stream saw it drain (h1x_stream_hold). */
+static void
+h1x_stream_unhold(struct h1x *x)
+{
+	h1x_stream_unlend((struct h1x_stream *)x);
+}
+
+/* The output goes at the end of the loop pass, with every stream's. */
+static void
+h1x_stream_flush(struct h1x *x)
+{
+	h1x_stream_unlend((struct h1x_stream *)x);
+}
+
+/* Shut our side once the output has gone; not under TLS records (-1). */
+static int
+h1x_stream_shutdown(struct h1x *x)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+
+	h1x_stream_unlend(xs);
+	if (stream_ssl(xs->xs_s) != NULL)
+		return (-1);
+	return (stream_shutdown_write(xs->xs_s));
+}
+
+/*
+ * Has the peer sent nothing more than what was read?  One peek, when the
+ * engine is about to close (no FIONREAD on the data path).
+ */
+static int
+h1x_stream_quiet(struct h1x *x)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+	char b;
+	ssize_t n;
+	int fd;
+
+	if (evbuffer_get_length(x->hx_in) != 0 ||
+	    stream_ssl(xs->xs_s) != NULL || (fd = stream_getfd(xs->xs_s)) == -1)
+		return (0);
+	n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return (
+	    n == 0 || (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)));
+}
+
+/* Free the transport and hand its stream on, callbacks cleared. */
+static void *
+h1x_stream_detach(struct h1x *x)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+	struct stream *s = xs->xs_s;
+
+	h1x_stream_unlend(xs);
+	stream_setcb(s, NULL, NULL, NULL, NULL);
+	stream_set_timeouts(s, NULL, NULL);
+	stream_setwatermark(s, EV_READ | EV_WRITE, 0, 0);
+	free(xs);
+	return (s);
+}
+
+/* Free the transport and its connection. */
+static void
+h1x_stream_free(struct h1x *x)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+
+	stream_free(xs->xs_s);
+	free(xs);
+}
+
+/* Keep at most high bytes of input before reading stops. */
+static void
+h1x_stream_read_high(struct h1x *x, size_t high)
+{
+	stream_setwatermark(((struct h1x_stream *)x)->xs_s, EV_READ, 0, high);
+}
+
+/*
+ * Give up when output waits ms without a byte of it written (the
+ * stream's write timeout: it runs only while output waits); 0: never.
+ */
+static void
+h1x_stream_write_timeout(struct h1x *x, uint64_t ms)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+	struct timeval tv;
+
+	if (ms == 0) {
+		stream_set_timeouts(xs->xs_s, NULL, NULL);
+		return;
+	}
+	clock_msec_to_tv(ms, &tv);
+	stream_set_timeouts(xs->xs_s, NULL, &tv);
+}
+
+/*
+ * Write what is queued now, then lend the plain socket to splice(2)
+ * (stream_lend): the stream does no I/O on it until the engine uses the
+ * transport again.  -1 for TLS, or while output waits.
+ */
+static int
+h1x_stream_fd(struct h1x *x)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+	int fd;
+
+	if (xs->xs_flags & H1X_STREAM_F_LENT)
+		return (stream_getfd(xs->xs_s));
+	if ((fd = stream_lend(xs->xs_s)) == -1)
+		return (-1);
+	xs->xs_flags |= H1X_STREAM_F_LENT;
+	return (fd);
+}
+
+/*
+ * No xo_write_now: a TLS stream writes its output at the end of the pass
+ * in records of up to 16 KiB, so a small head and body go as one record
+ * in one write(2) anyway.
+ */
+static const struct h1x_ops h1x_stream_ops = {
+	.xo_read = h1x_stream_read,
+	.xo_hold = h1x_stream_hold,
+	.xo_unhold = h1x_stream_unhold,
+	.xo_flush = h1x_stream_flush,
+	.xo_shutdown = h1x_stream_shutdown,
+	.xo_quiet = h1x_stream_quiet,
+	.xo_detach = h1x_stream_detach,
+	.xo_free = h1x_stream_free,
+	.xo_read_high = h1x_stream_read_high,
+	.xo_write_timeout = h1x_stream_write_timeout,
+	.xo_fd = h1x_stream_fd,
+};
+
+/*
+ * Name the transport's connection in its log lines (TLS failures); peer
+ * is the owner's string, which must outlive the transport.
+ */
+void
+h1x_stream_name(struct h1x *x, const char *name, uint64_t id, const char *peer)
+{
+	struct h1x_stream *xs = (struct h1x_stream *)x;
+
+	xs->xs_name = name;
+	xs->xs_id = id;
+	xs->xs_peer = peer;
+}
+
+/*
+ * A transport on stream s, which it owns from now on: reading stops with
+ * in_high bytes in the input (a head, or a body the owner does not take
+ * yet) and starts again by itself as the input drains, and the user
+ * hears when the output is at most out_low.  Reading starts when the
+ * user turns it on.
+ */
+struct h1x *
+h1x_stream_new(struct stream *s, size_t in_high, size_t out_low)
+{
+	struct h1x_stream *xs;
+
+	xs = xcalloc(1, sizeof *xs);
+	xs->xs_name = "conn";
+	xs->xs_peer = "";
+	xs->xs_s = s;
+	xs->xs_x.hx_ops = &h1x_stream_ops;
+	xs->xs_x.hx_in = stream_input(s);
+	xs->xs_x.hx_out = stream_output(s);
+	xs->xs_x.hx_out_low = out_low;
+	stream_setcb(s, h1x_stream_read_cb, h1x_stream_write_cb,
+	    h1x_stream_event_cb, xs);
+	stream_setwatermark(s, EV_READ, 0, in_high);
+	stream_setwatermark(s, EV_WRITE, out_low, 0);
+	stream_enable(s, EV_WRITE);
+	return (&xs->xs_x);
+}
+
 /*
  * The in-memory transport.  The peer (a test) sends into mp_wire, which
  * the transport reads into its input while reading is on and the input is
@@ -375,7 +663,8 @@ h1x_mem_wt_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (evbuffer_get_length(x->hx_out) != 0)
-		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR, H1X_WHY_WRITE_TIMEOUT);
+		x->hx_cb_event(
+		    x->hx_cb_arg, H1X_EV_ERROR, H1X_WHY_WRITE_TIMEOUT);
 }
 
 /*

@@ -9,8 +9,6 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "addr.h"
@@ -19,6 +17,7 @@
 #include "evb.h"
 #include "gw.h"
 #include "splicer.h"
+#include "stream.h"
 #include "tls.h"
 
 /*
@@ -128,13 +127,6 @@ proxy_is_hop(const struct head *m, const struct hfield *h, size_t nconn)
 			return (1);
 	}
 	return (0);
-}
-
-/* Bytes waiting in a bufferevent's output. */
-static size_t
-proxy_out_len(struct bufferevent *bev)
-{
-	return (evbuffer_get_length(bufferevent_get_output(bev)));
 }
 
 /*
@@ -334,7 +326,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 static int
 proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 {
-	struct evbuffer *in = bufferevent_get_input(c->c_bev), *copy, *sink;
+	struct evbuffer *in = stream_input(c->c_stream), *copy, *sink;
 	struct evbuffer_iovec iov[8];
 	struct http1_chunked ck;
 	size_t moved, before;
@@ -394,8 +386,8 @@ proxy_start(struct conn *c)
 	 * Once its request is whole it owes us nothing (proxy_request_body).
 	 */
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-	bufferevent_set_timeouts(
-	    c->c_bev, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
+	stream_set_timeouts(
+	    c->c_stream, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
 	if (c->c_x->x_up_start_us == 0)
 		c->c_x->x_up_start_us = clock_mono_usec();
 	c->c_x->x_up = upstream_get(c->c_gw, c->c_x->x_sandbox, c->c_x->x_port,
@@ -412,17 +404,17 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 	struct timeval tv;
 
 	up->u_flags |= UP_F_SENT;
-	proxy_write_request_head(c, bufferevent_get_output(up->u_bev));
+	proxy_write_request_head(c, stream_output(up->u_stream));
 	upstream_read_response(up, c->c_x->x_flags & XCHG_F_HEAD_REQ);
-	bufferevent_setwatermark(up->u_bev, EV_WRITE, PROXY_LOW, 0);
+	stream_setwatermark(up->u_stream, EV_WRITE, PROXY_LOW, 0);
 	/* No progress either way for this long ends the exchange. */
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-	bufferevent_set_timeouts(up->u_bev, &tv, &tv);
+	stream_set_timeouts(up->u_stream, &tv, &tv);
 	if (c->c_gw->g_conf->cf_response_timeout != 0) {
 		clock_msec_to_tv(c->c_gw->g_conf->cf_response_timeout, &tv);
 		evtimer_add(up->u_timer, &tv);
 	}
-	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
+	stream_enable(up->u_stream, EV_READ | EV_WRITE);
 	proxy_request_body(c);
 }
 
@@ -447,7 +439,7 @@ proxy_request_body(struct conn *c)
 	if (c->c_state != CONN_S_BODY || up == NULL ||
 	    up->u_state != UP_S_ACTIVE || c->c_spl[0] != NULL)
 		return; /* or splice(2) has the rest of the body */
-	out = bufferevent_get_output(up->u_bev);
+	out = stream_output(up->u_stream);
 	while (!h1s_body_done(c->c_h1)) {
 		if (evbuffer_get_length(out) >= PROXY_HIGH)
 			break; /* resumed by proxy_upstream_drained */
@@ -498,7 +490,7 @@ proxy_request_body(struct conn *c)
 	if (b->b_kind != HTTP1_BODY_NONE) {
 		/* A silent client is no longer idle: it is waiting. */
 		clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-		bufferevent_set_timeouts(c->c_bev, NULL, &tv);
+		stream_set_timeouts(c->c_stream, NULL, &tv);
 	}
 }
 
@@ -534,7 +526,7 @@ proxy_request_splice_done(void *arg, int error)
 		if (c->c_state != CONN_S_BODY)
 			return;
 		/* Reading on, as after any whole request. */
-		bufferevent_enable(c->c_bev, EV_READ);
+		stream_enable(c->c_stream, EV_READ);
 		proxy_request_body(c);
 		return;
 	}
@@ -564,14 +556,17 @@ proxy_request_splice_try(struct conn *c)
 	    c->c_state != CONN_S_BODY || c->c_x->x_req_body.b_out_chunked ||
 	    (left = h1s_body_left(c->c_h1)) < PROXY_SPLICE_MIN)
 		return;
-	/* What the pass queued for the upstream goes first (wthru.h). */
-	wthru_write_now(&up->u_wt);
-	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
-	    proxy_out_len(up->u_bev) != 0 ||
-	    (sfd = bufferevent_getfd(c->c_bev)) == -1 ||
-	    (dfd = bufferevent_getfd(up->u_bev)) == -1)
+	/*
+	 * What the pass queued for the upstream goes first.  Only the
+	 * client's reading stops: what the engine writes to it (a 100
+	 * Continue, an early answer) still goes.
+	 */
+	if (evbuffer_get_length(stream_input(c->c_stream)) != 0 ||
+	    stream_flush(up->u_stream) != 0 ||
+	    (sfd = stream_getfd(c->c_stream)) == -1 ||
+	    (dfd = stream_getfd(up->u_stream)) == -1)
 		return;
-	bufferevent_disable(c->c_bev, EV_READ);
+	stream_disable(c->c_stream, EV_READ);
 	c->c_spl[0] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, sfd, dfd,
 	    left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
 	splicer_start(c->c_spl[0]);
@@ -833,7 +828,6 @@ proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 		proxy_head_free(&ph);
 		conn_upgrade(c);
 		relay_start(c);
-		wthru_flush(&c->c_wt);
 		return (1);
 	}
 	/* All of a small body is here: over TLS, one record with the head. */
@@ -978,7 +972,7 @@ proxy_upstream_event(struct upstream *up, short what, void *arg)
 		proxy_start(c);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT)
+	if (what & STREAM_EV_TIMEOUT)
 		conn_fail(c, gw_err_upstream_timeout,
 		    "Sandbox '%s' port %d "
 		    "did not answer in time.",

@@ -1,6 +1,6 @@
 /*
  * Raw byte relay for upgraded connections (WebSocket after 101 Switching
- * Protocols).  Bytes move between the two bufferevents without copying,
+ * Protocols).  Bytes move between the two streams without copying,
  * with the same watermarks as the HTTP relay, or with splice(2) between
  * two plain sockets.
  *
@@ -23,40 +23,36 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
 #include "splicer.h"
-#include "tls.h"
+#include "stream.h"
 
 /* Stop reading a side when the other side's output holds this much. */
 #define RELAY_HIGH (256 * 1024)
 #define RELAY_LOW (64 * 1024)
 
-static void relay_upstream_read_cb(struct bufferevent *, void *);
-static void relay_upstream_write_cb(struct bufferevent *, void *);
-static void relay_upstream_event_cb(struct bufferevent *, short, void *);
+static void relay_upstream_read_cb(struct stream *, void *);
+static void relay_upstream_write_cb(struct stream *, void *);
+static void relay_upstream_event_cb(struct stream *, short, void *);
 
 static void relay_check(struct conn *);
 
 /*
  * Move what src has read to dst's output; pause src when dst is full.  A
  * side that has ended is not read again.  While splice(2) moves the bytes
- * the bufferevents rest: a callback still due (a deferred write callback)
- * must not turn reading back on, or a bufferevent would read from a
- * socket the splicer reads too, and take bytes out of the stream.
+ * the streams are lent to it (stream_lend) and do nothing.
  */
 static void
-relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
+relay_move(struct conn *c, struct stream *src, struct stream *dst)
 {
-	struct evbuffer *in = bufferevent_get_input(src);
-	struct evbuffer *out = bufferevent_get_output(dst);
+	struct evbuffer *in = stream_input(src);
+	struct evbuffer *out = stream_output(dst);
 	int ended = c->c_relay &
-	    (src == c->c_bev ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
+	    (src == c->c_stream ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
 	size_t n;
 
 	if (c->c_spl[0] != NULL || c->c_spl[1] != NULL)
@@ -65,15 +61,15 @@ relay_move(struct conn *c, struct bufferevent *src, struct bufferevent *dst)
 	if ((n = evbuffer_get_length(in)) > 0) {
 		evbuffer_add_buffer(out, in);
 		c->c_active_ms = clock_mono_msec();
-		if (src == c->c_bev)
+		if (src == c->c_stream)
 			c->c_x->x_req_body.b_total += n;
 		else
 			c->c_x->x_resp_body.b_total += n;
 	}
 	if (ended || evbuffer_get_length(out) >= RELAY_HIGH)
-		bufferevent_disable(src, EV_READ);
+		stream_disable(src, EV_READ);
 	else
-		bufferevent_enable(src, EV_READ);
+		stream_enable(src, EV_READ);
 }
 
 /*
@@ -106,14 +102,14 @@ relay_arm_idle(struct conn *c)
  * them, long after the relay gave up on it.
  */
 static void
-relay_abort_stuck(struct bufferevent *bev)
+relay_abort_stuck(struct stream *s)
 {
 	struct linger l = { 1, 0 };
 	int fd, n = 0;
 
-	if ((fd = bufferevent_getfd(bev)) == -1)
+	if ((fd = stream_getfd(s)) == -1)
 		return;
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
+	if (evbuffer_get_length(stream_output(s)) == 0 &&
 	    (ioctl(fd, SIOCOUTQ, &n) != 0 || n == 0))
 		return;
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
@@ -128,10 +124,10 @@ relay_abort(struct conn *c)
 {
 	if (c->c_state != CONN_S_UPGRADED)
 		return;
-	if (c->c_bev != NULL)
-		relay_abort_stuck(c->c_bev);
-	if (c->c_x->x_up != NULL && c->c_x->x_up->u_bev != NULL)
-		relay_abort_stuck(c->c_x->x_up->u_bev);
+	if (c->c_stream != NULL)
+		relay_abort_stuck(c->c_stream);
+	if (c->c_x->x_up != NULL && c->c_x->x_up->u_stream != NULL)
+		relay_abort_stuck(c->c_x->x_up->u_stream);
 }
 
 /*
@@ -160,8 +156,8 @@ relay_idle(struct conn *c)
 static void
 relay_ended(struct conn *c, int eof)
 {
-	struct bufferevent *dst = eof == RELAY_F_UP_EOF ? c->c_x->x_up->u_bev
-							: c->c_bev;
+	struct stream *dst = eof == RELAY_F_UP_EOF ? c->c_x->x_up->u_stream
+						   : c->c_stream;
 
 	if (c->c_relay & eof)
 		return;
@@ -176,25 +172,22 @@ relay_ended(struct conn *c, int eof)
 	    (unsigned long long)c->c_id,
 	    eof == RELAY_F_UP_EOF ? "client" : "upstream");
 	/* The write callback now runs when the output is empty. */
-	bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
+	stream_setwatermark(dst, EV_WRITE, 0, 0);
 	relay_arm_idle(c);
 }
 
 /*
- * Shut the write side of the client once what the upstream sent is
- * written: close_notify on TLS, a FIN on a plain socket.  0, or -1 when
- * the client cannot be told (the connection then closes).
+ * Shut the write side of s, whose output is written (or lent to splice,
+ * which wrote it): close_notify then a FIN on TLS, a FIN on a plain
+ * socket.  0, or -1 when the peer cannot be told (the connection then
+ * closes).
  */
 static int
-relay_shut_client(struct conn *c)
+relay_shut(struct stream *s)
 {
-	SSL *ssl;
-
-	if (c->c_flags & CONN_F_TLS) {
-		ssl = bufferevent_openssl_get_ssl(c->c_bev);
-		return (ssl != NULL ? tls_shutdown_write(ssl) : -1);
-	}
-	return (shutdown(bufferevent_getfd(c->c_bev), SHUT_WR));
+	if (stream_ssl(s) == NULL)
+		return (shutdown(stream_getfd(s), SHUT_WR));
+	return (stream_shutdown_write(s));
 }
 
 /*
@@ -210,18 +203,18 @@ relay_check(struct conn *c)
 		return;
 	if ((c->c_relay & (RELAY_F_UP_EOF | RELAY_F_UP_SHUT)) ==
 		RELAY_F_UP_EOF &&
-	    evbuffer_get_length(bufferevent_get_output(up->u_bev)) == 0) {
+	    evbuffer_get_length(stream_output(up->u_stream)) == 0) {
 		c->c_relay |= RELAY_F_UP_SHUT;
-		if (shutdown(bufferevent_getfd(up->u_bev), SHUT_WR) != 0) {
+		if (relay_shut(up->u_stream) != 0) {
 			conn_close(c, "websocket upstream error");
 			return;
 		}
 	}
 	if ((c->c_relay & (RELAY_F_DOWN_EOF | RELAY_F_DOWN_SHUT)) ==
 		RELAY_F_DOWN_EOF &&
-	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) == 0) {
+	    evbuffer_get_length(stream_output(c->c_stream)) == 0) {
 		c->c_relay |= RELAY_F_DOWN_SHUT;
-		if (relay_shut_client(c) != 0) {
+		if (relay_shut(c->c_stream) != 0) {
 			conn_close(c, "websocket client error");
 			return;
 		}
@@ -333,7 +326,7 @@ relay_splice_down_done(void *arg, int error)
 /*
  * Once nothing is buffered on either side of a plaintext upgraded
  * connection, move its bytes with splice(2): they no longer enter user
- * space.  The bufferevents rest until the connection closes.
+ * space.  The streams are lent to splice(2) until the connection closes.
  */
 void
 relay_splice_try(struct conn *c)
@@ -351,19 +344,17 @@ relay_splice_try(struct conn *c)
 	    (c->c_flags & CONN_F_TLS) || c->c_state != CONN_S_UPGRADED ||
 	    up->u_state != UP_S_ACTIVE)
 		return;
-	/* What the pass queued goes first (wthru.h). */
-	wthru_write_now(&c->c_wt);
-	wthru_write_now(&up->u_wt);
-	if (evbuffer_get_length(bufferevent_get_input(c->c_bev)) != 0 ||
-	    evbuffer_get_length(bufferevent_get_output(c->c_bev)) != 0 ||
-	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
-	    evbuffer_get_length(bufferevent_get_output(up->u_bev)) != 0)
+	/* What the pass queued goes first (stream_lend writes it). */
+	if (evbuffer_get_length(stream_input(c->c_stream)) != 0 ||
+	    evbuffer_get_length(stream_input(up->u_stream)) != 0 ||
+	    stream_flush(c->c_stream) != 0 || stream_flush(up->u_stream) != 0)
 		return;
-	if ((cfd = bufferevent_getfd(c->c_bev)) == -1 ||
-	    (ufd = bufferevent_getfd(up->u_bev)) == -1)
+	if ((cfd = stream_lend(c->c_stream)) == -1)
 		return;
-	bufferevent_disable(c->c_bev, EV_READ | EV_WRITE);
-	bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
+	if ((ufd = stream_lend(up->u_stream)) == -1) {
+		stream_unlend(c->c_stream);
+		return;
+	}
 	c->c_spl[0] = splicer_new(
 	    base, c->c_gw->g_splice, cfd, ufd, SPLICER_TO_EOF, 0, &up_cbs, c);
 	c->c_spl[1] = splicer_new(
@@ -387,18 +378,18 @@ relay_start(struct conn *c)
 	c->c_active_ms = clock_mono_msec();
 	up->u_flags |= UP_F_NO_REUSE;
 	evtimer_del(up->u_timer);
-	bufferevent_set_timeouts(up->u_bev, NULL, NULL);
-	bufferevent_set_timeouts(c->c_bev, NULL, NULL);
-	bufferevent_setwatermark(up->u_bev, EV_WRITE, RELAY_LOW, 0);
-	bufferevent_setwatermark(c->c_bev, EV_WRITE, RELAY_LOW, 0);
-	bufferevent_setcb(up->u_bev, relay_upstream_read_cb,
+	stream_set_timeouts(up->u_stream, NULL, NULL);
+	stream_set_timeouts(c->c_stream, NULL, NULL);
+	stream_setwatermark(up->u_stream, EV_WRITE, RELAY_LOW, 0);
+	stream_setwatermark(c->c_stream, EV_WRITE, RELAY_LOW, 0);
+	stream_setcb(up->u_stream, relay_upstream_read_cb,
 	    relay_upstream_write_cb, relay_upstream_event_cb, up);
 	if (!(c->c_flags & CONN_F_HANDED))
 		GW_ADD(c->c_gw->g_metrics.m_ws_active, 1);
 	relay_arm_idle(c);
 	/* Bytes that arrived with the 101, and any the client sent early. */
-	relay_move(c, up->u_bev, c->c_bev);
-	relay_move(c, c->c_bev, up->u_bev);
+	relay_move(c, up->u_stream, c->c_stream);
+	relay_move(c, c->c_stream, up->u_stream);
 }
 
 /* The client sent bytes. */
@@ -406,7 +397,7 @@ void
 relay_client_read(struct conn *c)
 {
 	if (c->c_x->x_up != NULL)
-		relay_move(c, c->c_bev, c->c_x->x_up->u_bev);
+		relay_move(c, c->c_stream, c->c_x->x_up->u_stream);
 }
 
 /* The client's output drained: read the upstream again, or pass its end. */
@@ -415,7 +406,7 @@ relay_client_drained(struct conn *c)
 {
 	if (c->c_x->x_up == NULL)
 		return;
-	relay_move(c, c->c_x->x_up->u_bev, c->c_bev);
+	relay_move(c, c->c_x->x_up->u_stream, c->c_stream);
 	relay_check(c);
 	relay_splice_try(c);
 }
@@ -433,36 +424,35 @@ relay_client_eof(struct conn *c)
 		return;
 	}
 	relay_ended(c, RELAY_F_UP_EOF);
-	relay_move(c, c->c_bev, c->c_x->x_up->u_bev);
+	relay_move(c, c->c_stream, c->c_x->x_up->u_stream);
 	relay_check(c);
 }
 
 /* The upstream sent bytes. */
 static void
-relay_upstream_read_cb(struct bufferevent *bev, void *arg)
+relay_upstream_read_cb(struct stream *s, void *arg)
 {
 	struct upstream *up = arg;
 	struct conn *c = up->u_owner_arg;
 
+	(void)s;
 	if (up->u_state == UP_S_DEAD || c == NULL)
 		return;
-	evio_read_more(bev);
-	relay_move(c, up->u_bev, c->c_bev);
-	wthru_flush(&c->c_wt);
+	relay_move(c, up->u_stream, c->c_stream);
 	relay_splice_try(c);
 }
 
 /* The upstream's output drained: read the client again, or pass its end. */
 static void
-relay_upstream_write_cb(struct bufferevent *bev, void *arg)
+relay_upstream_write_cb(struct stream *s, void *arg)
 {
 	struct upstream *up = arg;
 	struct conn *c = up->u_owner_arg;
 
-	(void)bev;
+	(void)s;
 	if (up->u_state == UP_S_DEAD || c == NULL)
 		return;
-	relay_move(c, c->c_bev, up->u_bev);
+	relay_move(c, c->c_stream, up->u_stream);
 	relay_check(c);
 	/* The check may have closed the connection. */
 	if (c->c_state == CONN_S_UPGRADED)
@@ -476,27 +466,26 @@ relay_upstream_write_cb(struct bufferevent *bev, void *arg)
  * finish the client connection.
  */
 static void
-relay_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
+relay_upstream_event_cb(struct stream *s, short what, void *arg)
 {
 	struct upstream *up = arg;
 	struct conn *c = up->u_owner_arg;
 
-	(void)bev;
+	(void)s;
 	if (up->u_state == UP_S_DEAD)
 		return;
 	if (c == NULL) {
 		upstream_close(up, "websocket upstream gone");
 		return;
 	}
-	if (what & BEV_EVENT_EOF) {
+	if (what & STREAM_EV_EOF) {
 		relay_ended(c, RELAY_F_DOWN_EOF);
-		relay_move(c, up->u_bev, c->c_bev);
-		wthru_flush(&c->c_wt);
+		relay_move(c, up->u_stream, c->c_stream);
 		relay_check(c);
 		return;
 	}
 	evbuffer_add_buffer(
-	    bufferevent_get_output(c->c_bev), bufferevent_get_input(up->u_bev));
+	    stream_output(c->c_stream), stream_input(up->u_stream));
 	upstream_close(up, "websocket upstream error");
 	conn_finish(c);
 }

@@ -1026,7 +1026,7 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 		return;
 	}
 	ws_write_accept_response(
-	    bufferevent_get_output(c->c_bev), accept, NULL);
+	    stream_output(c->c_stream), accept, NULL);
 	snprintf(peer, sizeof peer, "%s", c->c_peer);
 	h = http1_msg_find(c->c_x->x_req, TUNPROTO_SESSION_HEADER);
 	tunnel_link_accept(

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "addr.h"
@@ -22,6 +21,7 @@
 #include "gw.h"
 #include "netns.h"
 #include "splicer.h"
+#include "stream.h"
 
 /* Connection attempts before a port counts as not listening. */
 #define UP_ATTEMPTS 5
@@ -33,8 +33,9 @@
 
 static void upstream_connect(struct upstream *);
 static void upstream_connect_error(struct upstream *, int);
-static void upstream_idle_read_cb(struct bufferevent *, void *);
-static void upstream_idle_event_cb(struct bufferevent *, short, void *);
+static void upstream_idle_read_cb(struct stream *, void *);
+static void upstream_idle_event_cb(struct stream *, short, void *);
+static void upstream_event_cb(struct stream *, short, void *);
 static void upstream_pool_remove(struct upstream_pool *, struct upstream *);
 
 /* The name of an upstream state, for logs. */
@@ -97,7 +98,7 @@ upstream_failed(struct upstream *up, const struct gw_error *e, const char *why)
 }
 
 static int upstream_read_event(struct upstream *, short);
-static void upstream_write_cb(struct bufferevent *, void *);
+static void upstream_write_cb(struct stream *, void *);
 
 /* Free an upstream; only from outside its own callbacks' use of it. */
 static void
@@ -106,9 +107,7 @@ upstream_free(struct upstream *up)
 	splicer_free(up->u_spl);
 	if (up->u_chunks != NULL)
 		evbuffer_free(up->u_chunks);
-	wthru_detach(&up->u_wt);
-	if (up->u_bev != NULL)
-		bufferevent_free(up->u_bev);
+	stream_free(up->u_stream);
 	if (up->u_timer != NULL)
 		event_free(up->u_timer);
 	http1_msg_reset(&up->u_resp);
@@ -144,9 +143,8 @@ upstream_close(struct upstream *up, const char *reason)
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
 	upstream_detach(up);
-	wthru_detach(&up->u_wt);
-	if (up->u_bev != NULL)
-		bufferevent_disable(up->u_bev, EV_READ | EV_WRITE);
+	if (up->u_stream != NULL)
+		stream_disable(up->u_stream, EV_READ | EV_WRITE);
 	if (up->u_timer != NULL)
 		event_del(up->u_timer);
 	event_base_once(
@@ -183,11 +181,8 @@ upstream_attempt_failed(struct upstream *up, const char *why)
 	struct timeval tv;
 	uint64_t delay;
 
-	if (up->u_bev != NULL) {
-		wthru_detach(&up->u_wt);
-		bufferevent_free(up->u_bev);
-		up->u_bev = NULL;
-	}
+	stream_free(up->u_stream);
+	up->u_stream = NULL;
 	GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
 	if (up->u_attempt >= UP_ATTEMPTS) {
 		upstream_failed(up,
@@ -216,7 +211,7 @@ upstream_connect_error(struct upstream *up, int err)
 {
 	char why[128];
 
-	snprintf(why, sizeof why, "%s", evutil_socket_error_to_string(err));
+	snprintf(why, sizeof why, "%s", strerror(err));
 	if (err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN ||
 	    err == ENETDOWN) {
 		GW_ADD(up->u_gw->g_metrics.m_upstream_connect_failures, 1);
@@ -231,10 +226,8 @@ static void
 upstream_connect(struct upstream *up)
 {
 	struct gw *g = up->u_gw;
-	struct bufferevent *bev;
 	struct timeval tv;
-	int one = 1;
-	evutil_socket_t fd;
+	int fd = -1;
 	char *cause;
 
 	up->u_attempt++;
@@ -251,38 +244,33 @@ upstream_connect(struct upstream *up)
 			return;
 		}
 		up->u_flags &= ~UP_F_NETNS_ERR;
-	} else if ((fd = socket(up->u_addr.ss_family,
-			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
+	}
+	up->u_stream = stream_new(g->g_base, -1, NULL, 0);
+	stream_setcb(up->u_stream, NULL, NULL, upstream_event_cb, up);
+	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
+	stream_set_timeouts(up->u_stream, NULL, &tv);
+	/*
+	 * A connect that fails at once (ENETUNREACH) is told from the loop,
+	 * as one that fails later; only a socket that cannot be made fails
+	 * here.
+	 */
+	if ((fd != -1 ? stream_connect_fd(up->u_stream, fd,
+			    (struct sockaddr *)&up->u_addr, up->u_addrlen)
+		      : stream_connect(up->u_stream,
+			    (struct sockaddr *)&up->u_addr, up->u_addrlen)) !=
+	    0) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	up->u_bev = bufferevent_socket_new(
-	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
-	wthru_attach(&up->u_wt, up->u_bev, g->g_wq);
-	evio_tune(up->u_bev);
-	clock_msec_to_tv(g->g_conf->cf_connect_timeout, &tv);
-	bufferevent_set_timeouts(up->u_bev, NULL, &tv);
-	bev = up->u_bev;
-	/*
-	 * A connect that fails at once (ENETUNREACH) has already run the
-	 * event callback, which dealt with the attempt: do not count it twice.
-	 */
-	if (bufferevent_socket_connect(up->u_bev,
-		(struct sockaddr *)&up->u_addr, (int)up->u_addrlen) != 0 &&
-	    up->u_state == UP_S_CONNECTING && up->u_bev == bev)
-		upstream_connect_error(up, EVUTIL_SOCKET_ERROR());
 }
 
 /* Connection events while connecting or active. */
-void
-upstream_event_cb(struct bufferevent *bev, short what, void *arg)
+static void
+upstream_event_cb(struct stream *s, short what, void *arg)
 {
 	struct upstream *up = arg;
-	int err = EVUTIL_SOCKET_ERROR();
+	int err = stream_errno(s);
 
-	(void)bev;
 	if (up->u_state == UP_S_DEAD)
 		return;
 	if (up->u_state != UP_S_CONNECTING) {
@@ -296,10 +284,9 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 			upstream_close(up, "event without an owner");
 		return;
 	}
-	if (what & BEV_EVENT_CONNECTED) {
+	if (what & STREAM_EV_CONNECTED) {
 		up->u_state = UP_S_ACTIVE;
-		bufferevent_set_timeouts(up->u_bev, NULL, NULL);
-		evio_own_reads(up->u_bev);
+		stream_set_timeouts(up->u_stream, NULL, NULL);
 		if (up->u_owner != NULL && up->u_owner->uo_ready != NULL)
 			up->u_owner->uo_ready(up, up->u_owner_arg);
 		else
@@ -307,7 +294,7 @@ upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* The SYN was never answered: the address is as good as unroutable. */
-	if (what & BEV_EVENT_TIMEOUT) {
+	if (what & STREAM_EV_TIMEOUT) {
 		upstream_failed(
 		    up, gw_err_upstream_unreachable, UPSTREAM_WHY_TIMEOUT);
 		return;
@@ -431,7 +418,7 @@ upstream_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 	if (!fresh && (up = upstream_pool_take(g, sb, port)) != NULL) {
 		up->u_owner = owner;
 		up->u_owner_arg = arg;
-		bufferevent_setcb(up->u_bev, NULL, NULL, upstream_event_cb, up);
+		stream_setcb(up->u_stream, NULL, NULL, upstream_event_cb, up);
 		return (up);
 	}
 	memcpy(&ss, &sb->sb_addr, sb->sb_addrlen);
@@ -461,17 +448,17 @@ upstream_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 
 /* A pooled connection became readable: the server closed it or misbehaved. */
 static void
-upstream_idle_read_cb(struct bufferevent *bev, void *arg)
+upstream_idle_read_cb(struct stream *s, void *arg)
 {
-	(void)bev;
+	(void)s;
 	upstream_close(arg, "unexpected data on an idle connection");
 }
 
 /* A pooled connection had an event: it is gone. */
 static void
-upstream_idle_event_cb(struct bufferevent *bev, short what, void *arg)
+upstream_idle_event_cb(struct stream *s, short what, void *arg)
 {
-	(void)bev;
+	(void)s;
 	(void)what;
 	upstream_close(arg, "closed while idle");
 }
@@ -495,7 +482,7 @@ upstream_release(struct upstream *up, int reusable)
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
 	    g->g_conf->cf_upstream_idle == 0 ||
 	    g->g_conf->cf_max_idle_upstreams == 0 ||
-	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0) {
+	    evbuffer_get_length(stream_input(up->u_stream)) != 0) {
 		upstream_close(up, "not reusable");
 		return;
 	}
@@ -507,11 +494,11 @@ upstream_release(struct upstream *up, int reusable)
 	}
 	up->u_state = UP_S_IDLE;
 	up->u_flags = 0;
-	bufferevent_setwatermark(up->u_bev, EV_WRITE, 0, 0);
-	bufferevent_setcb(
-	    up->u_bev, upstream_idle_read_cb, NULL, upstream_idle_event_cb, up);
-	bufferevent_set_timeouts(up->u_bev, NULL, NULL);
-	bufferevent_enable(up->u_bev, EV_READ);
+	stream_setwatermark(up->u_stream, EV_WRITE, 0, 0);
+	stream_setcb(up->u_stream, upstream_idle_read_cb, NULL,
+	    upstream_idle_event_cb, up);
+	stream_set_timeouts(up->u_stream, NULL, NULL);
+	stream_enable(up->u_stream, EV_READ);
 	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
 	evtimer_add(up->u_timer, &tv);
 	upstream_pool_insert(p, up);
@@ -570,12 +557,8 @@ upstream_pipe(struct gw *g, struct gw_sandbox *sb, int fd,
 	up->u_sandbox = sb;
 	sandbox_ref(up->u_sandbox);
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
-	up->u_bev = bufferevent_socket_new(
-	    g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	evio_tune(up->u_bev);
-	wthru_attach(&up->u_wt, up->u_bev, g->g_wq);
-	evio_own_reads(up->u_bev);
-	bufferevent_enable(up->u_bev, EV_READ | EV_WRITE);
+	up->u_stream = stream_new(g->g_base, fd, NULL, STREAM_O_CLOSE);
+	stream_enable(up->u_stream, EV_READ | EV_WRITE);
 	return (up);
 }
 
@@ -630,7 +613,7 @@ upstream_read_done(struct upstream *up)
 static int
 upstream_read_body(struct upstream *up)
 {
-	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	struct evbuffer *in = stream_input(up->u_stream);
 	struct gw_body *b = &up->u_body;
 	enum http1_err err = HTTP1_E_NONE;
 	size_t n, moved;
@@ -708,7 +691,7 @@ upstream_read_body(struct upstream *up)
 static int
 upstream_read_head(struct upstream *up)
 {
-	struct evbuffer *in = bufferevent_get_input(up->u_bev);
+	struct evbuffer *in = stream_input(up->u_stream);
 	struct http1_msg *m = &up->u_resp;
 	enum http1_err err = HTTP1_E_NONE;
 	char why[256];
@@ -788,19 +771,19 @@ upstream_read(struct upstream *up)
 
 /* Response bytes arrived. */
 static void
-upstream_read_cb(struct bufferevent *bev, void *arg)
+upstream_read_cb(struct stream *s, void *arg)
 {
-	evio_read_more(bev);
+	(void)s;
 	upstream_read(arg);
 }
 
 /* The request's output drained below its low watermark: tell the owner. */
 static void
-upstream_write_cb(struct bufferevent *bev, void *arg)
+upstream_write_cb(struct stream *s, void *arg)
 {
 	struct upstream *up = arg;
 
-	(void)bev;
+	(void)s;
 	if (up->u_state == UP_S_ACTIVE && up->u_owner != NULL &&
 	    up->u_owner->uo_drained != NULL)
 		up->u_owner->uo_drained(up, up->u_owner_arg);
@@ -814,7 +797,7 @@ upstream_write_cb(struct bufferevent *bev, void *arg)
 static int
 upstream_read_event(struct upstream *up, short what)
 {
-	if (!(what & BEV_EVENT_EOF) || !(up->u_flags & UP_F_HEAD_DONE) ||
+	if (!(what & STREAM_EV_EOF) || !(up->u_flags & UP_F_HEAD_DONE) ||
 	    up->u_body.b_kind != HTTP1_BODY_EOF)
 		return (0);
 	up->u_flags |= UP_F_EOF;
@@ -836,7 +819,7 @@ upstream_read_response(struct upstream *up, int head_request)
 	http1_msg_reset(&up->u_resp);
 	memset(&up->u_body, 0, sizeof up->u_body);
 	up->u_spliced = 0;
-	bufferevent_setcb(up->u_bev, upstream_read_cb, upstream_write_cb,
+	stream_setcb(up->u_stream, upstream_read_cb, upstream_write_cb,
 	    upstream_event_cb, up);
 }
 
@@ -845,8 +828,8 @@ void
 upstream_read_pause(struct upstream *up)
 {
 	up->u_flags |= UP_F_PAUSED;
-	if (up->u_bev != NULL)
-		bufferevent_disable(up->u_bev, EV_READ);
+	if (up->u_stream != NULL)
+		stream_disable(up->u_stream, EV_READ);
 }
 
 /*
@@ -861,7 +844,7 @@ upstream_read_resume(struct upstream *up)
 		return;
 	if (up->u_flags & UP_F_PAUSED) {
 		up->u_flags &= ~UP_F_PAUSED;
-		bufferevent_enable(up->u_bev, EV_READ);
+		stream_enable(up->u_stream, EV_READ);
 	}
 	upstream_read(up);
 }
@@ -918,10 +901,11 @@ upstream_splice_body(struct upstream *up, int fd)
 	    !(up->u_flags & UP_F_HEAD_DONE) ||
 	    up->u_body.b_kind != HTTP1_BODY_LENGTH || up->u_body.b_done ||
 	    up->u_body.b_left < UPSTREAM_SPLICE_MIN ||
-	    evbuffer_get_length(bufferevent_get_input(up->u_bev)) != 0 ||
-	    (sfd = bufferevent_getfd(up->u_bev)) == -1)
+	    evbuffer_get_length(stream_input(up->u_stream)) != 0 ||
+	    (sfd = stream_getfd(up->u_stream)) == -1)
 		return (0);
-	bufferevent_disable(up->u_bev, EV_READ);
+	/* The socket's reading only: a request body may still be written. */
+	stream_disable(up->u_stream, EV_READ);
 	up->u_spl = splicer_new(g->g_base, g->g_splice, sfd, fd,
 	    up->u_body.b_left, g->g_conf->cf_idle_timeout, &cbs, up);
 	splicer_start(up->u_spl);
@@ -932,7 +916,7 @@ upstream_splice_body(struct upstream *up, int fd)
 size_t
 upstream_buffered(const struct upstream *up)
 {
-	return (up->u_bev != NULL
-		? evbuffer_get_length(bufferevent_get_input(up->u_bev))
+	return (up->u_stream != NULL
+		? evbuffer_get_length(stream_input(up->u_stream))
 		: 0);
 }

@@ -210,6 +210,9 @@ stream_event_set(struct event *ev, unsigned char *on, int want,
     const struct timeval *tv, int force)
 {
 	if (want && (!*on || force)) {
+		/* event_add with no timeout keeps one the event had. */
+		if (*on && tv == NULL)
+			event_del(ev);
 		event_add(ev, tv);
 		*on = 1;
 	} else if (!want && *on) {
@@ -836,7 +839,7 @@ stream_set_timeouts(
 int
 stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t len)
 {
-	int fd, one = 1;
+	int fd;
 
 	if (s->s_state != STREAM_S_NEW || s->s_fd != -1) {
 		errno = EISCONN;
@@ -846,6 +849,26 @@ stream_connect(struct stream *s, const struct sockaddr *sa, socklen_t len)
 	    sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		return (-1);
+	return (stream_connect_fd(s, fd, sa, len));
+}
+
+/*
+ * stream_connect on fd, a non-blocking socket the caller made (in a
+ * sandbox's network namespace ...), which the stream owns from now on,
+ * whatever the outcome.  Returns -1 (errno EISCONN) only when s has a
+ * socket already; fd is then closed.
+ */
+int
+stream_connect_fd(
+    struct stream *s, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int one = 1;
+
+	if (s->s_state != STREAM_S_NEW || s->s_fd != -1) {
+		close(fd);
+		errno = EISCONN;
+		return (-1);
+	}
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)
 		(void)setsockopt(
 		    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1022,4 +1045,28 @@ stream_state_print(const struct stream *s, char *buf, size_t len)
 	    evbuffer_get_length(s->s_out), s->s_ron ? "R" : "",
 	    s->s_won ? "W" : "", s->s_work, flags[0] != '\0' ? " " : "", flags);
 	return (r < 0 ? 0 : (size_t)r);
+}
+
+/*
+ * Free s, handing its socket (returned) and TLS connection (*ssl, NULL
+ * for a plain stream) to the caller, who owns them from now on; what the
+ * buffers hold goes with s, so the caller moves it first.  Only outside
+ * s's callbacks, on an open stream; -1 (EINVAL) otherwise.
+ */
+int
+stream_take_socket(struct stream *s, struct ssl_st **ssl)
+{
+	int fd = s->s_fd;
+
+	if (s->s_depth != 0 || s->s_state != STREAM_S_OPEN ||
+	    (s->s_flags & (STREAM_F_FREED | STREAM_F_LENT))) {
+		errno = EINVAL;
+		return (-1);
+	}
+	*ssl = s->s_ssl;
+	s->s_ssl = NULL;
+	s->s_flags &= ~STREAM_F_CLOSE;
+	s->s_enabled = 0;
+	stream_destroy(s);
+	return (fd);
 }

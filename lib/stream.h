@@ -87,6 +87,8 @@ void stream_setwatermark(struct stream *, short, size_t lo, size_t hi);
 void stream_set_timeouts(
     struct stream *, const struct timeval *rd, const struct timeval *wr);
 int stream_connect(struct stream *, const struct sockaddr *, socklen_t);
+int
+stream_connect_fd(struct stream *, int fd, const struct sockaddr *, socklen_t);
 int stream_shutdown_write(struct stream *);
 void stream_trigger_read(struct stream *);
 int stream_flush(struct stream *);
@@ -97,6 +99,7 @@ struct ssl_st *stream_ssl(const struct stream *);
 int stream_errno(const struct stream *);
 unsigned long stream_tls_error(const struct stream *);
 int stream_eof_dirty(const struct stream *);
+int stream_take_socket(struct stream *, struct ssl_st **);
 size_t stream_state_print(const struct stream *, char *, size_t);
 
 #endif

@@ -889,6 +889,68 @@ test_connect_refused(void **state)
 	event_base_free(base);
 }
 
+/*
+ * Timeouts set again without one: the old timeout goes (event_add with
+ * none would keep it), on an event that stays added.
+ */
+static void
+test_timeout_cleared(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct timeval tv = { 0, 30000 };
+	struct tp p;
+	int fds[2];
+
+	(void)state;
+	pair(SOCK_STREAM, fds);
+	tp_set(&p, base, stream_new(base, fds[0], NULL, STREAM_O_CLOSE));
+	stream_enable(p.s, EV_READ);
+	stream_set_timeouts(p.s, &tv, &tv);
+	stream_set_timeouts(p.s, NULL, NULL);
+	(void)loop_for(base, 150);
+	assert_int_equal(p.nevents, 0);
+	assert_true(stream_get_enabled(p.s) & EV_READ);
+	stream_free(p.s);
+	close(fds[1]);
+	event_base_free(base);
+}
+
+/* A connect on the caller's socket; then the socket handed back. */
+static void
+test_connect_fd_take(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct sockaddr_in sin;
+	struct tp p;
+	SSL *ssl = (SSL *)&ssl;
+	char c = 0;
+	int lfd, fd, afd;
+
+	(void)state;
+	lfd = tcp_listener(&sin);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	assert_true(fd != -1);
+	tp_set(&p, base, stream_new(base, -1, NULL, 0));
+	assert_int_equal(
+	    stream_connect_fd(p.s, fd, (struct sockaddr *)&sin, sizeof sin), 0);
+	assert_int_equal(stream_getfd(p.s), fd);
+	loop_until(base, tp_connected, &p);
+	assert_int_equal(p.events, STREAM_EV_CONNECTED);
+	while ((afd = accept(lfd, NULL, NULL)) == -1 && errno == EINTR)
+		;
+	assert_true(afd != -1);
+	assert_int_equal(stream_take_socket(p.s, &ssl), fd);
+	assert_null(ssl);
+	/* The socket is the caller's, open. */
+	assert_int_equal(write(fd, "x", 1), 1);
+	assert_int_equal(read(afd, &c, 1), 1);
+	assert_int_equal(c, 'x');
+	close(fd);
+	close(afd);
+	close(lfd);
+	event_base_free(base);
+}
+
 /* A verifying client and a server with the wrong name: error, its kind. */
 static void
 test_tls_verify_fails(void **state)
@@ -1221,6 +1283,8 @@ main(void)
 		cmocka_unit_test(test_tls_verify_fails),
 		cmocka_unit_test(test_tls_not_tls),
 		cmocka_unit_test(test_read_timeout),
+		cmocka_unit_test(test_timeout_cleared),
+		cmocka_unit_test(test_connect_fd_take),
 		cmocka_unit_test(test_free_in_callback),
 		cmocka_unit_test(test_splice_handoff),
 		cmocka_unit_test(test_state_print),
