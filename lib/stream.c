@@ -1050,23 +1050,25 @@ stream_state_print(const struct stream *s, char *buf, size_t len)
 /*
  * Free s, handing its socket (returned) and TLS connection (*ssl, NULL
  * for a plain stream) to the caller, who owns them from now on; what the
- * buffers hold goes with s, so the caller moves it first.  Only outside
- * s's callbacks, on an open stream; -1 (EINVAL) otherwise.
+ * buffers hold goes with s, so the caller moves it first.  Works inside
+ * s's callbacks too (the memory goes when they return, as stream_free's).
+ * Only on an open stream not lent; -1 (EINVAL) otherwise.
  */
 int
 stream_take_socket(struct stream *s, struct ssl_st **ssl)
 {
 	int fd = s->s_fd;
 
-	if (s->s_depth != 0 || s->s_state != STREAM_S_OPEN ||
+	if (s->s_state != STREAM_S_OPEN ||
 	    (s->s_flags & (STREAM_F_FREED | STREAM_F_LENT))) {
 		errno = EINVAL;
 		return (-1);
 	}
 	*ssl = s->s_ssl;
 	s->s_ssl = NULL;
-	s->s_flags &= ~STREAM_F_CLOSE;
+	s->s_flags &= ~(STREAM_F_CLOSE | STREAM_F_FLUSH);
 	s->s_enabled = 0;
-	stream_destroy(s);
+	stream_unqueue(s);
+	stream_free(s);
 	return (fd);
 }
