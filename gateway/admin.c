@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
@@ -33,6 +32,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "gw.h"
+#include "stream.h"
 #include "strbuf.h"
 
 /* Largest request head, start line and number of header fields. */
@@ -734,7 +734,7 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	struct admin *a = arg;
 	struct gw *g = a->a_gw;
 	struct admin_conn *ac;
-	struct bufferevent *bev;
+	struct h1x *x;
 	int one = 1;
 
 	(void)lev;
@@ -751,13 +751,14 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	ac->ac_admin = a;
 	addr_format(sa, ac->ac_peer, sizeof ac->ac_peer);
 	ac->ac_body = evbuffer_new();
-	bev = bufferevent_socket_new(g->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	x = h1x_stream_new(stream_new(g->g_base, fd, NULL, STREAM_O_CLOSE),
+	    ADMIN_READ_HIGH, 0);
 	TAILQ_INSERT_TAIL(&a->a_conns, ac, ac_entry);
 	ac->ac_flags |= ADMIN_F_LISTED;
 	a->a_nconns++;
-	ac->ac_h1s = h1s_new(g->g_base,
-	    h1x_bev_new(bev, g->g_wq, ADMIN_READ_HIGH, 0), &a->a_h1conf,
-	    &admin_hooks, ac, ++a->a_ids, ac->ac_peer);
+	ac->ac_h1s = h1s_new(g->g_base, x, &a->a_h1conf, &admin_hooks, ac,
+	    ++a->a_ids, ac->ac_peer);
+	h1x_stream_name(x, "admin", a->a_ids, ac->ac_peer);
 }
 
 /* accept(2) failed: pause for a second when out of descriptors. */

@@ -31,6 +31,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "stream.h"
 
 /* Request head limits on Port B (§6.5, §10.1). */
 #define TDC_HEAD_MAX (64 * 1024)
@@ -1075,7 +1076,7 @@ tunnel_dconn_release(struct tunnel_dconn *d, const struct head *rh)
 	tdc_xchg_over(d);
 	x->x_flags |= TX_F_CONN;
 	d->d_flags |= TDC_F_RELEASED;
-	return (h1s_release(h));
+	return (conn_bridge_bev(d->d_tunnel->t_gw->g_base, h1s_release(h)));
 }
 
 /* A new connection on Port B. */
@@ -1083,7 +1084,7 @@ void
 tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 {
 	struct tunnel_dconn *d;
-	struct bufferevent *bev;
+	struct h1x *hx;
 	int one = 1;
 
 	if (t->t_ndconns >= TDC_MAX + TDC_MAX_OVER) {
@@ -1099,14 +1100,15 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	d->d_tunnel = t;
 	d->d_id = ++t->t_ids;
 	addr_format(sa, d->d_peer, sizeof d->d_peer);
-	bev = bufferevent_socket_new(
-	    t->t_gw->g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	hx = h1x_stream_new(
+	    stream_new(t->t_gw->g_base, fd, NULL, STREAM_O_CLOSE),
+	    TDC_READ_HIGH, TDC_OUT_LOW);
+	h1x_stream_name(hx, "tunnel conn", d->d_id, d->d_peer);
 	TAILQ_INSERT_TAIL(&t->t_dconns, d, d_entry);
 	d->d_flags |= TDC_F_LISTED;
 	t->t_ndconns++;
-	d->d_h1s = h1s_new(t->t_gw->g_base,
-	    h1x_bev_new(bev, t->t_gw->g_wq, TDC_READ_HIGH, TDC_OUT_LOW),
-	    &tdc_h1conf, &tdc_hooks, d, d->d_id, d->d_peer);
+	d->d_h1s = h1s_new(t->t_gw->g_base, hx, &tdc_h1conf, &tdc_hooks, d,
+	    d->d_id, d->d_peer);
 	h1s_count_sent(d->d_h1s);
 	/* A caller that reads nothing of an answer for http_timeout goes. */
 	h1s_write_timeout(d->d_h1s, t->t_http_timeout);

@@ -25,6 +25,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "gw.h"
+#include "stream.h"
 #include "wsconn.h"
 
 /* Handshake limits on Port A. */
@@ -201,7 +202,8 @@ tsrv_head_cb(
 	f = http1_msg_find(m, TUNPROTO_SESSION_HEADER);
 	snprintf(session, sizeof session, "%s", f != NULL ? f->value : "");
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
-	if (sink_head(h1s_sink(h), &rh) != 0 || (bev = h1s_release(h)) == NULL)
+	if (sink_head(h1s_sink(h), &rh) != 0 ||
+	    (bev = conn_bridge_bev(srv->ts_gw.g_base, h1s_release(h))) == NULL)
 		return;
 	tunnel_link_accept(
 	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);
@@ -243,7 +245,7 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 {
 	struct tsrv *srv = arg;
 	struct tsrv_conn *sc;
-	struct bufferevent *bev;
+	struct h1x *x;
 	int one = 1;
 
 	(void)lev;
@@ -259,12 +261,13 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	sc = xcalloc(1, sizeof *sc);
 	sc->sc_srv = srv;
 	addr_format(sa, sc->sc_peer, sizeof sc->sc_peer);
-	bev = bufferevent_socket_new(
-	    srv->ts_gw.g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	x = h1x_stream_new(
+	    stream_new(srv->ts_gw.g_base, fd, NULL, STREAM_O_CLOSE),
+	    TSRV_HEAD_MAX + 1024, 0);
+	h1x_stream_name(x, "tunnel-server", srv->ts_ids + 1, sc->sc_peer);
 	srv->ts_npending++;
-	sc->sc_h1s = h1s_new(srv->ts_gw.g_base,
-	    h1x_bev_new(bev, srv->ts_gw.g_wq, TSRV_HEAD_MAX + 1024, 0),
-	    &tsrv_h1conf, &tsrv_hooks, sc, ++srv->ts_ids, sc->sc_peer);
+	sc->sc_h1s = h1s_new(srv->ts_gw.g_base, x, &tsrv_h1conf, &tsrv_hooks,
+	    sc, ++srv->ts_ids, sc->sc_peer);
 }
 
 /* accept(2) failed: pause for a second when out of descriptors. */
