@@ -20,7 +20,8 @@
 #include "log.h"
 #include "strbuf.h"
 #include "tombs.h"
-#include "wthru.h"
+#include "evio.h"
+#include "stream.h"
 #include "tunproto.h"
 
 struct bufferevent;
@@ -270,7 +271,6 @@ struct upstream_pool {
  */
 struct gw {
 	struct event_base *g_base;
-	struct wthru_q *g_wq; /* the writes of a loop pass (wthru.h) */
 	struct gw_config *g_conf;
 	struct gw_shared *g_shared; /* NULL in tunnel-server */
 	size_t g_index; /* 0: the main loop */
@@ -1051,10 +1051,6 @@ struct h1x {
 	void (*hx_cb_event)(void *, int what, const char *why);
 	void *hx_cb_arg;
 };
-struct h1x *h1x_bev_new(
-    struct bufferevent *, struct wthru_q *, size_t in_high, size_t out_low);
-void h1x_bev_name(struct h1x *, const char *name, uint64_t id, const char *);
-struct stream;
 struct h1x *h1x_stream_new(struct stream *, size_t in_high, size_t out_low);
 void h1x_stream_name(struct h1x *, const char *name, uint64_t id, const char *);
 struct h1x_mem; /* the peer's end of an in-memory transport */

@@ -187,8 +187,7 @@ main(int argc, char **argv)
 	upstream_pool_init(&g);
 	g.g_splice = relay_splice_pool();
 	evio_malloc_tune();
-	if ((g.g_base = evio_base_new()) == NULL ||
-	    (g.g_wq = wthru_q_new(g.g_base)) == NULL) {
+	if ((g.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr, "akgateway: cannot create the event loop\n");
 		return (1);
 	}
@@ -236,7 +235,6 @@ main(int argc, char **argv)
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
 	event_free(g.g_sigusr1);
-	wthru_q_free(g.g_wq);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);

@@ -383,8 +383,7 @@ tunnelsrv_main(int argc, char **argv)
 		return (1);
 	}
 	evio_malloc_tune();
-	if ((srv.ts_gw.g_base = evio_base_new()) == NULL ||
-	    (srv.ts_gw.g_wq = wthru_q_new(srv.ts_gw.g_base)) == NULL) {
+	if ((srv.ts_gw.g_base = evio_base_new()) == NULL) {
 		fprintf(stderr,
 		    "akgateway tunnel-server: cannot create the "
 		    "event loop\n");
@@ -432,7 +431,6 @@ out:
 		event_free(srv.ts_sigint);
 	if (srv.ts_sigterm != NULL)
 		event_free(srv.ts_sigterm);
-	wthru_q_free(srv.ts_gw.g_wq);
 	event_base_free(srv.ts_gw.g_base);
 	log_close();
 	return (rv);

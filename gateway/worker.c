@@ -220,7 +220,6 @@ static void
 worker_free(struct gw *w)
 {
 	chan_free(w->g_chan);
-	wthru_q_free(w->g_wq);
 	event_base_free(w->g_base);
 	strbuf_free(&w->g_head);
 	directory_unref(w->g_dir);
@@ -254,8 +253,7 @@ workers_start(struct gw *g, char **cause)
 		TAILQ_INIT(&w->g_conns);
 		upstream_pool_init(w);
 		w->g_splice = relay_splice_pool();
-		if ((w->g_base = evio_base_new()) == NULL ||
-		    (w->g_wq = wthru_q_new(w->g_base)) == NULL) {
+		if ((w->g_base = evio_base_new()) == NULL) {
 			xasprintf(cause, "worker %zu: cannot create the event "
 					 "loop", i);
 			if (w->g_base != NULL)

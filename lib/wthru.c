@@ -21,7 +21,6 @@
 
 #include <errno.h>
 
-#include <malloc.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -470,87 +469,4 @@ evio_own_reads(struct bufferevent *bev)
 		event_add(ev,
 		    evutil_timerisset(&bev->timeout_read) ? &bev->timeout_read
 							  : NULL);
-}
-
-/*
- * Is bev reading, with its input at the read high watermark?  libevent
- * 2.1.12 runs a read callback again, deferred, whenever one returns so
- * (bufferevent_inbuf_wm_check): input its owner cannot move on yet (no
- * credits, a full buffer downstream) makes the loop spin at a whole core.
- * A read callback that leaves input behind asks this, and turns reading
- * off until the input can move.
- */
-int
-evio_input_full(struct bufferevent *bev)
-{
-	size_t hi = 0;
-
-	if (bev == NULL || !(bufferevent_get_enabled(bev) & EV_READ) ||
-	    bufferevent_getwatermark(bev, EV_READ, NULL, &hi) != 0 || hi == 0)
-		return (0);
-	return (evbuffer_get_length(bufferevent_get_input(bev)) >= hi);
-}
-
-/*
- * Stop reading bev when its input is at the high watermark (a read
- * callback that cannot consume it would otherwise run on every loop pass,
- * evio_input_full) and mark *flags with flag.  Returns 1 when it stopped.
- */
-int
-evio_read_hold(struct bufferevent *bev, int *flags, int flag)
-{
-	if (!evio_input_full(bev))
-		return (0);
-	*flags |= flag;
-	bufferevent_disable(bev, EV_READ);
-	return (1);
-}
-
-/*
- * The input may move on: if evio_read_hold stopped reading bev (flag in
- * *flags), clear the mark and, when read is non-zero, read again.  Returns
- * 1 when the mark was set.
- */
-int
-evio_read_release(struct bufferevent *bev, int *flags, int flag, int read)
-{
-	if (!(*flags & flag))
-		return (0);
-	*flags &= ~flag;
-	if (read && bev != NULL)
-		bufferevent_enable(bev, EV_READ);
-	return (1);
-}
-
-/*
- * Keep I/O buffers on the heap.  glibc gives an allocation over 128 KiB its
- * own mmap and returns it at free, and gives the heap's top back past
- * 128 KiB too, so every 256 KiB read buffer of a bulk transfer cost fresh
- * zeroed pages: page faults were a quarter of the gateway's CPU in a 1 GiB
- * download.  Buffers up to 1 MiB now come from the heap, and up to 16 MiB
- * of freed heap is kept for the next ones.
- */
-void
-evio_malloc_tune(void)
-{
-	mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-	mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
-}
-
-/*
- * An event base with the epoll changelist: an event added and removed in
- * the same loop iteration costs no system call.
- */
-struct event_base *
-evio_base_new(void)
-{
-	struct event_config *cfg;
-	struct event_base *base;
-
-	if ((cfg = event_config_new()) == NULL)
-		return (NULL);
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-	base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	return (base);
 }

@@ -1,6 +1,7 @@
 /*
- * Write-through for plain-socket bufferevents, and the event base the
- * programs run on.
+ * Write-through for plain-socket bufferevents: what lib/wsconn.c and the
+ * tunnel client still run on until they move to lib/stream.h (the event
+ * base moved to lib/evio.h, included here for them).
  *
  * A socket bufferevent writes only when the loop says the socket is
  * writable: every response costs an epoll_ctl to ask, an epoll_wait to
@@ -17,6 +18,7 @@
 
 #include <sys/queue.h>
 
+#include "evio.h"
 #include "stream.h"
 
 struct bufferevent;
@@ -39,15 +41,9 @@ void wthru_attach(struct wthru *, struct bufferevent *, struct wthru_q *);
 void wthru_detach(struct wthru *);
 void wthru_flush(struct wthru *);
 void wthru_write_now(struct wthru *);
-struct event_base *evio_base_new(void);
 void evio_tune(struct bufferevent *);
 void evio_read_more(struct bufferevent *);
 void evio_own_reads(struct bufferevent *);
-int evio_input_full(struct bufferevent *);
-int evio_read_hold(struct bufferevent *, int *flags, int flag);
-int evio_read_release(
-    struct bufferevent *, int *flags, int flag, int read);
-void evio_malloc_tune(void);
 
 /* EVIO_MAX_IO and EVIO_OWN_READ are stream.h's. */
 
