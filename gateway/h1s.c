@@ -44,7 +44,7 @@ struct h1s {
 	const struct h1s_hooks *hs_hooks;
 	void *hs_arg;
 	uint64_t hs_id;
-	char hs_peer[64];
+	const char *hs_peer; /* the owner's, which outlives the engine */
 	enum h1s_state hs_state;
 	int hs_flags;
 #define H1S_F_KEEPALIVE 0x0001 /* another request may follow this one */
@@ -1028,8 +1028,8 @@ h1s_release(struct h1s *h)
 
 /*
  * Run an HTTP/1 server on transport x, which the engine owns from now on;
- * conf and hooks outlive it, arg is the owner's, id and peer name it in
- * the debug log.  Reading starts at once, with the idle timer (or with
+ * conf, hooks and peer outlive it, arg is the owner's, id and peer name
+ * it in the debug log.  Reading starts at once, with the idle timer (or with
  * H1S_C_FIRST_DEADLINE the head's deadline).
  */
 struct h1s *
@@ -1045,7 +1045,7 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	h->hs_hooks = hooks;
 	h->hs_arg = arg;
 	h->hs_id = id;
-	snprintf(h->hs_peer, sizeof h->hs_peer, "%s", peer);
+	h->hs_peer = peer;
 	h->hs_sink.sk_ops = &h1s_sink_ops;
 	h->hs_sink.sk_arg = h;
 	h->hs_timer = evtimer_new(base, h1s_timer_cb, h);
