@@ -184,6 +184,7 @@ h1s_outlen(const struct h1s *h)
 }
 
 /* This thread's spare request states, and how many. */
+static const unsigned h1s_pool_max = H1S_POOL_MAX;
 static __thread struct h1s_req *h1s_pool;
 static __thread unsigned h1s_npool;
 static pthread_key_t h1s_pool_key;
@@ -250,7 +251,7 @@ h1s_req_put(struct h1s *h)
 	if (r == NULL)
 		return;
 	h->hs_r = NULL;
-	if (h1s_npool >= H1S_POOL_MAX) {
+	if (h1s_npool >= h1s_pool_max) {
 		h1s_req_free(r);
 		return;
 	}
