@@ -310,10 +310,15 @@ def goals(data, order, quick):
         n = sum(len(c.failed()) for c in cells if c)
         return " (%d failed run%s left out)" % (n, "" if n == 1 else "s") if n else ""
 
-    def add(goal, where, target, value, higher, shown, source, unit="x"):
+    def add(goal, where, target, value, higher, shown, source, unit="x", present=True):
+        """A row; a cell this run did not have gets none, only a mention
+        below the table."""
         res = goal_result(value, target, higher, unit)
         if value is None:
             missing.append((goal.split(".")[0], where))
+            if not present:
+                return
+            res = "not measured: no good run"
         rows.append([goal, where, target_text(target, higher, unit), shown, res, source])
 
     def target_text(t, higher, unit):
@@ -331,7 +336,7 @@ def goals(data, order, quick):
         er = rf.efficiency("req/s") if rf else None
         v = ea / er if ea is not None and er else None
         add(goal, name, target, v, True, fmt_ratio(v) + (note_failed(ak, rf) if v else ""),
-            "%s vs %s req per CPU-s" % (fmt(ea), fmt(er)) if v else "-")
+            "%s vs %s req per CPU-s" % (fmt(ea), fmt(er)) if v else "-", present=cs is not None)
 
     def rps_pair(cs, ref, name, target, goal, w="1"):
         ak = cs.get("akgateway") if cs else None
@@ -340,7 +345,7 @@ def goals(data, order, quick):
         mr = rf.med() if rf else None
         v = ma / mr if ma is not None and mr else None
         add(goal, name, target, v, True, fmt_ratio(v) + (note_failed(ak, rf) if v else ""),
-            "%s vs %s req/s" % (fmt(ma), fmt(mr)) if v else "-")
+            "%s vs %s req/s" % (fmt(ma), fmt(mr)) if v else "-", present=cs is not None)
 
     for ref, target in (("haproxy", 1.15), ("nginx", 1.1)):
         for name in GOAL_W1_CELLS:
@@ -363,7 +368,8 @@ def goals(data, order, quick):
         add("3. bulk %s MB/s, akgateway / the better of nginx and HAProxy" % dirn,
             name or "bulk %s" % dirn, 1.0, v, True,
             fmt_ratio(v) + (note_failed(ak, cs.get("nginx"), cs.get("haproxy")) if v else ""),
-            "%s vs %s (%s) MB/s" % (fmt(ma), fmt(best), bname) if v else "-")
+            "%s vs %s (%s) MB/s" % (fmt(ma), fmt(best), bname) if v else "-",
+            present=cs is not None)
     cs = cell("percore", "4", "TLS 1 KiB x 64 conns")
     for ref in ("nginx", "haproxy"):
         rps_pair(cs, ref, "TLS 1 KiB x 64 conns", 1.0,
@@ -376,12 +382,11 @@ def goals(data, order, quick):
         n = ak.runs[0]["work"] if ak and ak.runs and ak.runs[0]["work"] else None
         add("7. KiB per %s, akgateway" % label, label, target, v, False,
             "%s KiB" % fmt(v) if v is not None else "-",
-            "%d connections" % n if v is not None and n else "-", "KiB")
+            "%d connections" % n if v is not None and n else "-", "KiB", present=cs is not None)
     cs = None
     for k in order:
         if k[1] == "8":
             cs = data[k]["cs"]
-            wname = k[2]
     cost = ecost = None
     if cs:
         cost, ecost, _, _ = access_cost(cs.get("akgw-log"), cs.get("akgw-nolog"))
@@ -391,13 +396,15 @@ def goals(data, order, quick):
         src = "CPU cost %s; nginx (buffer=64k): %s" % (fmt_pct(ecost), fmt_pct(ncost))
     add("8. access log (info, to a file) cost in req/s, akgateway", "1 KiB x 64 conns",
         0.10, cost, False, fmt_pct(cost) + (note_failed(cs.get("akgw-log"), cs.get("akgw-nolog"))
-                                            if cost is not None else ""), src, "%")
+                                            if cost is not None else ""), src, "%",
+        present=cs is not None)
 
     met = sum(1 for r in rows if r[4] == "met")
     missed = sum(1 for r in rows if r[4].startswith("missed"))
+    total = met + missed + len(missing)
     text = [md_table(["goal", "cell", "target", "measured", "result", "from"], rows)]
     text.append("\n%d of %d goals met, %d missed, %d not measured in this run."
-                % (met, len(rows), missed, len(missing)))
+                % (met, total, missed, len(missing)))
     if quick:
         text.append("This is a quick run (QUICK=1): one short run per contender, so the "
                     "numbers are indicative only; bulk transfers are 256 MiB and idle counts "
