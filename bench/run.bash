@@ -10,9 +10,10 @@
 #   RUNS=N         runs per contender and workload (3; QUICK: 1)
 #   ONLY=1,3,6     run only these workloads (1..8); "accesslog" stands for 8,
 #                  "goals" for 1,3,4,7,8 (what the goals table needs)
-#   MODES="percore both"   tables to make (QUICK: percore)
+#   MODES="percore both"   tables to make (percore; "both" adds ~25 minutes)
 #   RESULTS_DIR=dir        where <date>-<host>.md and .png go (bench/results)
 #   DURATION=s WARMUP=s    wrk / akbench-ws seconds per run and warm-up
+#   SIDE_DURATION=s        seconds per run of workloads 2 and 5 (5; QUICK: 3)
 #   BULK_BYTES=n           bulk transfer size (1 GiB; QUICK: 256 MiB)
 #   IDLE_HTTP=n IDLE_WS=n IDLE_TUNNEL=n   idle connections for workload 7
 #   SSH_CIPHER=c           ssh -R cipher (aes128-gcm@openssh.com)
@@ -40,6 +41,7 @@ if [ $QUICK = 1 ]; then
 	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-1024}
 	W1_CONNS=${W1_CONNS:-64}
+	SIDE_DURATION=${SIDE_DURATION:-$DURATION}
 else
 	RUNS=${RUNS:-3}
 	DURATION=${DURATION:-10}
@@ -48,9 +50,10 @@ else
 	IDLE_HTTP=${IDLE_HTTP:-10000}
 	IDLE_WS=${IDLE_WS:-10000}
 	IDLE_TUNNEL=${IDLE_TUNNEL:-1000}
-	MODES=${MODES:-percore both}
+	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-0 1024 16384}
 	W1_CONNS=${W1_CONNS:-64 256}
+	SIDE_DURATION=${SIDE_DURATION:-5}
 fi
 ONLY=${ONLY:-1,2,3,4,5,6,7,8}
 ONLY=${ONLY//accesslog/8}
@@ -292,6 +295,7 @@ meta "v:python3" "$($PY --version 2>&1) (harness helpers only)"
 meta "knob:QUICK" "$QUICK"
 meta "knob:RUNS" "$RUNS"
 meta "knob:DURATION" "${DURATION}s (warm-up ${WARMUP}s)"
+meta "knob:SIDE_DURATION" "${SIDE_DURATION}s (workloads 2 and 5)"
 meta "knob:BULK_BYTES" "$BULK_BYTES"
 meta "knob:MODES" "$MODES"
 meta "knob:ONLY" "$ONLY"
@@ -577,7 +581,7 @@ w1() {
 }
 
 w2() {
-	local cell round c
+	local cell round c DURATION=$SIDE_DURATION
 	say "workload 2 ($MODE): a new connection per request"
 	start_http_contenders
 	cell="0 B x 64 conns, Connection: close"
@@ -644,7 +648,7 @@ w4() {
 wsurl() { local b=${BASE[$1]}; echo "ws://${b#http://}/ws"; }
 
 w5() {
-	local round c
+	local round c DURATION=$SIDE_DURATION
 	say "workload 5 ($MODE): WebSocket echo"
 	start_http_contenders
 	for round in $(seq 1 "$RUNS"); do
