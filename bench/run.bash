@@ -8,10 +8,12 @@
 #                  fewer workloads, the per-core table only
 #   BUILD=dir      where akgateway, aktunnel, certs/ and bench/ are (build)
 #   RUNS=N         runs per contender and workload (3; QUICK: 1)
-#   ONLY=1,3,6     run only these workloads (1..7)
-#   MODES="percore both"   tables to make (QUICK: percore)
+#   ONLY=1,3,6     run only these workloads (1..8); "accesslog" stands for 8,
+#                  "goals" for 1,3,4,7,8 (what the goals table needs)
+#   MODES="percore both"   tables to make (percore; "both" adds ~25 minutes)
 #   RESULTS_DIR=dir        where <date>-<host>.md and .png go (bench/results)
 #   DURATION=s WARMUP=s    wrk / akbench-ws seconds per run and warm-up
+#   SIDE_DURATION=s        seconds per run of workloads 2 and 5 (5; QUICK: 3)
 #   BULK_BYTES=n           bulk transfer size (1 GiB; QUICK: 256 MiB)
 #   IDLE_HTTP=n IDLE_WS=n IDLE_TUNNEL=n   idle connections for workload 7
 #   SSH_CIPHER=c           ssh -R cipher (aes128-gcm@openssh.com)
@@ -39,6 +41,7 @@ if [ $QUICK = 1 ]; then
 	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-1024}
 	W1_CONNS=${W1_CONNS:-64}
+	SIDE_DURATION=${SIDE_DURATION:-$DURATION}
 else
 	RUNS=${RUNS:-3}
 	DURATION=${DURATION:-10}
@@ -47,11 +50,14 @@ else
 	IDLE_HTTP=${IDLE_HTTP:-10000}
 	IDLE_WS=${IDLE_WS:-10000}
 	IDLE_TUNNEL=${IDLE_TUNNEL:-1000}
-	MODES=${MODES:-percore both}
+	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-0 1024 16384}
 	W1_CONNS=${W1_CONNS:-64 256}
+	SIDE_DURATION=${SIDE_DURATION:-5}
 fi
-ONLY=${ONLY:-1,2,3,4,5,6,7}
+ONLY=${ONLY:-1,2,3,4,5,6,7,8}
+ONLY=${ONLY//accesslog/8}
+ONLY=${ONLY//goals/1,3,4,7,8}
 RESULTS_DIR=${RESULTS_DIR:-$BENCH/results}
 SSH_CIPHER=${SSH_CIPHER:-aes128-gcm@openssh.com}
 SSH_PROXY=${SSH_PROXY:-fdpass}
@@ -71,7 +77,7 @@ util() { $PY "$UTILPY" "$@"; }
 
 START_TS=$(date +%s)
 T=$(mktemp -d "${TMPDIR:-/tmp}/akbench.XXXXXX")
-mkdir -p "$T/logs" "$T/out" "$T/nginx" "$T/ssh"
+mkdir -p "$T/logs" "$T/out" "$T/ssh"
 RES="$T/results.tsv"
 META="$T/meta.tsv"
 CMDS="$T/commands.txt"
@@ -289,6 +295,7 @@ meta "v:python3" "$($PY --version 2>&1) (harness helpers only)"
 meta "knob:QUICK" "$QUICK"
 meta "knob:RUNS" "$RUNS"
 meta "knob:DURATION" "${DURATION}s (warm-up ${WARMUP}s)"
+meta "knob:SIDE_DURATION" "${SIDE_DURATION}s (workloads 2 and 5)"
 meta "knob:BULK_BYTES" "$BULK_BYTES"
 meta "knob:MODES" "$MODES"
 meta "knob:ONLY" "$ONLY"
@@ -327,53 +334,62 @@ start_backend() { # sets BK_PORT
 	ROOTS[direct]=""
 }
 
-# gw_config OUT PORT TLSPORT SANDBOXES_FILE
+# gw_config OUT PORT TLSPORT SANDBOXES_FILE [LOG_LINE]
 gw_config() {
 	local wl=""
 	[ $GW_WORKERS = 1 ] && wl="workers: $WORKERS"
 	util render "$BENCH/conf/akgateway.yaml.in" "$1" WORKERS_LINE="$wl" \
+	    LOG_LINE="${5:-"log: {level: warn}"}" \
 	    PORT="$2" TLS_PORT="$3" CERT="$CERTS/server.crt" KEY="$CERTS/server.key" \
 	    MAXCONN="$MAXCONN" BACKEND_PORT="$BK_PORT" SANDBOXES="@$4"
 	"$AKGW" -c "$1" --check >"$T/logs/gwcheck.log" 2>&1 ||
 	    die "akgateway refused its config: $(cat "$T/logs/gwcheck.log")"
 }
 
-start_akgateway() { # [SANDBOXES_FILE]
-	local p tp sbf=${1:-/dev/null}
+# start_akgateway [SANDBOXES_FILE [NAME LOG_LINE CONF_TITLE]]: NAME is the
+# contender (akgateway), LOG_LINE the config's log: line (level warn).
+start_akgateway() {
+	local p tp sbf=${1:-/dev/null} name=${2:-akgateway} conf
+	conf="$T/$name.yaml"
 	read -r p tp <<<"$(util ports 2)"
-	gw_config "$T/akgateway.yaml" "$p" "$tp" "$sbf"
-	spawn akgateway env YR_TUNNEL_MAX_BODY_SIZE=1073741824 \
-	    YR_TUNNEL_MAX_INFLIGHT="$TUNNEL_INFLIGHT" "${PINP[@]}" "$AKGW" -c "$T/akgateway.yaml"
+	gw_config "$conf" "$p" "$tp" "$sbf" "${3:-}"
+	spawn "$name" env YR_TUNNEL_MAX_BODY_SIZE=1073741824 \
+	    YR_TUNNEL_MAX_INFLIGHT="$TUNNEL_INFLIGHT" "${PINP[@]}" "$AKGW" -c "$conf"
 	GW_PID=$LAST_PID
-	if [ "$sbf" = /dev/null ]; then
-		save_conf "akgateway.yaml ($MODE)" "$T/akgateway.yaml"
+	if [ -n "${4:-}" ]; then
+		save_conf "akgateway.yaml ($4)" "$conf"
+	elif [ "$sbf" = /dev/null ]; then
+		save_conf "akgateway.yaml ($MODE)" "$conf"
 	elif [ "$sbf" = "$T/tunnel-sandboxes.yaml" ]; then
-		save_conf "akgateway.yaml (tunnels, $MODE)" "$T/akgateway.yaml"
+		save_conf "akgateway.yaml (tunnels, $MODE)" "$conf"
 	fi
-	wait_port "$p" && wait_port "$tp" || die "akgateway did not start: $(tail -n 5 "$T/logs/akgateway.log")"
+	wait_port "$p" && wait_port "$tp" || die "akgateway did not start: $(tail -n 5 "$T/logs/$name.log")"
 	GW_PORT=$p
 	GW_TLS_PORT=$tp
-	BASE[akgateway]="http://127.0.0.1:$p/bench/$BK_PORT"
-	TBASE[akgateway]="https://127.0.0.1:$tp/bench/$BK_PORT"
-	ROOTS[akgateway]=$GW_PID
+	BASE[$name]="http://127.0.0.1:$p/bench/$BK_PORT"
+	TBASE[$name]="https://127.0.0.1:$tp/bench/$BK_PORT"
+	ROOTS[$name]=$GW_PID
 }
 
+# start_nginx [NAME ACCESS_LOG CONF_TITLE]: NAME is the contender (nginx),
+# ACCESS_LOG the access_log directive's arguments (off).
 start_nginx() {
-	local p tp
+	local p tp name=${1:-nginx} dir
+	dir="$T/$name"
 	read -r p tp <<<"$(util ports 2)"
-	mkdir -p "$T/nginx"
-	util render "$BENCH/conf/nginx.conf.in" "$T/nginx.conf" WORKERS="$WORKERS" \
+	mkdir -p "$dir"
+	util render "$BENCH/conf/nginx.conf.in" "$T/$name.conf" WORKERS="$WORKERS" \
 	    NOFILE="$NOFILE" WORKER_CONNECTIONS="$((MAXCONN * 2 * 17 / 16 / WORKERS + 1000))" \
-	    TMP="$T" BACKEND_PORT="$BK_PORT" CERT="$CERTS/server.crt" \
-	    KEY="$CERTS/server.key" PORT="$p" TLS_PORT="$tp"
+	    TMP="$T" DIR="$dir" NAME="$name" ACCESS_LOG="${2:-off}" BACKEND_PORT="$BK_PORT" \
+	    CERT="$CERTS/server.crt" KEY="$CERTS/server.key" PORT="$p" TLS_PORT="$tp"
 	# worker_connections leaves nginx the 1/16 it keeps free (past that it
 	# closes idle connections); descriptors are bounded by ulimit -n anyway.
-	save_conf "nginx.conf ($MODE)" "$T/nginx.conf"
-	spawn nginx "${PINP[@]}" nginx -e "$T/logs/nginx-error.log" -c "$T/nginx.conf" -p "$T/nginx/"
-	wait_port "$p" && wait_port "$tp" || die "nginx did not start: $(tail -n 5 "$T/logs/nginx.log" "$T/logs/nginx-error.log")"
-	BASE[nginx]="http://127.0.0.1:$p"
-	TBASE[nginx]="https://127.0.0.1:$tp"
-	ROOTS[nginx]=$LAST_PID
+	save_conf "nginx.conf (${3:-$MODE})" "$T/$name.conf"
+	spawn "$name" "${PINP[@]}" nginx -e "$T/logs/$name-error.log" -c "$T/$name.conf" -p "$dir/"
+	wait_port "$p" && wait_port "$tp" || die "nginx did not start: $(tail -n 5 "$T/logs/$name.log" "$T/logs/$name-error.log")"
+	BASE[$name]="http://127.0.0.1:$p"
+	TBASE[$name]="https://127.0.0.1:$tp"
+	ROOTS[$name]=$LAST_PID
 }
 
 start_haproxy() {
@@ -442,8 +458,14 @@ wrk_run() {
 	IFS=$'\t' read -r req secs rps p50 p99 prob <<<"$parsed"
 	status=ok
 	[ -n "$prob" ] && status="FAILED($prob)"
-	rec "$mode" "$w" "$cell" "$metric" "$c" "$round" "$rps" "$p50" "$p99" "$req" "$cpu" "$status"
-	say "$w $mode $cell $c #$round: $rps $metric p50=${p50}us p99=${p99}us cpu=${cpu}s $status"
+	# A workload's own check of the run (WRK_CHECK C REQUESTS sets
+	# CK_STATUS, empty when good, and CK_NOTE).
+	CK_STATUS=""
+	CK_NOTE=""
+	[ -n "${WRK_CHECK:-}" ] && "$WRK_CHECK" "$c" "${req:-0}"
+	[ "$status" = ok ] && [ -n "$CK_STATUS" ] && status=$CK_STATUS
+	rec "$mode" "$w" "$cell" "$metric" "$c" "$round" "$rps" "$p50" "$p99" "$req" "$cpu" "$status" "$CK_NOTE"
+	say "$w $mode $cell $c #$round: $rps $metric p50=${p50}us p99=${p99}us cpu=${cpu}s $status${CK_NOTE:+ ($CK_NOTE)}"
 	[ "$status" = ok ] || { echo "--- $c $cell" >>"$T/failures.txt"; cat "$out" >>"$T/failures.txt"; }
 }
 
@@ -559,7 +581,7 @@ w1() {
 }
 
 w2() {
-	local cell round c
+	local cell round c DURATION=$SIDE_DURATION
 	say "workload 2 ($MODE): a new connection per request"
 	start_http_contenders
 	cell="0 B x 64 conns, Connection: close"
@@ -626,7 +648,7 @@ w4() {
 wsurl() { local b=${BASE[$1]}; echo "ws://${b#http://}/ws"; }
 
 w5() {
-	local round c
+	local round c DURATION=$SIDE_DURATION
 	say "workload 5 ($MODE): WebSocket echo"
 	start_http_contenders
 	for round in $(seq 1 "$RUNS"); do
@@ -778,6 +800,63 @@ w6() {
 	stop_all
 }
 
+# ---------------------------------------------------------------- access log
+
+# Workload 8, per-core only (as the goal is): akgateway with its default
+# access log (level info, text), written to a file, against the log off
+# (level warn); nginx with access_log FILE buffer=64k against access_log off.
+declare -A ALOG
+AL_CS="akgw-nolog akgw-log nginx-nolog nginx-log"
+
+# al_check C REQUESTS: C's access log (if it has one) holds a line for each
+# request of the run, and the gateway dropped none (it logs a "dropped N log
+# lines" warning when it did).  nginx may still hold up to 64 KiB of lines
+# in its buffer, hence 99 %.  Waits up to 5 s for the gateway's log writer.
+al_check() {
+	local f=${ALOG[$1]:-} n i=0 want drop sz
+	[ -n "$f" ] || return 0
+	want=$(($2 * 99 / 100))
+	n=$(wc -l <"$f")
+	while [ "$n" -lt "$want" ] && [ $i -lt 50 ]; do
+		sleep 0.1
+		n=$(wc -l <"$f")
+		i=$((i + 1))
+	done
+	sz=$(stat -c %s "$f")
+	drop=$(grep -m 1 'dropped [0-9]* log line' "$f" | head -c 120)
+	CK_NOTE="$n log lines, $((sz / 1048576)) MiB"
+	if [ -n "$drop" ]; then
+		CK_STATUS="FAILED(log lines dropped: $drop)"
+	elif [ "$n" -lt "$want" ]; then
+		CK_STATUS="FAILED(only $n log lines for $2 requests)"
+	fi
+}
+
+w8() {
+	local round c f cell="1 KiB x 64 conns, access log"
+	set_mode percore
+	say "workload 8 (percore): access log on and off"
+	ALOG[akgw-log]="$T/logs/access-akgateway.log"
+	ALOG[nginx-log]="$T/logs/access-nginx.log"
+	start_backend
+	start_akgateway /dev/null akgw-nolog "log: {level: warn}" "access log off"
+	start_akgateway /dev/null akgw-log "log: {file: ${ALOG[akgw-log]}}" "access log on"
+	start_nginx nginx-nolog off "access log off"
+	start_nginx nginx-log "${ALOG[nginx-log]} combined buffer=64k" "access log on"
+	meta "access log" "akgateway: log.level info (the default), text, log.file ${ALOG[akgw-log]}; nginx: access_log (combined) ${ALOG[nginx-log]} buffer=64k; off: log.level warn, access_log off; files emptied before each run"
+	WRK_CHECK=al_check
+	for round in $(seq 1 "$RUNS"); do
+		for c in $AL_CS; do
+			[ "$round" = 1 ] && wrk_warm "${BASE[$c]}/size/1024" 64
+			for f in "${ALOG[@]}"; do : >"$f"; done
+			wrk_run percore 8 "$cell" "req/s" "$c" "$round" "${BASE[$c]}/size/1024" 64
+		done
+	done
+	WRK_CHECK=""
+	stop_all
+	rm -f "${ALOG[@]}"
+}
+
 # ---------------------------------------------------------------- memory
 
 rss_of() { util rss "$@"; }
@@ -873,6 +952,7 @@ for m in $MODES; do
 	want 5 && w5
 	want 6 && w6
 done
+want 8 && w8
 want 7 && w7
 
 meta "duration" "$(elapsed) s"

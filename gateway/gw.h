@@ -452,6 +452,13 @@ struct upstream_owner {
 	 */
 	int (*uo_body)(struct upstream *, struct evbuffer *src, size_t n,
 	    void *arg);
+	/*
+	 * A chunked body's trailer fields, those a trailer may carry
+	 * (http1_trailer_forbidden), just before uo_done: valid for the
+	 * call only.  Not called when there are none.
+	 */
+	void (*uo_trailers)(
+	    struct upstream *, const struct hfield *, size_t n, void *arg);
 	/* The body ended: its length, its last chunk, or the close. */
 	void (*uo_done)(struct upstream *, void *arg);
 	/*
@@ -492,6 +499,7 @@ struct upstream {
 	void *u_owner_arg;
 	struct http1_msg u_resp;
 	struct gw_body u_body; /* the response body, as the upstream frames it */
+	struct http1_trailers u_trailers; /* a chunked body's, for uo_trailers */
 	struct evbuffer *u_chunks; /* a chunked body's data, de-framed */
 	struct splicer *u_spl; /* the body moving to the owner by splice(2) */
 	uint64_t u_spliced; /* body bytes moved so */

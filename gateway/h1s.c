@@ -16,6 +16,7 @@
  * freed from the loop, never inside a callback of its own.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,29 @@
 #define H1S_STAGE_MAX (12 * 1024)
 /* Most body bytes one h1s_body_read moves (evb_take counts in int). */
 #define H1S_READ_MAX ((size_t)1 << 30)
+/*
+ * Request states a thread keeps for reuse.  Under ASan there are none, so
+ * that a use after the exchange ended is caught.
+ */
+#ifdef __SANITIZE_ADDRESS__
+#define H1S_POOL_MAX 0
+#else
+#define H1S_POOL_MAX 32
+#endif
+
+/*
+ * What one request needs from its first byte to the end of its exchange:
+ * made then and given back then (to the thread's pool), so that an idle
+ * keep-alive connection holds none of it.
+ */
+struct h1s_req {
+	struct http1_msg r_msg;
+	struct head r_head; /* r_msg's, while an exchange has it */
+	struct http1_chunked r_chunked;
+	uint64_t r_left; /* Content-Length body bytes still to come */
+	struct evbuffer *r_stage; /* a small response put together, or NULL */
+	struct h1s_req *r_next; /* in the pool */
+};
 
 struct h1s {
 	struct event_base *hs_base;
@@ -44,7 +68,7 @@ struct h1s {
 	const struct h1s_hooks *hs_hooks;
 	void *hs_arg;
 	uint64_t hs_id;
-	const char *hs_peer; /* the owner's, which outlives the engine */
+	const char *hs_peer; /* the owner's, for as long as h lives */
 	enum h1s_state hs_state;
 	int hs_flags;
 #define H1S_F_KEEPALIVE 0x0001 /* another request may follow this one */
@@ -60,13 +84,10 @@ struct h1s {
 #define H1S_F_RELEASED 0x0400 /* the connection went to another owner */
 #define H1S_F_REFUSED 0x0800 /* the engine answered this request itself */
 #define H1S_F_DEADLINE 0x1000 /* the idle timer is the head's deadline */
-#define H1S_F_STAGED 0x2000 /* the response waits in hs_stage (BODY_NOW) */
+#define H1S_F_STAGED 0x2000 /* the response waits in r_stage (BODY_NOW) */
 	struct event *hs_timer; /* idle, head, body, write or linger */
 	struct event *hs_kick; /* parse a waiting head, from the loop */
-	struct http1_msg hs_req;
-	struct head hs_head; /* hs_req's, while an exchange has it */
-	struct http1_chunked hs_chunked;
-	uint64_t hs_left; /* Content-Length body bytes still to come */
+	struct h1s_req *hs_r; /* from the request's first byte, or NULL */
 	uint64_t hs_body_in; /* request body bytes handed to the owner */
 	struct sink hs_sink;
 	enum h1_frame hs_rframe; /* the response body's framing */
@@ -75,7 +96,6 @@ struct h1s {
 	int hs_status; /* final status sent */
 	unsigned hs_nreq; /* requests parsed */
 	uint64_t hs_started_us; /* the current head's first byte, monotonic */
-	struct evbuffer *hs_stage; /* a small response put together, or NULL */
 	struct evbuffer_cb_entry *hs_sent_cb; /* h1s_count_sent's, or NULL */
 	uint64_t hs_sent; /* output bytes the transport took */
 };
@@ -163,14 +183,99 @@ h1s_outlen(const struct h1s *h)
 	return (evbuffer_get_length(h->hs_x->hx_out));
 }
 
+/* This thread's spare request states, and how many. */
+static const unsigned h1s_pool_max = H1S_POOL_MAX;
+static __thread struct h1s_req *h1s_pool;
+static __thread unsigned h1s_npool;
+static pthread_key_t h1s_pool_key;
+static pthread_once_t h1s_pool_once = PTHREAD_ONCE_INIT;
+
+/* Free a request state. */
+static void
+h1s_req_free(struct h1s_req *r)
+{
+	http1_msg_reset(&r->r_msg);
+	if (r->r_stage != NULL)
+		evbuffer_free(r->r_stage);
+	free(r);
+}
+
+/* A thread ends: free its pool (arg is only a marker). */
+static void
+h1s_pool_free_cb(void *arg)
+{
+	struct h1s_req *r;
+
+	(void)arg;
+	while ((r = h1s_pool) != NULL) {
+		h1s_pool = r->r_next;
+		h1s_req_free(r);
+	}
+	h1s_npool = 0;
+}
+
+/* Make the key whose destructor frees a thread's pool. */
+static void
+h1s_pool_init(void)
+{
+	/* Only PTHREAD_KEYS_MAX keys exist: none left is a bug. */
+	if (pthread_key_create(&h1s_pool_key, h1s_pool_free_cb) != 0)
+		abort();
+}
+
+/* The request state of h, made (or taken from the pool) on first use. */
+static struct h1s_req *
+h1s_req(struct h1s *h)
+{
+	struct h1s_req *r;
+
+	if (h->hs_r != NULL)
+		return (h->hs_r);
+	if ((r = h1s_pool) != NULL) {
+		h1s_pool = r->r_next;
+		h1s_npool--;
+		r->r_next = NULL;
+	} else
+		r = xcalloc(1, sizeof *r);
+	h->hs_r = r;
+	return (r);
+}
+
+/* Give h's request state back: to the pool, or free when it is full. */
+static void
+h1s_req_put(struct h1s *h)
+{
+	struct h1s_req *r = h->hs_r;
+	struct evbuffer *stage;
+
+	if (r == NULL)
+		return;
+	h->hs_r = NULL;
+	if (h1s_npool >= h1s_pool_max) {
+		h1s_req_free(r);
+		return;
+	}
+	if (h1s_npool == 0) {
+		pthread_once(&h1s_pool_once, h1s_pool_init);
+		pthread_setspecific(h1s_pool_key, &h1s_pool_once);
+	}
+	http1_msg_reset(&r->r_msg);
+	/* The staging buffer is empty between responses: kept with it. */
+	stage = r->r_stage;
+	if (stage != NULL)
+		evbuffer_drain(stage, evbuffer_get_length(stage));
+	memset(r, 0, sizeof *r);
+	r->r_stage = stage;
+	r->r_next = h1s_pool;
+	h1s_pool = r;
+	h1s_npool++;
+}
+
 /* Forget the request; its head is no longer the owner's. */
 static void
 h1s_reset_request(struct h1s *h)
 {
-	http1_msg_reset(&h->hs_req);
-	memset(&h->hs_head, 0, sizeof h->hs_head);
-	memset(&h->hs_chunked, 0, sizeof h->hs_chunked);
-	h->hs_left = 0;
+	h1s_req_put(h);
 	h->hs_rframe = H1_FRAME_NONE;
 	h->hs_rleft = 0;
 	h->hs_status = 0;
@@ -192,9 +297,7 @@ h1s_free_cb(evutil_socket_t fd, short events, void *arg)
 		h->hs_hooks->on_free(h->hs_arg);
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_free(h->hs_x);
-	http1_msg_reset(&h->hs_req);
-	if (h->hs_stage != NULL)
-		evbuffer_free(h->hs_stage);
+	h1s_req_put(h);
 	event_free(h->hs_timer);
 	if (h->hs_kick != NULL)
 		event_free(h->hs_kick);
@@ -260,7 +363,7 @@ h1s_refuse(struct h1s *h, int status, const char *code, const char *fmt, ...)
 	r.hr_status = status;
 	r.hr_code = code;
 	r.hr_message = msg;
-	r.hr_head = h->hs_req.m_buf != NULL ? &h->hs_head : NULL;
+	r.hr_head = h1s_head(h);
 	h->hs_flags &= ~H1S_F_KEEPALIVE;
 	h->hs_flags |= H1S_F_REFUSED;
 	if (h->hs_hooks->on_log != NULL)
@@ -375,10 +478,11 @@ h1s_response_end(struct h1s *h)
 static void
 h1s_start(struct h1s *h)
 {
-	struct http1_msg *m = &h->hs_req;
+	struct h1s_req *rq = h->hs_r;
+	struct http1_msg *m = &rq->r_msg;
 	struct h1x *x = h->hs_x;
 
-	http1_msg_head(m, &h->hs_head);
+	http1_msg_head(m, &rq->r_head);
 	if (m->m_minor == 1) {
 		if (!(m->m_flags & HTTP1_F_CONN_CLOSE))
 			h->hs_flags |= H1S_F_KEEPALIVE;
@@ -392,7 +496,7 @@ h1s_start(struct h1s *h)
 	if (m->m_body == HTTP1_BODY_NONE ||
 	    (m->m_body == HTTP1_BODY_LENGTH && m->m_content_length == 0))
 		h->hs_flags |= H1S_F_BODY_DONE;
-	h->hs_left = m->m_body == HTTP1_BODY_LENGTH ? m->m_content_length : 0;
+	rq->r_left = m->m_body == HTTP1_BODY_LENGTH ? m->m_content_length : 0;
 	if ((m->m_flags & HTTP1_F_EXPECT_CONTINUE) && m->m_minor == 1 &&
 	    !(h->hs_flags & H1S_F_BODY_DONE) &&
 	    !(h->hs_conf->hc_flags & H1S_C_RELAY_CONTINUE))
@@ -403,7 +507,7 @@ h1s_start(struct h1s *h)
 	h->hs_flags |= H1S_F_XCHG;
 	if (h->hs_conf->hc_body_ms != 0 && !(h->hs_flags & H1S_F_BODY_DONE))
 		h1s_timer_set(h, h->hs_conf->hc_body_ms);
-	h->hs_hooks->on_head(h, h->hs_arg, &h->hs_head, m);
+	h->hs_hooks->on_head(h, h->hs_arg, &rq->r_head, m);
 	if (h->hs_state == H1S_S_XCHG && !(h->hs_flags & H1S_F_BODY_DONE) &&
 	    evbuffer_get_length(x->hx_in) != 0 && h->hs_hooks->on_body != NULL)
 		h->hs_hooks->on_body(h, h->hs_arg);
@@ -415,10 +519,12 @@ h1s_read_head(struct h1s *h)
 {
 	struct evbuffer *in = h->hs_x->hx_in;
 	enum http1_err err = HTTP1_E_NONE;
+	struct h1s_req *rq;
 	int r;
 
 	if (evbuffer_get_length(in) == 0)
 		return;
+	rq = h1s_req(h);
 	if (h->hs_state == H1S_S_IDLE) {
 		/* A whole-head deadline from the first byte, not an idle timer. */
 		h->hs_state = H1S_S_HEAD;
@@ -426,13 +532,13 @@ h1s_read_head(struct h1s *h)
 		if (!(h->hs_flags & H1S_F_DEADLINE))
 			h1s_timer_set(h, h->hs_conf->hc_head_ms);
 	}
-	r = http1_parse_request(in, h->hs_conf->hc_limits, &h->hs_req, &err);
+	r = http1_parse_request(in, h->hs_conf->hc_limits, &rq->r_msg, &err);
 	if (r == 0)
 		return;
 	evtimer_del(h->hs_timer);
 	h->hs_flags &= ~H1S_F_DEADLINE;
 	if (r < 0) {
-		http1_msg_reset(&h->hs_req);
+		http1_msg_reset(&rq->r_msg);
 		h1s_refuse(h, http1_err_status(err), http1_err_code(err), "%s",
 		    http1_err_message(err));
 		return;
@@ -522,8 +628,10 @@ h1s_write_cb(void *arg)
 static int
 h1s_body_buffered(const struct h1s *h)
 {
-	return (h->hs_req.m_body == HTTP1_BODY_LENGTH &&
-	    evbuffer_get_length(h->hs_x->hx_in) >= h->hs_left);
+	const struct h1s_req *r = h->hs_r;
+
+	return (r != NULL && r->r_msg.m_body == HTTP1_BODY_LENGTH &&
+	    evbuffer_get_length(h->hs_x->hx_in) >= r->r_left);
 }
 
 /* The peer ended its stream, or the connection failed. */
@@ -678,10 +786,12 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 	    h->hs_x->hx_ops->xo_write_now != NULL && h1s_outlen(h) == 0 &&
 	    (fr == H1_FRAME_NONE ||
 		(fr == H1_FRAME_LENGTH && h->hs_rleft <= H1S_STAGE_MAX))) {
-		if (h->hs_stage == NULL)
-			h->hs_stage = evbuffer_new();
+		struct h1s_req *r = h1s_req(h);
+
+		if (r->r_stage == NULL)
+			r->r_stage = evbuffer_new();
 		h->hs_flags |= H1S_F_STAGED;
-		h1_head_put(h->hs_stage, rh, fr, conn);
+		h1_head_put(r->r_stage, rh, fr, conn);
 		return (0);
 	}
 	h1_head_put(h->hs_x->hx_out, rh, fr, conn);
@@ -696,8 +806,8 @@ h1s_unstage(struct h1s *h)
 	if (!(h->hs_flags & H1S_F_STAGED))
 		return;
 	h->hs_flags &= ~H1S_F_STAGED;
-	h->hs_x->hx_ops->xo_write_now(h->hs_x, h->hs_stage);
-	evbuffer_add_buffer(h->hs_x->hx_out, h->hs_stage);
+	h->hs_x->hx_ops->xo_write_now(h->hs_x, h->hs_r->r_stage);
+	evbuffer_add_buffer(h->hs_x->hx_out, h->hs_r->r_stage);
 }
 
 /* Sink: body bytes, framed as the head said; none for a bodiless answer. */
@@ -711,7 +821,7 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
-	out = (h->hs_flags & H1S_F_STAGED) ? h->hs_stage : h->hs_x->hx_out;
+	out = (h->hs_flags & H1S_F_STAGED) ? h->hs_r->r_stage : h->hs_x->hx_out;
 	if (len > have)
 		len = have;
 	n = len;
@@ -838,7 +948,9 @@ h1s_sink(struct h1s *h)
 const struct head *
 h1s_head(const struct h1s *h)
 {
-	return (h->hs_req.m_buf != NULL ? &h->hs_head : NULL);
+	return (h->hs_r != NULL && h->hs_r->r_msg.m_buf != NULL
+		? &h->hs_r->r_head
+		: NULL);
 }
 
 /*
@@ -853,6 +965,7 @@ h1s_body_read(
     struct h1s *h, struct evbuffer *dst, size_t max, enum http1_err *err)
 {
 	struct h1x *x = h->hs_x;
+	struct h1s_req *rq = h->hs_r;
 	struct head cont;
 	size_t n, have;
 	int r;
@@ -860,7 +973,8 @@ h1s_body_read(
 	*err = HTTP1_E_NONE;
 	if (h->hs_state == H1S_S_DEAD || x == NULL)
 		return (-1);
-	if (h->hs_state != H1S_S_XCHG || (h->hs_flags & H1S_F_BODY_DONE))
+	if (h->hs_state != H1S_S_XCHG || (h->hs_flags & H1S_F_BODY_DONE) ||
+	    rq == NULL)
 		return (0);
 	if (h->hs_flags & H1S_F_CONTINUE) {
 		h->hs_flags &= ~H1S_F_CONTINUE;
@@ -871,9 +985,9 @@ h1s_body_read(
 	}
 	if (max > H1S_READ_MAX)
 		max = H1S_READ_MAX;
-	if (h->hs_req.m_body == HTTP1_BODY_CHUNKED) {
+	if (rq->r_msg.m_body == HTTP1_BODY_CHUNKED) {
 		r = http1_chunked_decode(
-		    &h->hs_chunked, x->hx_in, dst, max, &n, err);
+		    &rq->r_chunked, x->hx_in, dst, max, &n, err);
 		if (r < 0)
 			return (-1);
 		if (r == 1)
@@ -881,12 +995,12 @@ h1s_body_read(
 	} else {
 		have = evbuffer_get_length(x->hx_in);
 		n = have < max ? have : max;
-		if (n > h->hs_left)
-			n = (size_t)h->hs_left;
+		if (n > rq->r_left)
+			n = (size_t)rq->r_left;
 		if (n > 0 && evb_take(x->hx_in, dst, n) != (int)n)
 			return (-1);
-		h->hs_left -= n;
-		if (h->hs_left == 0)
+		rq->r_left -= n;
+		if (rq->r_left == 0)
 			h->hs_flags |= H1S_F_BODY_DONE;
 	}
 	h->hs_body_in += n;
@@ -1068,9 +1182,9 @@ uint64_t
 h1s_body_left(const struct h1s *h)
 {
 	if (h->hs_state != H1S_S_XCHG || (h->hs_flags & H1S_F_BODY_DONE) ||
-	    h->hs_req.m_body != HTTP1_BODY_LENGTH)
+	    h->hs_r == NULL || h->hs_r->r_msg.m_body != HTTP1_BODY_LENGTH)
 		return (0);
-	return (h->hs_left);
+	return (h->hs_r->r_left);
 }
 
 /*
@@ -1080,13 +1194,15 @@ h1s_body_left(const struct h1s *h)
 void
 h1s_body_skip(struct h1s *h, uint64_t n)
 {
-	if (h->hs_req.m_body != HTTP1_BODY_LENGTH)
+	struct h1s_req *r = h->hs_r;
+
+	if (r == NULL || r->r_msg.m_body != HTTP1_BODY_LENGTH)
 		return;
-	if (n > h->hs_left)
-		n = h->hs_left;
-	h->hs_left -= n;
+	if (n > r->r_left)
+		n = r->r_left;
+	r->r_left -= n;
 	h->hs_body_in += n;
-	if (h->hs_left == 0)
+	if (r->r_left == 0)
 		h->hs_flags |= H1S_F_BODY_DONE;
 }
 

@@ -46,6 +46,8 @@ static int
 proxy_response_head(struct upstream *, const struct http1_msg *, void *);
 static int
 proxy_response_body(struct upstream *, struct evbuffer *, size_t, void *);
+static void proxy_response_trailers(
+    struct upstream *, const struct hfield *, size_t, void *);
 static void proxy_response_complete(struct upstream *, void *);
 static void proxy_response_error(
     struct upstream *, const struct gw_error *, const char *, void *);
@@ -61,6 +63,7 @@ const struct upstream_owner proxy_owner = {
 	.uo_interim = proxy_interim,
 	.uo_head = proxy_response_head,
 	.uo_body = proxy_response_body,
+	.uo_trailers = proxy_response_trailers,
 	.uo_done = proxy_response_complete,
 	.uo_error = proxy_response_error,
 };
@@ -840,6 +843,21 @@ proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 	(void)sink_head(sk, &ph.ph_head);
 	proxy_head_free(&ph);
 	return (0);
+}
+
+/*
+ * The upstream's trailer fields, before the end: to the client with the
+ * last chunk when its framing is chunked; the sink drops them otherwise
+ * (an HTTP/1.0 client, a Content-Length answer).
+ */
+static void
+proxy_response_trailers(
+    struct upstream *up, const struct hfield *f, size_t n, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)up;
+	(void)sink_trailers(h1s_sink(c->c_h1), f, n);
 }
 
 /* The response was relayed in full: the engine ends it. */

@@ -111,6 +111,7 @@ upstream_free(struct upstream *up)
 	if (up->u_timer != NULL)
 		event_free(up->u_timer);
 	http1_msg_reset(&up->u_resp);
+	http1_trailers_reset(&up->u_trailers);
 	sandbox_unref(up->u_sandbox);
 	free(up->u_key);
 	free(up);
@@ -477,6 +478,7 @@ upstream_release(struct upstream *up, int reusable)
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
 	http1_msg_reset(&up->u_resp);
+	http1_trailers_reset(&up->u_trailers);
 	up->u_interim = 0;
 	up->u_interim_bytes = 0;
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
@@ -594,13 +596,20 @@ upstream_read_error(
 		upstream_close(up, why);
 }
 
-/* The body ended: the owner has all of it. */
+/* The body ended: the owner has all of it, trailer fields first. */
 static void
 upstream_read_done(struct upstream *up)
 {
+	struct http1_trailers *t = &up->u_trailers;
+
 	up->u_flags &= ~UP_F_READING;
 	up->u_body.b_done = 1;
 	evtimer_del(up->u_timer);
+	if (t->tr_nfields > 0 && up->u_owner != NULL &&
+	    up->u_owner->uo_trailers != NULL)
+		up->u_owner->uo_trailers(
+		    up, t->tr_fields, t->tr_nfields, up->u_owner_arg);
+	http1_trailers_reset(t);
 	if (up->u_owner != NULL && up->u_owner->uo_done != NULL)
 		up->u_owner->uo_done(up, up->u_owner_arg);
 }
@@ -745,6 +754,10 @@ upstream_read_head(struct upstream *up)
 		memset(&up->u_body, 0, sizeof up->u_body);
 		up->u_body.b_kind = m->m_body;
 		up->u_body.b_left = m->m_content_length;
+		/* Kept for the owner, who may pass them on (uo_trailers). */
+		http1_trailers_reset(&up->u_trailers);
+		if (m->m_body == HTTP1_BODY_CHUNKED)
+			up->u_body.b_chunked.ck_keep = &up->u_trailers;
 		if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0 ||
 		    m->m_body == HTTP1_BODY_EOF)
 			up->u_flags |= UP_F_NO_REUSE;
@@ -818,6 +831,7 @@ upstream_read_response(struct upstream *up, int head_request)
 	up->u_flags |= UP_F_READING | (head_request ? UP_F_HEAD_REQ : 0);
 	http1_msg_reset(&up->u_resp);
 	memset(&up->u_body, 0, sizeof up->u_body);
+	http1_trailers_reset(&up->u_trailers);
 	up->u_spliced = 0;
 	stream_setcb(up->u_stream, upstream_read_cb, upstream_write_cb,
 	    upstream_event_cb, up);

@@ -764,8 +764,7 @@ http1_msg_head(const struct http1_msg *m, struct head *h)
 	h->h_method_len = m->m_method_len;
 	h->h_target = m->m_target;
 	h->h_target_len = m->m_target_len;
-	if (m->m_method != NULL &&
-	    (host = http1_msg_find(m, "host")) != NULL) {
+	if (m->m_method != NULL && (host = http1_msg_find(m, "host")) != NULL) {
 		h->h_authority = host->value;
 		h->h_authority_len = host->value_len;
 	}
@@ -779,7 +778,8 @@ http1_msg_head(const struct http1_msg *m, struct head *h)
 		h->h_length = m->m_content_length;
 	} else if (m->m_body == HTTP1_BODY_NONE) {
 		/* A request without a body has length 0; a response none. */
-		h->h_flags |= m->m_method != NULL ? HEAD_F_LENGTH : HEAD_F_NO_BODY;
+		h->h_flags |= m->m_method != NULL ? HEAD_F_LENGTH
+						  : HEAD_F_NO_BODY;
 	}
 	if (m->m_flags & HTTP1_F_CONN_CLOSE)
 		h->h_flags |= HEAD_F_CLOSE;
@@ -1008,6 +1008,115 @@ http1_parse_chunk_size(const u_char *line, size_t len, uint64_t *size)
 	return (HTTP1_E_NONE);
 }
 
+/* Never passed on as trailers: see http1.h. */
+static const char *const http1_no_trailer[] = {
+	"age",
+	"authentication-info",
+	"authorization",
+	"cache-control",
+	"connection",
+	"content-encoding",
+	"content-length",
+	"content-range",
+	"content-type",
+	"cookie",
+	"date",
+	"expect",
+	"expires",
+	"host",
+	"keep-alive",
+	"location",
+	"max-forwards",
+	"pragma",
+	"proxy-authenticate",
+	"proxy-authentication-info",
+	"proxy-authorization",
+	"proxy-connection",
+	"range",
+	"retry-after",
+	"set-cookie",
+	"te",
+	"trailer",
+	"transfer-encoding",
+	"upgrade",
+	"vary",
+	"www-authenticate",
+};
+
+/* Is name never a trailer? */
+int
+http1_trailer_forbidden(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof http1_no_trailer / sizeof http1_no_trailer[0];
+	     i++) {
+		if (strlen(http1_no_trailer[i]) == len &&
+		    http1_case_equal(name, len, http1_no_trailer[i]))
+			return (1);
+	}
+	return (0);
+}
+
+/* Free what a decoder kept and zero t. */
+void
+http1_trailers_reset(struct http1_trailers *t)
+{
+	free(t->tr_buf);
+	free(t->tr_fields);
+	memset(t, 0, sizeof *t);
+}
+
+/*
+ * Keep a checked trailer field line of n bytes (CRLF included) unless its
+ * name is forbidden.  Returns -1 past HTTP1_MAX_TRAILER_FIELDS.  The
+ * section as a whole is bounded by HTTP1_MAX_TRAILER already.
+ */
+static int
+http1_trailer_keep(struct http1_trailers *t, const u_char *line, size_t n)
+{
+	const u_char *colon = memchr(line, ':', n);
+	size_t size;
+
+	if (colon == NULL ||
+	    http1_trailer_forbidden((const char *)line, (size_t)(colon - line)))
+		return (0);
+	if (t->tr_nfields == HTTP1_MAX_TRAILER_FIELDS)
+		return (-1);
+	if (t->tr_size - t->tr_len < n) {
+		size = t->tr_size != 0 ? t->tr_size : 256;
+		while (size - t->tr_len < n)
+			size *= 2;
+		t->tr_buf = xrealloc(t->tr_buf, size);
+		t->tr_size = size;
+	}
+	memcpy(t->tr_buf + t->tr_len, line, n);
+	t->tr_len += n;
+	t->tr_nfields++;
+	return (0);
+}
+
+/* The section ended: cut the kept lines into fields. */
+static void
+http1_trailers_cut(struct http1_trailers *t)
+{
+	char *p, *end, *eol;
+	size_t i;
+
+	if (t->tr_nfields == 0)
+		return;
+	p = t->tr_buf;
+	end = t->tr_buf + t->tr_len;
+	t->tr_fields = xcalloc(t->tr_nfields, sizeof *t->tr_fields);
+	for (i = 0; i < t->tr_nfields && p < end; i++) {
+		/* Each kept line ends in CRLF (http1_chunk_line). */
+		eol = memchr(p, '\r', (size_t)(end - p));
+		http1_cut_field(p, (size_t)(eol - p), &t->tr_fields[i]);
+		p = eol + 2;
+	}
+	t->tr_nfields = i;
+}
+
 /* Decode chunked data from in into out; see http1.h for the contract. */
 int
 http1_chunked_decode(struct http1_chunked *ck, struct evbuffer *in,
@@ -1095,10 +1204,15 @@ http1_chunked_decode(struct http1_chunked *ck, struct evbuffer *in,
 			if (n == 2) {
 				evbuffer_drain(in, 2);
 				ck->ck_state = HTTP1_CK_DONE;
+				if (ck->ck_keep != NULL)
+					http1_trailers_cut(ck->ck_keep);
 				return (1);
 			}
 			line = evbuffer_pullup(in, n);
-			if (http1_check_field(line, n - 2) != HTTP1_E_NONE) {
+			if (http1_check_field(line, n - 2) != HTTP1_E_NONE ||
+			    (ck->ck_keep != NULL &&
+				http1_trailer_keep(ck->ck_keep, line, n) !=
+				    0)) {
 				e = HTTP1_E_BAD_TRAILER;
 				goto fail;
 			}

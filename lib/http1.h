@@ -60,7 +60,6 @@ struct http1_limits {
 	size_t max_headers; /* number of header fields */
 };
 
-
 /*
  * A parsed message head.  Zero it (or call http1_msg_reset) before parsing
  * a new message; http1_msg_reset frees what a previous parse allocated.
@@ -120,8 +119,7 @@ void http1_msg_head(const struct http1_msg *, struct head *);
 void http1_msg_reset(struct http1_msg *);
 
 /* First header field named name (case-insensitive), or NULL. */
-const struct hfield *
-http1_msg_find(const struct http1_msg *, const char *name);
+const struct hfield *http1_msg_find(const struct http1_msg *, const char *name);
 
 /*
  * Does the comma-separated list value contain token (case-insensitive,
@@ -141,12 +139,28 @@ const char *http1_err_message(enum http1_err);
  */
 const char *http1_reason(int status);
 
+/*
+ * Trailer fields a chunked decoder keeps for its caller, who owns this
+ * and points ck_keep at it.  While the section arrives, tr_buf collects
+ * the field lines allowed as trailers; once the decoder returned 1,
+ * tr_fields (tr_nfields of them) point into it, names and values
+ * NUL-terminated.  http1_trailers_reset frees both and zeroes it.
+ */
+struct http1_trailers {
+	char *tr_buf;
+	size_t tr_len; /* bytes of tr_buf used */
+	size_t tr_size; /* bytes of tr_buf allocated */
+	struct hfield *tr_fields;
+	size_t tr_nfields; /* fields kept so far */
+};
+
 /* Incremental decoder for the chunked transfer coding. */
 struct http1_chunked {
 	int ck_state;
 	uint64_t ck_left; /* data bytes left in this chunk */
 	size_t ck_len; /* bytes of the current line */
 	size_t ck_trailer; /* trailer section bytes */
+	struct http1_trailers *ck_keep; /* NULL: trailers are discarded */
 };
 
 /* Largest chunk size accepted (bytes). */
@@ -155,17 +169,32 @@ struct http1_chunked {
 #define HTTP1_MAX_CHUNK_LINE 4096
 /* Largest trailer section. */
 #define HTTP1_MAX_TRAILER 16384
+/* Most trailer fields kept (ck_keep): more is HTTP1_E_BAD_TRAILER. */
+#define HTTP1_MAX_TRAILER_FIELDS 64
 
 /*
  * Decode chunked data from in, appending at most max data bytes to out
  * (moved without copying where possible) and draining the framing.
- * Trailer fields are validated and discarded.  Returns 1 once the last
- * chunk and trailer section are consumed (bytes after it stay in in), 0
- * when more input or more room is needed, -1 on error with *err set.
- * *moved gets the number of data bytes appended.
+ * Trailer fields are validated as head fields are, then discarded, or
+ * with ck_keep kept there (but those http1_trailer_forbidden names).
+ * Returns 1 once the last chunk and trailer section are consumed (bytes
+ * after it stay in in), 0 when more input or more room is needed, -1 on
+ * error with *err set.  *moved gets the number of data bytes appended.
  */
 int http1_chunked_decode(struct http1_chunked *, struct evbuffer *in,
     struct evbuffer *out, size_t max, size_t *moved, enum http1_err *err);
+
+/*
+ * Is a field of this name never passed on as a trailer?  Framing,
+ * routing, connection, authentication, cookies, request controls and
+ * response controls a recipient may only take from a head (RFC 9110
+ * section 6.5.1): a trailer must not change how a message was framed,
+ * routed or authorised.
+ */
+int http1_trailer_forbidden(const char *name, size_t len);
+
+/* Free what a decoder kept in t and zero it for reuse. */
+void http1_trailers_reset(struct http1_trailers *t);
 
 /* Append a chunk-size line for n data bytes (n > 0). */
 void http1_chunk_header(struct evbuffer *out, size_t n);

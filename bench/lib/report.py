@@ -30,6 +30,7 @@ WORKLOADS = {
     "5": "5. WebSocket echo (akbench-ws)",
     "6": "6. Reverse tunnel: a caller in a network namespace reaches a host backend",
     "7": "7. Memory per idle connection (VmRSS growth / connections)",
+    "8": "8. Access log on against off (wrk -t1, GET /size/1024)",
 }
 NAMES = {
     "direct": "direct",
@@ -39,10 +40,17 @@ NAMES = {
     "akgw-ws": "akgateway tunnel (ws)",
     "akgw-wss": "akgateway tunnel (wss)",
     "ssh": "ssh -R",
+    "akgw-nolog": "akgateway, log off",
+    "akgw-log": "akgateway, access log on",
+    "nginx-nolog": "nginx, log off",
+    "nginx-log": "nginx, access log on",
 }
 HTTP_CS = ["direct", "akgateway", "nginx", "haproxy"]
 TUN_CS = ["direct", "akgw-ws", "akgw-wss", "ssh"]
 MEM_CS = ["akgateway", "nginx", "haproxy"]
+AL_CS = ["akgw-nolog", "akgw-log", "nginx-nolog", "nginx-log"]
+# Workload 8: each contender with its log on, and the same with it off.
+AL_PAIRS = [("akgateway", "akgw-log", "akgw-nolog"), ("nginx", "nginx-log", "nginx-nolog")]
 
 
 def num(x):
@@ -182,7 +190,7 @@ def summary(data, order):
     """Compact tables: one row per workload cell, one column per contender."""
     parts = []
     for mode in ("percore", "both"):
-        keys = [k for k in order if k[0] == mode and k[1] != "6"]
+        keys = [k for k in order if k[0] == mode and k[1] not in ("6", "8")]
         if keys:
             rows = []
             for k in keys:
@@ -214,6 +222,16 @@ def summary(data, order):
             parts.append("### Reverse tunnels, %s\n\n" % MODES[mode] + md_table(
                 ["workload", "unit", "direct", "akgw tunnel ws", "akgw tunnel wss",
                  "ssh -R", "akgw ws/ssh", "akgw wss/ssh", "akgw ws/direct"], rows))
+    keys = [k for k in order if k[1] == "8"]
+    if keys:
+        rows = []
+        for k in keys:
+            cs = data[k]["cs"]
+            for name, on, off in AL_PAIRS:
+                rows.append(access_row(k[2], name, cs.get(on), cs.get(off)))
+        parts.append("### Access log, %s\n\n" % MODES["percore"] + md_table(
+            ["workload", "proxy", "log off req/s", "log on req/s", "cost (1 - on/off)",
+             "log off req per CPU-s", "log on req per CPU-s", "CPU cost (1 - on/off)"], rows))
     keys = [k for k in order if k[0] == "mem"]
     if keys:
         rows = []
@@ -233,6 +251,177 @@ def summary(data, order):
     return "\n\n".join(parts)
 
 
+def access_cost(on, off):
+    """1 - on/off: the median over rounds of per-round ratios (req/s), and
+    the ratio of the efficiency medians (requests per CPU-second)."""
+    r = ratio(on, off)
+    cost = None if r is None else 1.0 - r
+    eon = on.efficiency("req/s") if on else None
+    eoff = off.efficiency("req/s") if off else None
+    ecost = 1.0 - eon / eoff if eon is not None and eoff else None
+    return cost, ecost, eon, eoff
+
+
+def fmt_pct(x):
+    return "-" if x is None else "%.1f %%" % (100.0 * x)
+
+
+def access_row(cell, name, on, off):
+    cost, ecost, eon, eoff = access_cost(on, off)
+    return [cell, name, off.show() if off else "-", on.show() if on else "-", fmt_pct(cost),
+            fmt(eoff), fmt(eon), fmt_pct(ecost)]
+
+
+# The goals of issue 18, per core.  Workload 1's cells as the goals name them.
+GOAL_W1_CELLS = ["%s x %d conns" % (size, conns)
+                 for size in ("0 B", "1 KiB", "16 KiB") for conns in (64, 256)]
+
+
+def goal_result(value, target, higher, unit="x"):
+    """met, or missed by how much: relative to the target for ratios and
+    KiB, in percentage points for a cost in %."""
+    if value is None:
+        return "not measured"
+    ok = value >= target if higher else value <= target
+    if ok:
+        return "met"
+    if unit == "%":
+        return "missed by %.1f points" % (100.0 * abs(value - target))
+    return "missed by %.1f %%" % (100.0 * abs(value - target) / target)
+
+
+def goals(data, order, quick):
+    """The goals table: one row per goal and per cell, from this run's
+    medians.  Returns (markdown, met, missed, unmeasured)."""
+    rows = []
+    missing = []
+
+    def cell(mode, w, name):
+        d = data.get((mode, w, name))
+        return d["cs"] if d else None
+
+    def find(mode, w, suffix):
+        for k in order:
+            if k[0] == mode and k[1] == w and k[2].endswith(suffix):
+                return k[2], data[k]["cs"]
+        return None, None
+
+    def note_failed(*cells):
+        n = sum(len(c.failed()) for c in cells if c)
+        return " (%d failed run%s left out)" % (n, "" if n == 1 else "s") if n else ""
+
+    def add(goal, where, target, value, higher, shown, source, unit="x", present=True):
+        """A row; a cell this run did not have gets none, only a mention
+        below the table."""
+        res = goal_result(value, target, higher, unit)
+        if value is None:
+            missing.append((goal.split(".")[0], where))
+            if not present:
+                return
+            res = "not measured: no good run"
+        rows.append([goal, where, target_text(target, higher, unit), shown, res, source])
+
+    def target_text(t, higher, unit):
+        op = "≥" if higher else "≤"
+        if unit == "%":
+            return "%s %.0f %%" % (op, 100 * t)
+        if unit == "KiB":
+            return "%s %.1f KiB" % (op, t)
+        return "%s %.2f×" % (op, t)
+
+    def eff_pair(cs, ref, name, target, goal):
+        ak = cs.get("akgateway") if cs else None
+        rf = cs.get(ref) if cs else None
+        ea = ak.efficiency("req/s") if ak else None
+        er = rf.efficiency("req/s") if rf else None
+        v = ea / er if ea is not None and er else None
+        add(goal, name, target, v, True, fmt_ratio(v) + (note_failed(ak, rf) if v else ""),
+            "%s vs %s req per CPU-s" % (fmt(ea), fmt(er)) if v else "-", present=cs is not None)
+
+    def rps_pair(cs, ref, name, target, goal, w="1"):
+        ak = cs.get("akgateway") if cs else None
+        rf = cs.get(ref) if cs else None
+        ma = ak.med() if ak else None
+        mr = rf.med() if rf else None
+        v = ma / mr if ma is not None and mr else None
+        add(goal, name, target, v, True, fmt_ratio(v) + (note_failed(ak, rf) if v else ""),
+            "%s vs %s req/s" % (fmt(ma), fmt(mr)) if v else "-", present=cs is not None)
+
+    for ref, target in (("haproxy", 1.15), ("nginx", 1.1)):
+        for name in GOAL_W1_CELLS:
+            eff_pair(cell("percore", "1", name), ref, name, target,
+                     "1. req per proxy CPU-s, akgateway / %s" % NAMES[ref])
+    for ref in ("haproxy", "nginx"):
+        for name in GOAL_W1_CELLS:
+            rps_pair(cell("percore", "1", name), ref, name, 1.0,
+                     "1. req/s, akgateway / %s" % NAMES[ref])
+    for dirn in ("download", "upload"):
+        name, cs = find("percore", "3", " " + dirn)
+        ak = cs.get("akgateway") if cs else None
+        best, bname = None, None
+        for ref in ("nginx", "haproxy"):
+            m = cs[ref].med() if cs and ref in cs else None
+            if m is not None and (best is None or m > best):
+                best, bname = m, NAMES[ref]
+        ma = ak.med() if ak else None
+        v = ma / best if ma is not None and best else None
+        add("3. bulk %s MB/s, akgateway / the better of nginx and HAProxy" % dirn,
+            name or "bulk %s" % dirn, 1.0, v, True,
+            fmt_ratio(v) + (note_failed(ak, cs.get("nginx"), cs.get("haproxy")) if v else ""),
+            "%s vs %s (%s) MB/s" % (fmt(ma), fmt(best), bname) if v else "-",
+            present=cs is not None)
+    cs = cell("percore", "4", "TLS 1 KiB x 64 conns")
+    for ref in ("nginx", "haproxy"):
+        rps_pair(cs, ref, "TLS 1 KiB x 64 conns", 1.0,
+                 "4. TLS req/s, akgateway / %s" % NAMES[ref])
+    for kind, target, label in (("http", 1.7, "idle keep-alive connection"),
+                                ("tunnel", 6.0, "idle tunnel")):
+        cs = cell("mem", "7", kind)
+        ak = cs.get("akgateway") if cs else None
+        v = ak.med() if ak else None
+        n = ak.runs[0]["work"] if ak and ak.runs and ak.runs[0]["work"] else None
+        add("7. KiB per %s, akgateway" % label, label, target, v, False,
+            "%s KiB" % fmt(v) if v is not None else "-",
+            "%d connections" % n if v is not None and n else "-", "KiB", present=cs is not None)
+    cs = None
+    for k in order:
+        if k[1] == "8":
+            cs = data[k]["cs"]
+    cost = ecost = None
+    if cs:
+        cost, ecost, _, _ = access_cost(cs.get("akgw-log"), cs.get("akgw-nolog"))
+    src = "-"
+    if cs and cost is not None:
+        ncost, _, _, _ = access_cost(cs.get("nginx-log"), cs.get("nginx-nolog"))
+        src = "CPU cost %s; nginx (buffer=64k): %s" % (fmt_pct(ecost), fmt_pct(ncost))
+    add("8. access log (info, to a file) cost in req/s, akgateway", "1 KiB x 64 conns",
+        0.10, cost, False, fmt_pct(cost) + (note_failed(cs.get("akgw-log"), cs.get("akgw-nolog"))
+                                            if cost is not None else ""), src, "%",
+        present=cs is not None)
+
+    met = sum(1 for r in rows if r[4] == "met")
+    missed = sum(1 for r in rows if r[4].startswith("missed"))
+    total = met + missed + len(missing)
+    text = [md_table(["goal", "cell", "target", "measured", "result", "from"], rows)]
+    text.append("\n%d of %d goals met, %d missed, %d not measured in this run."
+                % (met, total, missed, len(missing)))
+    if quick:
+        text.append("This is a quick run (QUICK=1): one short run per contender, so the "
+                    "numbers are indicative only; bulk transfers are 256 MiB and idle counts "
+                    "1000 / 100 instead of the full run's 1 GiB and 10 000 / 1000.")
+    if missing:
+        byw = {}
+        for w, where in missing:
+            if where not in byw.setdefault(w, []):
+                byw[w].append(where)
+        text.append("Not measured by this run (%sleft out by ONLY, MODES or W1_SIZES / "
+                    "W1_CONNS, or without a good run): %s." % (
+                        "a quick run has only workload 1's 1 KiB x 64 cell; or "
+                        if quick else "",
+                        "; ".join("workload %s: %s" % (w, ", ".join(c)) for w, c in byw.items())))
+    return "\n".join(text), met, missed, len(missing)
+
+
 def details(data, order):
     parts = []
     for mode in ("percore", "both", "mem"):
@@ -249,13 +438,13 @@ def details(data, order):
                 parts.append("#### %s\n\n" % WORKLOADS[w] + md_table(
                     ["idle", "contender", "KiB per connection", "connections", "VmRSS"], rows))
                 continue
-            ref = "ssh" if w == "6" else "haproxy"
+            ref = {"6": "ssh", "8": "log off"}.get(w, "haproxy")
             rows = []
             metric = data[keys[0]]["metric"]
             for k in keys:
                 d = data[k]
                 cs = d["cs"]
-                order_cs = TUN_CS if w == "6" else HTTP_CS
+                order_cs = {"6": TUN_CS, "8": AL_CS}.get(w, HTTP_CS)
                 for c in order_cs + [x for x in cs if x not in order_cs]:
                     if c not in cs:
                         continue
@@ -266,7 +455,8 @@ def details(data, order):
                         k[2], NAMES.get(c, c), d["metric"], cell.show(),
                         "%s–%s" % (fmt(cell.lo()), fmt(cell.hi())) if cell.good() else "-",
                         fmt_ms(cell.med("p50")), fmt_ms(cell.med("p99")),
-                        fmt_ratio(ratio(cell, cs.get(ref))),
+                        fmt_ratio(ratio(cell, cs.get(
+                            c.replace("-log", "-nolog") if w == "8" else ref))),
                         fmt_ratio(ratio(cell, cs.get("direct"))),
                         ("n/a" if cpu_na and c == "direct" else
                          "%s %s" % (fmt(eff), "s/GiB" if d["metric"] == "MB/s" else "/CPU-s")
@@ -276,7 +466,7 @@ def details(data, order):
                     ])
             parts.append("#### %s — %s\n\n" % (WORKLOADS[w], MODES[mode]) + md_table(
                 ["workload", "contender", "unit", "median", "min–max", "p50 ms", "p99 ms",
-                 "vs %s" % NAMES[ref], "vs direct", "efficiency", "good runs"], rows))
+                 "vs %s" % NAMES.get(ref, ref), "vs direct", "efficiency", "good runs"], rows))
     return "\n\n".join(parts)
 
 
@@ -369,6 +559,8 @@ def main():
 
     summ = summary(data, order)
     sys.stdout.write("\n" + summ + "\n\n")
+    gtab, _, _, _ = goals(data, order, md.get("knob:QUICK") == "1")
+    sys.stdout.write("### Goals (issue 18)\n\n" + gtab + "\n\n")
 
     files = plot_data(data, order, a.datadir)
     png_ok = False
@@ -395,6 +587,14 @@ def main():
         "project commit", "duration", "idle connections")]))
     out.append("\n## Summary\n")
     out.append(summ)
+    out.append("\n## Goals (issue 18)\n")
+    out.append("Per core (the per-core table; memory from workload 7), from this run's "
+               "medians: efficiency ratios are ratios of the efficiency column's medians "
+               "(requests per proxy CPU-second), req/s and MB/s ratios ratios of median "
+               "req/s and MB/s; the access log's cost is 1 − on/off, the median of per-run "
+               "ratios of alternating runs. \"missed by X %\" is the shortfall relative "
+               "to the target (in percentage points for the cost).\n")
+    out.append(gtab)
     out.append("\n## Details\n")
     out.append("Efficiency is the work done per CPU-second of the proxy's processes "
                "(utime+stime from /proc/PID/stat of the process and its children, "

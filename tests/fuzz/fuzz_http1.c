@@ -2,8 +2,9 @@
  * libFuzzer harness for lib/http1.c.  Every input is parsed as a request
  * head, a response head and a chunked body, once in one piece, once split
  * at a point derived from the data and, for small inputs, one byte at a
- * time.  The results must agree, satisfy the documented invariants and
- * leave nothing allocated.
+ * time; the body both discarding its trailer fields and keeping them.
+ * The results must agree, satisfy the documented invariants and leave
+ * nothing allocated.
  */
 #include <sys/types.h>
 
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "http1.h"
+#include "head.h"
 
 /* Abort with the failed condition, so libFuzzer saves the input. */
 #define FUZZ_ASSERT(c) fuzz_assert((c) != 0, #c, __LINE__)
@@ -40,6 +42,8 @@ struct fuzz_body {
 	enum http1_err err;
 	int rv;
 	size_t left;
+	int keep; /* trailer fields kept in tr */
+	struct http1_trailers tr;
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -206,12 +210,36 @@ fuzz_head(struct fuzz_head *h, const uint8_t *data, size_t size, size_t first,
 }
 
 /*
+ * Kept trailer fields: within the bounds, cut in tr_buf, none of them a
+ * forbidden name.
+ */
+static void
+fuzz_check_trailers(const struct http1_trailers *t)
+{
+	const struct hfield *f;
+	size_t i;
+
+	FUZZ_ASSERT(t->tr_len <= HTTP1_MAX_TRAILER);
+	FUZZ_ASSERT(t->tr_nfields <= HTTP1_MAX_TRAILER_FIELDS);
+	FUZZ_ASSERT((t->tr_nfields == 0) == (t->tr_fields == NULL));
+	for (i = 0; i < t->tr_nfields; i++) {
+		f = &t->tr_fields[i];
+		FUZZ_ASSERT(fuzz_inside(f->name, t->tr_buf, t->tr_len));
+		FUZZ_ASSERT(fuzz_inside(f->value, t->tr_buf, t->tr_len));
+		FUZZ_ASSERT(f->name_len > 0 && strlen(f->name) == f->name_len);
+		FUZZ_ASSERT(strlen(f->value) == f->value_len);
+		FUZZ_ASSERT(!http1_trailer_forbidden(f->name, f->name_len));
+	}
+}
+
+/*
  * Decode a chunked body from data, adding first bytes then step bytes at a
- * time, moving at most max data bytes per call.
+ * time, moving at most max data bytes per call; keep: keeping its trailer
+ * fields in b->tr.
  */
 static void
 fuzz_body(struct fuzz_body *b, const uint8_t *data, size_t size, size_t first,
-    size_t step, size_t max)
+    size_t step, size_t max, int keep)
 {
 	struct http1_chunked ck;
 	struct evbuffer *in;
@@ -219,6 +247,9 @@ fuzz_body(struct fuzz_body *b, const uint8_t *data, size_t size, size_t first,
 
 	memset(b, 0, sizeof *b);
 	memset(&ck, 0, sizeof ck);
+	b->keep = keep;
+	if (keep)
+		ck.ck_keep = &b->tr;
 	in = evbuffer_new();
 	b->out = evbuffer_new();
 	FUZZ_ASSERT(in != NULL && b->out != NULL);
@@ -240,8 +271,10 @@ fuzz_body(struct fuzz_body *b, const uint8_t *data, size_t size, size_t first,
 			break;
 		}
 		FUZZ_ASSERT(b->err == HTTP1_E_NONE);
-		if (b->rv == 1)
+		if (b->rv == 1) {
+			fuzz_check_trailers(&b->tr);
 			break;
+		}
 		if (moved != 0 || evbuffer_get_length(in) != before)
 			continue;
 		if (fed == size)
@@ -254,7 +287,18 @@ fuzz_body(struct fuzz_body *b, const uint8_t *data, size_t size, size_t first,
 		n = step;
 	}
 	b->left = evbuffer_get_length(in) + (size - fed);
+	if (!keep)
+		FUZZ_ASSERT(b->tr.tr_buf == NULL && b->tr.tr_nfields == 0);
 	evbuffer_free(in);
+}
+
+/* Free what a decode left. */
+static void
+fuzz_body_free(struct fuzz_body *b)
+{
+	evbuffer_free(b->out);
+	http1_trailers_reset(&b->tr);
+	FUZZ_ASSERT(b->tr.tr_buf == NULL && b->tr.tr_fields == NULL);
 }
 
 /* Two decodes of the same bytes must give the same data and result. */
@@ -262,6 +306,8 @@ static void
 fuzz_same_body(struct fuzz_body *a, struct fuzz_body *b)
 {
 	size_t len;
+
+	size_t i;
 
 	FUZZ_ASSERT(a->rv == b->rv);
 	FUZZ_ASSERT(a->err == b->err);
@@ -271,6 +317,30 @@ fuzz_same_body(struct fuzz_body *a, struct fuzz_body *b)
 	if (len != 0)
 		FUZZ_ASSERT(memcmp(evbuffer_pullup(a->out, len),
 				evbuffer_pullup(b->out, len), len) == 0);
+	if (a->rv != 1 || !a->keep || !b->keep)
+		return;
+	FUZZ_ASSERT(a->tr.tr_nfields == b->tr.tr_nfields);
+	for (i = 0; i < a->tr.tr_nfields; i++) {
+		FUZZ_ASSERT(strcmp(a->tr.tr_fields[i].name,
+				b->tr.tr_fields[i].name) == 0);
+		FUZZ_ASSERT(strcmp(a->tr.tr_fields[i].value,
+				b->tr.tr_fields[i].value) == 0);
+	}
+}
+
+/*
+ * Keeping trailers changes nothing but the field count cap: k (kept) and
+ * d (discarded) agree, or k stopped at its trailers.
+ */
+static void
+fuzz_keep_agrees(struct fuzz_body *k, struct fuzz_body *d)
+{
+	if (k->rv == -1 && k->err == HTTP1_E_BAD_TRAILER && d->rv != -1) {
+		FUZZ_ASSERT(
+		    evbuffer_get_length(k->out) == evbuffer_get_length(d->out));
+		return;
+	}
+	fuzz_same_body(k, d);
 }
 
 /* Parse data as a head both ways and, if chunked, decode the body. */
@@ -313,8 +383,8 @@ fuzz_one_head(const uint8_t *data, size_t size, size_t split, int request,
 		evbuffer_free(out);
 
 		fuzz_body(&body, data + whole.msg.m_head_len,
-		    size - whole.msg.m_head_len, split % 7 + 1, 3, 5);
-		evbuffer_free(body.out);
+		    size - whole.msg.m_head_len, split % 7 + 1, 3, 5, 1);
+		fuzz_body_free(&body);
 	}
 	http1_msg_reset(&whole.msg);
 	FUZZ_ASSERT(whole.msg.m_buf == NULL && whole.msg.m_headers == NULL);
@@ -325,7 +395,7 @@ fuzz_one_head(const uint8_t *data, size_t size, size_t split, int request,
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fuzz_body whole, part, bytes;
+	struct fuzz_body whole, part, bytes, kept;
 	uint32_t hash;
 	size_t i, split, max;
 
@@ -339,17 +409,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_one_head(data, size, split, 1, 0);
 	fuzz_one_head(data, size, split, 0, hash & 1);
 
-	fuzz_body(&whole, data, size, size, size, SIZE_MAX);
-	fuzz_body(&part, data, size, split, size, max + 1);
+	fuzz_body(&whole, data, size, size, size, SIZE_MAX, 0);
+	fuzz_body(&part, data, size, split, size, max + 1, 0);
 	fuzz_same_body(&whole, &part);
-	evbuffer_free(part.out);
+	fuzz_body_free(&part);
+	/* Kept trailers: the same, whole or cut at split. */
+	fuzz_body(&kept, data, size, size, size, SIZE_MAX, 1);
+	fuzz_keep_agrees(&kept, &whole);
+	fuzz_body(&part, data, size, split, size, max + 1, 1);
+	fuzz_same_body(&kept, &part);
+	fuzz_body_free(&part);
 	if (size <= 1024) {
-		fuzz_body(&bytes, data, size, 1, 1, max);
+		fuzz_body(&bytes, data, size, 1, 1, max, hash & 2);
 		/* max may be 0: then no data moves, but framing must agree. */
 		if (max != 0)
-			fuzz_same_body(&whole, &bytes);
-		evbuffer_free(bytes.out);
+			fuzz_same_body(bytes.keep ? &kept : &whole, &bytes);
+		fuzz_body_free(&bytes);
 	}
-	evbuffer_free(whole.out);
+	fuzz_body_free(&kept);
+	fuzz_body_free(&whole);
 	return (0);
 }

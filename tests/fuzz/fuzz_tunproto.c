@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for lib/tunproto.c. Every input is decoded as a binary
+ * libFuzzer harness for lib/tunproto.c and lib/tunenv.c. Every input is decoded as a binary
  * envelope (with the default chunk limit and a small one derived from the
  * data) and as a control message. Whatever decodes must satisfy the
  * documented invariants and re-encode: an envelope to exactly the input

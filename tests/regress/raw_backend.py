@@ -14,11 +14,17 @@ One request per connection; every answer closes the connection.
   /body          reads a chunked or Content-Length body, answers its length
   /fields        302 with Location ?loc=, Content-Location ?cloc= and
                  Set-Cookie ?cookie= (each when given), body "ok"
+  /trailers      200, chunked: ?n= bytes (default 11) of a pattern in
+                 chunks of at most 4096, then trailer fields grpc-status: 0
+                 and x-checksum: sha256=<hex of the body>, and the
+                 forbidden content-length: 99, Host: evil and
+                 Transfer-Encoding: chunked
   anything else: 200 "ok"
 
   raw_backend.py --port N --log FILE [--ready FILE]
 """
 import argparse
+import hashlib
 import json
 import socket
 import sys
@@ -130,6 +136,21 @@ def serve(conn, logpath):
                 for v in q.get(key, []):
                     extra += name + b": " + v.encode("latin-1") + b"\r\n"
             conn.sendall(answer(b"ok", status=b"302 Found", extra=extra))
+        elif path == "/trailers":
+            n = int(q.get("n", ["11"])[0])
+            body = bytes((i * 7 + 3) % 251 for i in range(n))
+            out = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                   b"Trailer: grpc-status, x-checksum\r\n"
+                   b"Connection: close\r\n\r\n")
+            for i in range(0, n, 4096):
+                piece = body[i:i + 4096]
+                out += b"%x\r\n" % len(piece) + piece + b"\r\n"
+            out += (b"0\r\ngrpc-status: 0\r\n"
+                    b"x-checksum: sha256=" +
+                    hashlib.sha256(body).hexdigest().encode() + b"\r\n"
+                    b"content-length: 99\r\nHost: evil\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n")
+            conn.sendall(out)
         elif path == "/body":
             data = read_body(conn, head, rest)
             conn.sendall(answer(str(len(data)).encode()))

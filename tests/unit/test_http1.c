@@ -1283,6 +1283,131 @@ test_chunked_trailers(void **state)
 	free(s);
 }
 
+/* Decode s with a trailer keeper fed one byte at a time: the result. */
+static int
+test_chunked_keep(const char *s, struct http1_trailers *tr, enum http1_err *err)
+{
+	struct http1_chunked ck;
+	struct evbuffer *in, *out;
+	size_t i, moved;
+	int rv = 0;
+
+	memset(&ck, 0, sizeof ck);
+	memset(tr, 0, sizeof *tr);
+	ck.ck_keep = tr;
+	in = evbuffer_new();
+	out = evbuffer_new();
+	for (i = 0; s[i] != '\0' && rv == 0; i++) {
+		evbuffer_add(in, s + i, 1);
+		rv = http1_chunked_decode(&ck, in, out, SIZE_MAX, &moved, err);
+	}
+	evbuffer_free(out);
+	evbuffer_free(in);
+	return (rv);
+}
+
+/*
+ * With ck_keep, trailer fields reach the caller, cut as head fields are;
+ * framing, routing and authentication fields are dropped; too many is an
+ * error, as is a section over HTTP1_MAX_TRAILER.
+ */
+static void
+test_chunked_trailers_kept(void **state)
+{
+	struct http1_trailers tr;
+	enum http1_err err;
+	char *s, *p;
+	size_t i, len;
+
+	(void)state;
+	assert_int_equal(test_chunked_keep("3\r\nabc\r\n0\r\n"
+					   "grpc-status: 0\r\n"
+					   "Content-Length: 5\r\n"
+					   "X-Checksum:\t ab12 \r\n"
+					   "transfer-encoding: chunked\r\n"
+					   "HOST: evil\r\n"
+					   "Authorization: x\r\n"
+					   "Trailer: x\r\n"
+					   "Connection: close\r\n"
+					   "Set-Cookie: a=b\r\n"
+					   "grpc-message: \r\n\r\n",
+			     &tr, &err),
+	    1);
+	assert_int_equal(tr.tr_nfields, 3);
+	assert_string_equal(tr.tr_fields[0].name, "grpc-status");
+	assert_int_equal(tr.tr_fields[0].name_len, 11);
+	assert_string_equal(tr.tr_fields[0].value, "0");
+	assert_int_equal(tr.tr_fields[0].value_len, 1);
+	assert_string_equal(tr.tr_fields[1].name, "X-Checksum");
+	assert_string_equal(tr.tr_fields[1].value, "ab12");
+	assert_int_equal(tr.tr_fields[1].value_len, 4);
+	assert_string_equal(tr.tr_fields[2].name, "grpc-message");
+	assert_int_equal(tr.tr_fields[2].value_len, 0);
+	http1_trailers_reset(&tr);
+	assert_null(tr.tr_buf);
+
+	/* None sent, or only forbidden ones: nothing kept, nothing made. */
+	assert_int_equal(test_chunked_keep("0\r\n\r\n", &tr, &err), 1);
+	assert_int_equal(tr.tr_nfields, 0);
+	assert_null(tr.tr_fields);
+	http1_trailers_reset(&tr);
+	assert_int_equal(
+	    test_chunked_keep("0\r\nContent-Length: 1\r\n\r\n", &tr, &err), 1);
+	assert_int_equal(tr.tr_nfields, 0);
+	assert_null(tr.tr_fields);
+	http1_trailers_reset(&tr);
+
+	/* Malformed fields are refused as without a keeper. */
+	assert_int_equal(
+	    test_chunked_keep("0\r\nBad Name: x\r\n\r\n", &tr, &err), -1);
+	assert_int_equal(err, HTTP1_E_BAD_TRAILER);
+	http1_trailers_reset(&tr);
+
+	/* HTTP1_MAX_TRAILER_FIELDS fields pass; one more does not. */
+	len = 8 + (HTTP1_MAX_TRAILER_FIELDS + 1) * 8;
+	s = malloc(len);
+	assert_non_null(s);
+	p = s + sprintf(s, "0\r\n");
+	for (i = 0; i < HTTP1_MAX_TRAILER_FIELDS; i++)
+		p += sprintf(p, "x%02zu: v\r\n", i);
+	sprintf(p, "\r\n");
+	assert_int_equal(test_chunked_keep(s, &tr, &err), 1);
+	assert_int_equal(tr.tr_nfields, HTTP1_MAX_TRAILER_FIELDS);
+	assert_string_equal(
+	    tr.tr_fields[HTTP1_MAX_TRAILER_FIELDS - 1].name, "x63");
+	http1_trailers_reset(&tr);
+	sprintf(p, "y: v\r\n\r\n");
+	assert_int_equal(test_chunked_keep(s, &tr, &err), -1);
+	assert_int_equal(err, HTTP1_E_BAD_TRAILER);
+	http1_trailers_reset(&tr);
+	free(s);
+
+	/* The section is bounded by HTTP1_MAX_TRAILER with a keeper too. */
+	len = 3 + HTTP1_MAX_TRAILER + 1;
+	s = malloc(len + 1);
+	assert_non_null(s);
+	memset(s, 'v', len);
+	memcpy(s, "0\r\nX: ", 6);
+	memcpy(s + len - 4, "\r\n\r\n", 4);
+	s[len] = '\0';
+	assert_int_equal(test_chunked_keep(s, &tr, &err), -1);
+	assert_int_equal(err, HTTP1_E_BAD_TRAILER);
+	http1_trailers_reset(&tr);
+	/* One byte less fits, and is kept. */
+	memcpy(s + len - 5, "\r\n\r\n", 5);
+	s[len - 1] = '\0';
+	assert_int_equal(test_chunked_keep(s, &tr, &err), 1);
+	assert_int_equal(tr.tr_nfields, 1);
+	assert_int_equal(tr.tr_fields[0].value_len, HTTP1_MAX_TRAILER - 7);
+	http1_trailers_reset(&tr);
+	free(s);
+
+	assert_true(http1_trailer_forbidden("CONTENT-length", 14));
+	assert_false(http1_trailer_forbidden("content-lengthx", 15));
+	assert_false(http1_trailer_forbidden("content-lengt", 13));
+	assert_false(http1_trailer_forbidden("grpc-status", 11));
+}
+
 /* Feeding a chunked body one byte at a time gives the same data. */
 static void
 test_chunked_bytewise(void **state)
@@ -1474,9 +1599,11 @@ test_msg_head(void **state)
 	struct head h;
 
 	(void)state;
-	assert_int_equal(test_req(&t, "POST /a?b HTTP/1.1\r\nHost: x.example\r\n"
-	    "Content-Length: 5\r\nExpect: 100-continue\r\n"
-	    "Connection: close\r\n\r\n"), 1);
+	assert_int_equal(test_req(&t,
+			     "POST /a?b HTTP/1.1\r\nHost: x.example\r\n"
+			     "Content-Length: 5\r\nExpect: 100-continue\r\n"
+			     "Connection: close\r\n\r\n"),
+	    1);
 	http1_msg_head(&t.msg, &h);
 	assert_true(head_method_is(&h, "POST"));
 	assert_false(head_method_is(&h, "post"));
@@ -1487,15 +1614,17 @@ test_msg_head(void **state)
 	assert_int_equal(h.h_version, 11);
 	assert_int_equal(h.h_status, 0);
 	assert_int_equal(h.h_nfields, 4);
-	assert_int_equal(h.h_flags,
-	    HEAD_F_LENGTH | HEAD_F_CONTINUE | HEAD_F_CLOSE);
+	assert_int_equal(
+	    h.h_flags, HEAD_F_LENGTH | HEAD_F_CONTINUE | HEAD_F_CLOSE);
 	assert_int_equal(h.h_length, 5);
 	assert_string_equal(head_find(&h, "EXPECT")->value, "100-continue");
 	assert_null(head_find(&h, "upgrade"));
 	http1_msg_reset(&t.msg);
 
-	assert_int_equal(test_req(&t, "GET / HTTP/1.0\r\nConnection: upgrade\r\n"
-	    "Upgrade: websocket\r\n\r\n"), 1);
+	assert_int_equal(test_req(&t,
+			     "GET / HTTP/1.0\r\nConnection: upgrade\r\n"
+			     "Upgrade: websocket\r\n\r\n"),
+	    1);
 	http1_msg_head(&t.msg, &h);
 	assert_null(h.h_authority);
 	assert_int_equal(h.h_version, 10);
@@ -1503,8 +1632,11 @@ test_msg_head(void **state)
 	assert_int_equal(h.h_length, 0);
 	http1_msg_reset(&t.msg);
 
-	assert_int_equal(test_resp(&t, "HTTP/1.1 204 No Content\r\n"
-	    "Host: not-an-authority\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 204 No Content\r\n"
+			     "Host: not-an-authority\r\n\r\n",
+			     0),
+	    1);
 	http1_msg_head(&t.msg, &h);
 	assert_null(h.h_method);
 	assert_null(h.h_authority);
@@ -1512,8 +1644,11 @@ test_msg_head(void **state)
 	assert_int_equal(h.h_flags, HEAD_F_NO_BODY);
 	http1_msg_reset(&t.msg);
 
-	assert_int_equal(test_resp(&t, "HTTP/1.1 200 OK\r\n"
-	    "Transfer-Encoding: chunked\r\n\r\n", 0), 1);
+	assert_int_equal(test_resp(&t,
+			     "HTTP/1.1 200 OK\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n",
+			     0),
+	    1);
 	http1_msg_head(&t.msg, &h);
 	assert_int_equal(h.h_flags, 0);
 	http1_msg_reset(&t.msg);
@@ -1560,6 +1695,7 @@ main(void)
 		cmocka_unit_test(test_chunked_extensions),
 		cmocka_unit_test(test_chunked_line_too_long),
 		cmocka_unit_test(test_chunked_trailers),
+		cmocka_unit_test(test_chunked_trailers_kept),
 		cmocka_unit_test(test_chunked_bytewise),
 		cmocka_unit_test(test_chunked_missing_crlf),
 		cmocka_unit_test(test_chunked_bare),

@@ -1,5 +1,5 @@
 /*
- * Unit tests for lib/tunproto.c: the binary envelope with the §3.2 test
+ * Unit tests for lib/tunproto.c and lib/tunenv.c: the binary envelope with the §3.2 test
  * vectors and every decoder error, each control message both ways, header
  * shapes, base64, null handling, hello negotiation and the YR_TUNNEL_*
  * limits. Conformance scenarios of tunnel-protocol.md §13 that are pure
@@ -104,7 +104,8 @@ test_prefix_fails(
     const uint8_t *buf, size_t len, size_t max_chunk, const char *want)
 {
 	struct tunproto_env e, full;
-	size_t n = len < TUNPROTO_ENV_PREFIX_MAX ? len : TUNPROTO_ENV_PREFIX_MAX;
+	size_t n = len < TUNPROTO_ENV_PREFIX_MAX ? len
+						 : TUNPROTO_ENV_PREFIX_MAX;
 	size_t hlen = 0;
 	uint8_t *head = malloc(n + 1);
 	char *err = NULL;
@@ -1486,9 +1487,11 @@ test_hello_session_resumed(void **state)
 	(void)state;
 	tunproto_limits_default(&l);
 	assert_int_equal(tunproto_hello(&l, NULL, &m, NULL), 0);
-	m.m_flags |= TUNPROTO_MSG_F_SESSION_TOLD | TUNPROTO_MSG_F_SESSION_RESUMED;
+	m.m_flags |= TUNPROTO_MSG_F_SESSION_TOLD |
+	    TUNPROTO_MSG_F_SESSION_RESUMED;
 	s = tunproto_msg_encode(&m, NULL);
-	assert_non_null(strstr(s, ",\"resume\":true,\"session_resumed\":true}"));
+	assert_non_null(
+	    strstr(s, ",\"resume\":true,\"session_resumed\":true}"));
 	free(s);
 	test_roundtrip(&m, NULL);
 	assert_int_equal(tunproto_hello(&l, NULL, &m, NULL), 0);
@@ -1502,8 +1505,8 @@ test_hello_session_resumed(void **state)
 		    "\"max_stream_chunk\":65536,\"max_inflight\":16,"
 		    "\"stream_window_frames\":16,\"session_resumed\":false}",
 	    &m);
-	assert_int_equal(m.m_flags & (TUNPROTO_MSG_F_SESSION_TOLD |
-					 TUNPROTO_MSG_F_SESSION_RESUMED),
+	assert_int_equal(m.m_flags &
+		(TUNPROTO_MSG_F_SESSION_TOLD | TUNPROTO_MSG_F_SESSION_RESUMED),
 	    TUNPROTO_MSG_F_SESSION_TOLD);
 	tunproto_msg_free(&m);
 	test_decode("{\"type\":\"hello\",\"protocol_version\":2,"
