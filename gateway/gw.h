@@ -826,13 +826,16 @@ extern const struct gw_error gw_err_tunnel_busy[]; /* 429 */
 extern const struct gw_error gw_err_tunnel_error[]; /* 502 */
 extern const struct gw_error gw_err_tunnel_gone[]; /* 503 */
 
+/* stream_bridge.c: to delete once conn_steal_stream exists (i18-io) */
+struct stream *stream_from_bev(struct bufferevent *);
+
 /* tunnel.c */
 void tunnel_attach(struct conn *, struct gw_sandbox *, int listen_port);
 void tunnel_sync(struct gw *);
 void tunnel_shutdown(struct gw *);
 struct tunnel *tunnel_standalone(struct gw *, const char *listen,
     uint64_t client_wait, uint64_t http_timeout, char **cause);
-void tunnel_link_accept(struct tunnel *, struct bufferevent *,
+void tunnel_link_accept(struct tunnel *, struct stream *,
     const char *peer, const char *session);
 struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
 struct tunnel_link *tunnel_active(const struct tunnel *);

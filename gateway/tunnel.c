@@ -23,7 +23,6 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
@@ -33,6 +32,7 @@
 #include "clock.h"
 #include "gw.h"
 #include "netns.h"
+#include "stream.h"
 #include "wsconn.h"
 
 /*
@@ -908,14 +908,14 @@ tunnel_link_message_cb(void *arg, int is_binary, struct evbuffer *msg)
 }
 
 /*
- * A client WebSocket for tunnel t, after the 101 was written into bev's
- * output; our hello goes out at once (§4.2).  The newest link wins
+ * A client WebSocket for tunnel t on stream s, after the 101 was written
+ * into its output; our hello goes out at once (§4.2).  The newest link wins
  * (§8.2): one that has not said hello yet is closed with 1012 "replaced"
  * now, a negotiated one once this link's hello shows it is not a replaced
  * session coming back (tunnel_link_hello).
  */
 void
-tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer,
+tunnel_link_accept(struct tunnel *t, struct stream *s, const char *peer,
     const char *session)
 {
 	static const struct wsconn_cbs cbs = {
@@ -933,14 +933,14 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer,
 	l->l_since = (int64_t)time(NULL);
 	l->l_last_rx = clock_mono_msec();
 	l->l_hello_by = l->l_last_rx + TUNNEL_HELLO_MS;
-	if (bufferevent_openssl_get_ssl(bev) != NULL)
+	if (stream_ssl(s) != NULL)
 		l->l_flags |= TLINK_F_TLS;
 	l->l_ws = wsconn_new(
-	    t->t_gw->g_base, bev, 0, &cbs, l, TUNNEL_MAX_MESSAGE);
+	    t->t_gw->g_base, s, 0, &cbs, l, TUNNEL_MAX_MESSAGE);
 	if (l->l_ws == NULL) {
 		log_error("tunnel %s:%d: cannot start a WebSocket for %s",
 		    t->t_name, t->t_port, peer);
-		bufferevent_free(bev);
+		stream_free(s);
 		free(l);
 		return;
 	}
@@ -1029,8 +1029,8 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	    bufferevent_get_output(c->c_bev), accept, NULL);
 	snprintf(peer, sizeof peer, "%s", c->c_peer);
 	h = http1_msg_find(c->c_x->x_req, TUNPROTO_SESSION_HEADER);
-	tunnel_link_accept(
-	    t, conn_steal_bev(c), peer, h != NULL ? h->value : NULL);
+	tunnel_link_accept(t, stream_from_bev(conn_steal_bev(c)), peer,
+	    h != NULL ? h->value : NULL);
 }
 
 /* A Port B connection was accepted. */

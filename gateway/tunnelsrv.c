@@ -203,8 +203,8 @@ tsrv_head_cb(
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
 	if (sink_head(h1s_sink(h), &rh) != 0 || (bev = h1s_release(h)) == NULL)
 		return;
-	tunnel_link_accept(
-	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);
+	tunnel_link_accept(srv->ts_tunnel, stream_from_bev(bev), peer,
+	    *session != '\0' ? session : NULL);
 }
 
 /* The engine refused the handshake itself (a bad head, 408). */

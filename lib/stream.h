@@ -98,5 +98,7 @@ int stream_errno(const struct stream *);
 unsigned long stream_tls_error(const struct stream *);
 int stream_eof_dirty(const struct stream *);
 size_t stream_state_print(const struct stream *, char *, size_t);
+struct event_base *stream_base_new(void);
+void stream_malloc_tune(void);
 
 #endif

@@ -639,7 +639,9 @@ tls_client_ctx_set_cert(
  * when accept is non-zero: writes may be partial and move (the bytes come
  * from an evbuffer), and OpenSSL reads ahead, so that a record costs one
  * read(2) rather than a header and a body, and several small ones arrive
- * with one.  Verification stays as ssl's owner set it.  Returns 0, or -1
+ * with one.  Verification stays as ssl's owner set it.  An ssl whose
+ * handshake is over (taken from another transport) keeps its role and
+ * state: the stream's handshake step then ends at once.  Returns 0, or -1
  * when OpenSSL cannot take the socket.
  */
 int
@@ -655,6 +657,9 @@ tls_stream_attach(SSL *ssl, int fd, int accept)
 		SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_set_read_ahead(ssl, 1);
 	SSL_set_default_read_buffer_len(ssl, TLS_STREAM_READ_BUF);
+	/* Setting the role again would reset a finished handshake. */
+	if (SSL_is_init_finished(ssl))
+		return (0);
 	if (accept)
 		SSL_set_accept_state(ssl);
 	else

@@ -15,8 +15,8 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "stream.h"
 #include "tun.h"
-#include "wthru.h"
 
 /* Print the usage text: every flag and every environment variable. */
 void
@@ -210,8 +210,8 @@ main(int argc, char **argv)
 		return (1);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	evio_malloc_tune();
-	if ((base = evio_base_new()) == NULL) {
+	stream_malloc_tune();
+	if ((base = stream_base_new()) == NULL) {
 		fprintf(stderr, "aktunnel: cannot start the event loop\n");
 		tun_options_free(&o);
 		return (1);
