@@ -841,6 +841,8 @@ struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
 struct tunnel_link *tunnel_active(const struct tunnel *);
 struct tunnel_xchg **tunnel_xchg_snapshot(const struct tunnel *, size_t *);
 int tunnel_send_msg(struct tunnel *, const struct tunproto_msg *);
+int tunnel_xchg_sent(const struct tunnel_xchg *);
+void tunnel_link_drop(struct tunnel_link *, uint16_t, const char *);
 int tunnel_send_frame(struct tunnel *, const char *, size_t);
 int tunnel_send_data(struct tunnel *, uint8_t kind, const char *id, int flags,
     uint64_t offset, const uint8_t *, size_t);
@@ -854,6 +856,9 @@ void tunnel_protocol_error(struct tunnel *, const char *why);
 void tunnel_released(struct tunnel *);
 const char *tx_state_name(enum tx_state);
 const char *tunnel_xchg_show(const struct tunnel_xchg *, char *, size_t);
+
+/* tunnel_hello.c */
+void tunnel_link_hello(struct tunnel_link *, const struct tunproto_msg *);
 
 /* tunnel_req.c */
 void tunnel_dconn_accept(struct tunnel *, int fd, struct sockaddr *);
