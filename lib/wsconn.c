@@ -60,7 +60,7 @@ enum wsconn_state {
 struct wsconn {
 	struct event_base *ws_base;
 	struct stream *ws_s; /* NULL once the transport is closed */
-	wslay_event_context_ptr ws_ctx;
+	wslay_event_context_ptr ws_ctx; /* NULL until a control frame */
 	struct wsconn_cbs ws_cbs;
 	void *ws_arg;
 	int ws_client;
@@ -87,7 +87,8 @@ struct wsconn {
 	int ws_depth; /* our callbacks on the stack */
 	uint16_t ws_code; /* close code for on_close */
 	/*
-	 * What one wslay_event_send produces, moved to the stream in one
+	 * What one wslay_event_send produces (NULL with ws_ctx), moved to
+	 * the stream in one
 	 * piece: a frame comes from wslay in pieces (header, payload), and
 	 * the output's length must only ever count whole frames.
 	 */
@@ -105,7 +106,7 @@ struct wsconn {
 	struct evbuffer *ws_rmsg;
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
-	struct event *ws_ev_timer; /* closing handshake deadline */
+	struct event *ws_ev_timer; /* closing handshake deadline, or NULL */
 };
 
 static void wsconn_kick(struct wsconn *, int);
@@ -225,6 +226,36 @@ wsconn_genmask_cb(
 	return (0);
 }
 
+static void wsconn_timer_cb(evutil_socket_t, short, void *);
+
+/*
+ * wslay's context, made the first time a control frame is to be sent:
+ * it holds 9 KiB of buffers, and most connections never send one (the
+ * tunnel's heartbeat is JSON).  NULL if wslay cannot allocate.
+ */
+static wslay_event_context_ptr
+wsconn_wslay(struct wsconn *ws)
+{
+	/* wslay only sends: wsframe.c parses what we receive. */
+	struct wslay_event_callbacks wcb = {
+		.send_callback = wsconn_send_cb,
+		.genmask_callback = ws->ws_client ? wsconn_genmask_cb : NULL,
+	};
+	int rv;
+
+	if (ws->ws_ctx != NULL)
+		return (ws->ws_ctx);
+	if (ws->ws_stage == NULL && (ws->ws_stage = evbuffer_new()) == NULL)
+		return (NULL);
+	if (ws->ws_client)
+		rv = wslay_event_context_client_init(&ws->ws_ctx, &wcb, ws);
+	else
+		rv = wslay_event_context_server_init(&ws->ws_ctx, &wcb, ws);
+	if (rv != 0)
+		ws->ws_ctx = NULL;
+	return (ws->ws_ctx);
+}
+
 /* Enter the closing state and start the deadline for the handshake. */
 static void
 wsconn_enter_closing(struct wsconn *ws)
@@ -234,6 +265,10 @@ wsconn_enter_closing(struct wsconn *ws)
 	if (ws->ws_state != WSCONN_S_OPEN)
 		return;
 	ws->ws_state = WSCONN_S_CLOSING;
+	if (ws->ws_ev_timer == NULL &&
+	    (ws->ws_ev_timer = evtimer_new(ws->ws_base, wsconn_timer_cb, ws)) ==
+		NULL)
+		abort(); /* allocation failure, as with xmalloc */
 	evtimer_add(ws->ws_ev_timer, &tv);
 }
 
@@ -314,8 +349,7 @@ wsconn_flush(struct wsconn *ws)
 	if (rv == 0 && !wslay_event_want_write(ws->ws_ctx))
 		ws->ws_flags &= ~WSCONN_F_WSLAY;
 	if (evbuffer_get_length(ws->ws_stage) != 0 &&
-	    evbuffer_add_buffer(
-		stream_output(ws->ws_s), ws->ws_stage) != 0)
+	    evbuffer_add_buffer(stream_output(ws->ws_s), ws->ws_stage) != 0)
 		rv = -1;
 	if (rv != 0)
 		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
@@ -383,8 +417,11 @@ wsconn_refuse(struct wsconn *ws, uint16_t code, const char *why)
 {
 	char buf[128];
 
-	(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
-	ws->ws_flags |= WSCONN_F_WSLAY;
+	/* Without wslay there is no close frame: the transport just ends. */
+	if (wsconn_wslay(ws) != NULL) {
+		(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
+		ws->ws_flags |= WSCONN_F_WSLAY;
+	}
 	wsconn_set_code(ws, code, why, strlen(why));
 	ws->ws_flags |= WSCONN_F_FAILED;
 	wsconn_enter_closing(ws);
@@ -467,6 +504,11 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 		pong.opcode = WSLAY_PONG;
 		pong.msg = ev->e_data;
 		pong.msg_length = ev->e_len;
+		if (wsconn_wslay(ws) == NULL) {
+			wsconn_fail(
+			    ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
+			return;
+		}
 		rv = wslay_event_queue_msg(ws->ws_ctx, &pong);
 		ws->ws_flags |= WSCONN_F_WSLAY;
 		if (rv != 0 && rv != WSLAY_ERR_NO_MORE_MSG) {
@@ -479,6 +521,11 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 	case WS_OP_CLOSE:
 		ws->ws_flags |= WSCONN_F_CLOSE_RCVD;
 		wsconn_set_code(ws, ev->e_code, ev->e_reason, ev->e_reason_len);
+		if (wsconn_wslay(ws) == NULL) {
+			wsconn_fail(
+			    ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
+			return;
+		}
 		(void)wslay_event_queue_close(ws->ws_ctx,
 		    ev->e_code == WS_CLOSE_NO_STATUS ? 0 : ev->e_code,
 		    (const uint8_t *)ev->e_reason, ev->e_reason_len);
@@ -592,7 +639,8 @@ wsconn_finish(struct wsconn *ws)
 
 		wsconn_set_code(ws, WS_CLOSE_ABNORMAL, r, strlen(r));
 	}
-	evtimer_del(ws->ws_ev_timer);
+	if (ws->ws_ev_timer != NULL)
+		evtimer_del(ws->ws_ev_timer);
 	if (ws->ws_s != NULL) {
 		stream_free(ws->ws_s);
 		ws->ws_s = NULL;
@@ -713,13 +761,7 @@ struct wsconn *
 wsconn_new(struct event_base *base, struct stream *s, int is_client,
     const struct wsconn_cbs *cbs, void *arg, size_t max_message)
 {
-	/* wslay only sends: wsframe.c parses what we receive. */
-	struct wslay_event_callbacks wcb = {
-		.send_callback = wsconn_send_cb,
-		.genmask_callback = is_client ? wsconn_genmask_cb : NULL,
-	};
 	struct wsconn *ws;
-	int rv;
 
 	ws = xcalloc(1, sizeof *ws);
 	ws->ws_base = base;
@@ -727,24 +769,15 @@ wsconn_new(struct event_base *base, struct stream *s, int is_client,
 	if (cbs != NULL)
 		ws->ws_cbs = *cbs;
 	ws->ws_arg = arg;
-	if (is_client)
-		rv = wslay_event_context_client_init(&ws->ws_ctx, &wcb, ws);
-	else
-		rv = wslay_event_context_server_init(&ws->ws_ctx, &wcb, ws);
-	if (rv != 0)
-		goto fail;
 	if ((ws->ws_max = max_message) == 0)
 		ws->ws_max = WSCONN_MAX_MESSAGE_DEFAULT;
 	wsframe_rx_init(&ws->ws_rx, !is_client, ws->ws_max);
 
 	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
-	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
-	ws->ws_stage = evbuffer_new();
 	if (ws->ws_cbs.on_message_buf != NULL &&
 	    (ws->ws_rmsg = evbuffer_new()) == NULL)
 		goto fail;
-	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL ||
-	    ws->ws_stage == NULL)
+	if (ws->ws_ev_work == NULL)
 		goto fail;
 
 	ws->ws_s = s;
@@ -762,14 +795,8 @@ wsconn_new(struct event_base *base, struct stream *s, int is_client,
 fail:
 	if (ws->ws_rmsg != NULL)
 		evbuffer_free(ws->ws_rmsg);
-	if (ws->ws_stage != NULL)
-		evbuffer_free(ws->ws_stage);
-	if (ws->ws_ev_timer != NULL)
-		event_free(ws->ws_ev_timer);
 	if (ws->ws_ev_work != NULL)
 		event_free(ws->ws_ev_work);
-	if (ws->ws_ctx != NULL)
-		wslay_event_context_free(ws->ws_ctx);
 	free(ws);
 	return (NULL);
 }
@@ -940,7 +967,7 @@ wsconn_send_parts(struct wsconn *ws, int is_binary, const uint8_t *pre,
 	 */
 	wsconn_flush(ws);
 	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_s == NULL ||
-	    !wslay_event_get_write_enabled(ws->ws_ctx))
+	    (ws->ws_ctx != NULL && !wslay_event_get_write_enabled(ws->ws_ctx)))
 		return (-1);
 	if (wsconn_put(ws, is_binary ? WS_OP_BINARY : WS_OP_TEXT, pre, plen,
 		data, src, pos, len - plen) != 0)
@@ -987,7 +1014,8 @@ wsconn_close(struct wsconn *ws, uint16_t code, const char *reason)
 		while (len > 0 && ((unsigned char)reason[len] & 0xc0) == 0x80)
 			len--;
 	}
-	if (wslay_event_queue_close(
+	if (wsconn_wslay(ws) == NULL ||
+	    wslay_event_queue_close(
 		ws->ws_ctx, code, (const uint8_t *)reason, len) != 0)
 		return (-1);
 	ws->ws_flags |= WSCONN_F_WSLAY;
@@ -1003,10 +1031,13 @@ wsconn_destroy(struct wsconn *ws)
 {
 	if (ws->ws_s != NULL)
 		stream_free(ws->ws_s);
-	event_free(ws->ws_ev_timer);
+	if (ws->ws_ev_timer != NULL)
+		event_free(ws->ws_ev_timer);
 	event_free(ws->ws_ev_work);
-	evbuffer_free(ws->ws_stage);
-	wslay_event_context_free(ws->ws_ctx);
+	if (ws->ws_stage != NULL)
+		evbuffer_free(ws->ws_stage);
+	if (ws->ws_ctx != NULL)
+		wslay_event_context_free(ws->ws_ctx);
 	free(ws->ws_rbuf);
 	if (ws->ws_rmsg != NULL)
 		evbuffer_free(ws->ws_rmsg);
@@ -1039,7 +1070,8 @@ wsconn_free(struct wsconn *ws)
 		stream_setcb(ws->ws_s, NULL, NULL, NULL, NULL);
 		stream_disable(ws->ws_s, EV_READ | EV_WRITE);
 	}
-	evtimer_del(ws->ws_ev_timer);
+	if (ws->ws_ev_timer != NULL)
+		evtimer_del(ws->ws_ev_timer);
 	event_del(ws->ws_ev_work);
 	if (event_base_once(
 		ws->ws_base, -1, EV_TIMEOUT, wsconn_free_cb, ws, NULL) != 0) {

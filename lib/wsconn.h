@@ -137,8 +137,8 @@ struct wsconn;
  * STREAM_O_CLOSE).  cbs is copied.  Returns NULL (and leaves s to the
  * caller) only if wslay or libevent cannot allocate.
  */
-struct wsconn *wsconn_new(struct event_base *, struct stream *s,
-    int is_client, const struct wsconn_cbs *cbs, void *arg, size_t max_message);
+struct wsconn *wsconn_new(struct event_base *, struct stream *s, int is_client,
+    const struct wsconn_cbs *cbs, void *arg, size_t max_message);
 
 /*
  * Queue one message, copying (and, as a client, masking) data into the

@@ -430,7 +430,8 @@ tun_stream_error(struct stream *s, short what, int err, const char *who)
 		err = stream_errno(s);
 		tls = tun_stream_tls_error(s, what, who, target_not_tls);
 	}
-	return (tun_connect_error((what & STREAM_EV_TIMEOUT) != 0, tls, err, who));
+	return (tun_connect_error(
+	    (what & STREAM_EV_TIMEOUT) != 0, tls, err, who));
 }
 
 /*
