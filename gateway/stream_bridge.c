@@ -98,6 +98,22 @@ bridge_hide_fd(SSL *ssl)
 }
 
 /*
+ * Copy what src holds to dst.  A bufferevent's user may not drain its
+ * output (libevent freezes its start), so nothing is moved: a few bytes
+ * at most (the 101, a request pipelined behind the upgrade), freed with
+ * the bufferevent.  Returns 0 or -1.
+ */
+static int
+bridge_copy(struct evbuffer *dst, struct evbuffer *src)
+{
+	size_t n = evbuffer_get_length(src);
+
+	if (n == 0)
+		return (0);
+	return (evbuffer_add(dst, evbuffer_pullup(src, -1), n));
+}
+
+/*
  * A stream on bev's socket (and TLS connection), with what bev had read
  * and not yet written; bev is freed without closing either.  Aborts when
  * OpenSSL cannot allocate, as xmalloc.
@@ -121,8 +137,8 @@ stream_from_bev(struct bufferevent *bev)
 	/* Its handshake is over: the stream's ends at once (tls.c). */
 	s = stream_new(base, fd, ssl, STREAM_O_CLOSE | STREAM_O_ACCEPT);
 	if (s == NULL || (ssl != NULL && bridge_hide_fd(ssl) != 0) ||
-	    evbuffer_add_buffer(stream_input(s), in) != 0 ||
-	    evbuffer_add_buffer(stream_output(s), out) != 0)
+	    bridge_copy(stream_input(s), in) != 0 ||
+	    bridge_copy(stream_output(s), out) != 0)
 		abort(); /* allocation failure, as with xmalloc */
 	bufferevent_free(bev);
 	return (s);
