@@ -16,8 +16,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <jansson.h>
 
@@ -715,59 +713,6 @@ conn_steal_stream(struct conn *c)
 	c->c_stream = NULL;
 	conn_close(c, "handed to the tunnel");
 	return (s);
-}
-
-/*
- * BRIDGE, to delete once lib/wsconn.c runs on streams (issue 18): turn
- * stream s into a bufferevent on the same socket (and TLS connection),
- * with what s's input and output hold, for the tunnel's WebSocket links.
- * s is freed; NULL (and the socket closed) when libevent refuses.
- */
-struct bufferevent *
-conn_bridge_bev(struct event_base *base, struct stream *s)
-{
-	struct evbuffer *in, *out;
-	struct bufferevent *bev;
-	SSL *ssl;
-	int fd;
-
-	if (s == NULL)
-		return (NULL);
-	in = evbuffer_new();
-	out = evbuffer_new();
-	evbuffer_add_buffer(in, stream_input(s));
-	evbuffer_add_buffer(out, stream_output(s));
-	if ((fd = stream_take_socket(s, &ssl)) == -1) {
-		stream_free(s);
-		bev = NULL;
-	} else if (ssl != NULL) {
-		bev = bufferevent_openssl_socket_new(
-		    base, fd, ssl, BUFFEREVENT_SSL_OPEN, BEV_OPT_CLOSE_ON_FREE);
-		if (bev != NULL)
-			bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-		else {
-			tls_ssl_free(ssl);
-			close(fd);
-		}
-	} else if ((bev = bufferevent_socket_new(
-			base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL)
-		close(fd);
-	if (bev != NULL) {
-		evbuffer_add_buffer(bufferevent_get_input(bev), in);
-		evbuffer_add_buffer(bufferevent_get_output(bev), out);
-	}
-	evbuffer_free(in);
-	evbuffer_free(out);
-	return (bev);
-}
-
-/* conn_steal_stream through the bridge, for gateway/tunnel.c (BRIDGE). */
-struct bufferevent *
-conn_steal_bev(struct conn *c)
-{
-	struct event_base *base = c->c_gw->g_base;
-
-	return (conn_bridge_bev(base, conn_steal_stream(c)));
 }
 
 /*

@@ -24,7 +24,6 @@
 #include "stream.h"
 #include "tunproto.h"
 
-struct bufferevent;
 struct evconnlistener;
 struct evbuffer;
 struct cfg_doc;
@@ -603,8 +602,6 @@ void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
 void conn_response_done(struct conn *);
 void conn_finish(struct conn *);
 struct stream *conn_steal_stream(struct conn *);
-struct bufferevent *conn_steal_bev(struct conn *);
-struct bufferevent *conn_bridge_bev(struct event_base *, struct stream *);
 void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
@@ -840,12 +837,14 @@ void tunnel_sync(struct gw *);
 void tunnel_shutdown(struct gw *);
 struct tunnel *tunnel_standalone(struct gw *, const char *listen,
     uint64_t client_wait, uint64_t http_timeout, char **cause);
-void tunnel_link_accept(struct tunnel *, struct bufferevent *,
+void tunnel_link_accept(struct tunnel *, struct stream *,
     const char *peer, const char *session);
 struct json_t *tunnel_admin_json(const struct gw *, const struct gw_sandbox *);
 struct tunnel_link *tunnel_active(const struct tunnel *);
 struct tunnel_xchg **tunnel_xchg_snapshot(const struct tunnel *, size_t *);
 int tunnel_send_msg(struct tunnel *, const struct tunproto_msg *);
+int tunnel_xchg_sent(const struct tunnel_xchg *);
+void tunnel_link_drop(struct tunnel_link *, uint16_t, const char *);
 int tunnel_send_frame(struct tunnel *, const char *, size_t);
 int tunnel_send_data(struct tunnel *, uint8_t kind, const char *id, int flags,
     uint64_t offset, const uint8_t *, size_t);
@@ -860,12 +859,14 @@ void tunnel_released(struct tunnel *);
 const char *tx_state_name(enum tx_state);
 const char *tunnel_xchg_show(const struct tunnel_xchg *, char *, size_t);
 
+/* tunnel_hello.c */
+void tunnel_link_hello(struct tunnel_link *, const struct tunproto_msg *);
+
 /* tunnel_req.c */
 void tunnel_dconn_accept(struct tunnel *, int fd, struct sockaddr *);
 void tunnel_dconn_close(struct tunnel_dconn *, const char *reason);
 void tunnel_dconns_retire(struct tunnel *, const char *reason);
-struct bufferevent *tunnel_dconn_release(
-    struct tunnel_dconn *, const struct head *);
+struct stream *tunnel_dconn_release(struct tunnel_dconn *, const struct head *);
 void tunnel_dconn_refuse(struct tunnel_dconn *, const struct gw_error *,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 struct tunnel_xchg *tunnel_xchg_new(struct tunnel_dconn *, int flags);

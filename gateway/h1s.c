@@ -1,6 +1,6 @@
 /*
  * The HTTP/1 server engine: one struct h1s per client connection, over a
- * transport (struct h1x: a bufferevent today, memory in the unit tests).
+ * transport (struct h1x: a stream (lib/stream.c), memory in the unit tests).
  *
  * It owns what every HTTP/1 server loop needs: the parse loop, request
  * bodies de-framed for the owner with flow control (h1s_body_read pulls),
@@ -1119,7 +1119,7 @@ h1s_queued(const struct h1s *h)
 /*
  * Give the connection to another owner (a 101's relay, a tunnel link)
  * once the answer is queued in its output: returns the transport's
- * connection (the bufferevent, the in-memory peer), bytes the peer sent
+ * connection (the stream, the in-memory peer), bytes the peer sent
  * after its request still in its input, and closes the engine around it.
  * NULL when the engine is closed already.
  */

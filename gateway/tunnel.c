@@ -6,11 +6,12 @@
  * ("links") attach to it through the gateway's tunnel route, newest first.
  *
  * This file keeps the tunnels in step with the directory, accepts links,
- * negotiates V2 on the client's hello, answers the client's heartbeat, binds
- * exchanges to the client's session so they pause on a lost link and resume
- * (§8) when the same session says hello again, and routes every control
- * message and data envelope to its exchange.  tunnel_req.c serves HTTP on
- * Port B, tunnel_ws.c application WebSockets.
+ * answers the client's heartbeat, and routes every control message and
+ * data envelope to its exchange.  tunnel_hello.c negotiates V2 on the
+ * client's hello and binds exchanges to the client's session, so they
+ * pause on a lost link and resume (§8) when the same session says hello
+ * again.  tunnel_req.c serves HTTP on Port B, tunnel_ws.c application
+ * WebSockets.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,8 +23,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
@@ -33,6 +32,7 @@
 #include "clock.h"
 #include "gw.h"
 #include "netns.h"
+#include "stream.h"
 #include "wsconn.h"
 
 /*
@@ -85,7 +85,6 @@ static const struct gw_error tunnel_err_version[] = { { 426,
     "websocket_version" } };
 
 static void tunnel_link_lost(struct tunnel_link *, const char *);
-static void tunnel_link_drop(struct tunnel_link *, uint16_t, const char *);
 static void tunnel_bind(struct tunnel *);
 
 /* Name of an exchange state, for debug logs. */
@@ -187,7 +186,7 @@ tunnel_xchg_snapshot(const struct tunnel *t, size_t *n)
 }
 
 /* Has x been sent to a client (it belongs to the session)? */
-static int
+int
 tunnel_xchg_sent(const struct tunnel_xchg *x)
 {
 	return (x->x_state == TX_S_SENT || x->x_state == TX_S_STREAM ||
@@ -341,8 +340,8 @@ tunnel_send_data(struct tunnel *t, uint8_t kind, const char *id, int flags,
  * WebSocket's output.  Returns 0 or -1.
  */
 int
-tunnel_send_data_ev(struct tunnel *t, uint8_t kind, const char *id,
-    int flags, uint64_t offset, struct evbuffer *src, size_t pos, size_t len)
+tunnel_send_data_ev(struct tunnel *t, uint8_t kind, const char *id, int flags,
+    uint64_t offset, struct evbuffer *src, size_t pos, size_t len)
 {
 	struct tunnel_link *l;
 	struct tunproto_env env;
@@ -514,7 +513,7 @@ tunnel_link_lost(struct tunnel_link *l, const char *reason)
 }
 
 /* Take a link away from its tunnel and close its WebSocket with code. */
-static void
+void
 tunnel_link_drop(struct tunnel_link *l, uint16_t code, const char *reason)
 {
 	tunnel_link_lost(l, reason);
@@ -562,179 +561,6 @@ tunnel_link_writable_cb(void *arg)
 		if (v[i]->x_state != TX_S_DONE &&
 		    (v[i]->x_flags & TX_F_STREAM_REQ))
 			tunnel_xchg_pump(v[i]);
-	}
-	free(v);
-}
-
-/*
- * Refuse link l, whose hello named a session a newer client replaced: it
- * may not take the tunnel back (newest wins, always).  The link is closed
- * with 4409 tunnel_session_replaced; the tunnel's client stays.
- */
-static void
-tunnel_link_refuse(struct tunnel_link *l)
-{
-	static const char msg[] = "A newer client took over this tunnel while "
-				  "this one was away.";
-	struct tunnel *t = l->l_tunnel;
-	char reason[WS_CLOSE_REASON_MAX + 1];
-	json_t *f;
-
-	GW_ADD(t->t_gw->g_metrics.m_tunnel_refused, 1);
-	log_warn("tunnel %s:%d: client %s (generation %llu) refused: its "
-		 "session was replaced by a newer client, which keeps the "
-		 "tunnel",
-	    t->t_name, t->t_port, l->l_peer, (unsigned long long)l->l_gen);
-	if (log_enabled(LOG_LVL_INFO)) {
-		f = json_object();
-		json_object_set_new(f, "sandbox", json_string(t->t_name));
-		json_object_set_new(f, "listen_port", json_integer(t->t_port));
-		json_object_set_new(f, "client", json_string(l->l_peer));
-		json_object_set_new(
-		    f, "generation", json_integer((json_int_t)l->l_gen));
-		json_object_set_new(
-		    f, "status", json_integer(TUNPROTO_CLOSE_SESSION_REPLACED));
-		json_object_set_new(
-		    f, "code", json_string(TUNPROTO_SESSION_REPLACED));
-		json_object_set_new(f, "message", json_string(msg));
-		log_event(LOG_LVL_INFO, "tunnel_refused", f);
-	}
-	snprintf(
-	    reason, sizeof reason, "%s: %s", TUNPROTO_SESSION_REPLACED, msg);
-	tunnel_link_drop(l, TUNPROTO_CLOSE_SESSION_REPLACED, reason);
-}
-
-/*
- * Link l takes the tunnel over from the client that had it, which is
- * closed with 1012 "replaced" (§8.2).
- */
-static void
-tunnel_link_take(struct tunnel_link *l)
-{
-	struct tunnel *t = l->l_tunnel;
-
-	if (t->t_link == l)
-		return;
-	if (t->t_link != NULL)
-		tunnel_link_drop(
-		    t->t_link, TUNPROTO_CLOSE_REPLACED, "replaced");
-	t->t_link = l;
-}
-
-/*
- * A hello on link l (§4.3): negotiate V2, refuse a replaced session that
- * came back, take the tunnel over, then bind the session.  The same
- * resumable session resumes its exchanges (replay, §8.4-8.6); any other
- * client fails the previous session's exchanges, and that session is
- * remembered as replaced.  Held requests go out.
- */
-static void
-tunnel_link_hello(struct tunnel_link *l, const struct tunproto_msg *m)
-{
-	struct tunnel *t = l->l_tunnel;
-	struct gw_metrics *gm = &t->t_gw->g_metrics;
-	struct tunnel_xchg **v;
-	char *err = NULL;
-	size_t i, n, replays = 0;
-	int resumable, same;
-
-	if (l->l_state == TLINK_S_V2) {
-		log_debug("tunnel %s:%d: client %s: duplicate hello ignored",
-		    t->t_name, t->t_port, l->l_peer);
-		return;
-	}
-	if (tunproto_negotiate(&t->t_local, m, TUNPROTO_ROLE_SANDBOX, &l->l_neg,
-		&resumable, &err) != 0) {
-		log_warn("tunnel %s:%d: client %s: hello not accepted: %s",
-		    t->t_name, t->t_port, l->l_peer, err);
-		free(err);
-		return;
-	}
-	if (resumable &&
-	    tombs_has(&t->t_replaced, m->m_session_id, clock_mono_msec())) {
-		tunnel_link_refuse(l);
-		return;
-	}
-	tunnel_link_take(l);
-	l->l_state = TLINK_S_V2;
-	GW_ADD(gm->m_tunnel_sessions, 1);
-	if (resumable)
-		l->l_flags |= TLINK_F_RESUMABLE;
-	else
-		log_warn("tunnel %s:%d: client %s does not resume sessions "
-			 "(resume:true with a session_id): its requests fail "
-			 "when it disconnects",
-		    t->t_name, t->t_port, l->l_peer);
-	same = resumable && (t->t_flags & TUNNEL_F_RESUMABLE) &&
-	    strcmp(t->t_session, m->m_session_id) == 0;
-	if (t->t_flags & TUNNEL_F_EVER)
-		GW_ADD(gm->m_tunnel_reconnects, 1);
-	t->t_flags |= TUNNEL_F_EVER;
-
-	v = tunnel_xchg_snapshot(t, &n);
-	if (!same) {
-		for (i = 0; i < n; i++) {
-			if (v[i]->x_state == TX_S_DONE ||
-			    !tunnel_xchg_sent(v[i]))
-				continue;
-			if (v[i]->x_flags & TX_F_WS)
-				tunnel_ws_lost(
-				    v[i], "tunnel client session was replaced");
-			else if (tunnel_xchg_retryable(v[i])) {
-				/* Sent again below, once the session is set. */
-				v[i]->x_flags |= TX_F_RETRY;
-				replays++;
-			} else
-				tunnel_xchg_fail(v[i], gw_err_tunnel_error,
-				    NULL,
-				    "The tunnel client was replaced by "
-				    "another one before answering (tunnel "
-				    "client session was replaced).");
-		}
-		if (t->t_flags & TUNNEL_F_RESUMABLE)
-			tombs_add(
-			    &t->t_replaced, t->t_session, clock_mono_msec());
-		t->t_flags &= ~TUNNEL_F_RESUMABLE;
-		t->t_session[0] = '\0';
-		if (resumable) {
-			t->t_flags |= TUNNEL_F_RESUMABLE;
-			snprintf(t->t_session, sizeof t->t_session, "%s",
-			    m->m_session_id);
-		}
-		for (i = 0; i < n; i++) {
-			if (v[i]->x_flags & TX_F_RETRY) {
-				v[i]->x_flags &= ~TX_F_RETRY;
-				tunnel_xchg_resume(v[i]);
-			}
-		}
-		GW_ADD(gm->m_tunnel_replays, replays);
-	} else {
-		GW_ADD(gm->m_tunnel_resumes, 1);
-		for (i = 0; i < n; i++) {
-			if (v[i]->x_state == TX_S_DONE ||
-			    !tunnel_xchg_sent(v[i]))
-				continue;
-			if (v[i]->x_state == TX_S_SENT)
-				replays++;
-			tunnel_xchg_resume(v[i]);
-		}
-		GW_ADD(gm->m_tunnel_replays, replays);
-	}
-	log_info("tunnel %s:%d: client %s negotiated V2 (generation %llu, "
-		 "chunk %llu, inflight %llu, window %llu)%s",
-	    t->t_name, t->t_port, l->l_peer, (unsigned long long)l->l_gen,
-	    (unsigned long long)l->l_neg.l_max_stream_chunk,
-	    (unsigned long long)l->l_neg.l_max_inflight,
-	    (unsigned long long)l->l_neg.l_stream_window_frames,
-	    same ? ", session resumed" : "");
-	if (replays > 0)
-		log_info("tunnel %s:%d: replayed %zu pending request%s%s",
-		    t->t_name, t->t_port, replays, replays == 1 ? "" : "s",
-		    same ? "" : " (idempotent, to the new client session)");
-	/* Requests that waited for a client, in arrival order. */
-	for (i = 0; i < n; i++) {
-		if (v[i]->x_state == TX_S_HOLD && tunnel_active(t) == l)
-			tunnel_xchg_dispatch(v[i]);
 	}
 	free(v);
 }
@@ -908,15 +734,15 @@ tunnel_link_message_cb(void *arg, int is_binary, struct evbuffer *msg)
 }
 
 /*
- * A client WebSocket for tunnel t, after the 101 was written into bev's
- * output; our hello goes out at once (§4.2).  The newest link wins
+ * A client WebSocket for tunnel t on stream s, after the 101 was written
+ * into its output; our hello goes out at once (§4.2).  The newest link wins
  * (§8.2): one that has not said hello yet is closed with 1012 "replaced"
  * now, a negotiated one once this link's hello shows it is not a replaced
  * session coming back (tunnel_link_hello).
  */
 void
-tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer,
-    const char *session)
+tunnel_link_accept(
+    struct tunnel *t, struct stream *s, const char *peer, const char *session)
 {
 	static const struct wsconn_cbs cbs = {
 		.on_message_buf = tunnel_link_message_cb,
@@ -933,14 +759,14 @@ tunnel_link_accept(struct tunnel *t, struct bufferevent *bev, const char *peer,
 	l->l_since = (int64_t)time(NULL);
 	l->l_last_rx = clock_mono_msec();
 	l->l_hello_by = l->l_last_rx + TUNNEL_HELLO_MS;
-	if (bufferevent_openssl_get_ssl(bev) != NULL)
+	if (stream_ssl(s) != NULL)
 		l->l_flags |= TLINK_F_TLS;
 	l->l_ws = wsconn_new(
-	    t->t_gw->g_base, bev, 0, &cbs, l, TUNNEL_MAX_MESSAGE);
+	    t->t_gw->g_base, s, 0, &cbs, l, TUNNEL_MAX_MESSAGE);
 	if (l->l_ws == NULL) {
 		log_error("tunnel %s:%d: cannot start a WebSocket for %s",
 		    t->t_name, t->t_port, peer);
-		bufferevent_free(bev);
+		stream_free(s);
 		free(l);
 		return;
 	}
@@ -1029,8 +855,8 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	    stream_output(c->c_stream), accept, NULL);
 	snprintf(peer, sizeof peer, "%s", c->c_peer);
 	h = http1_msg_find(c->c_x->x_req, TUNPROTO_SESSION_HEADER);
-	tunnel_link_accept(
-	    t, conn_steal_bev(c), peer, h != NULL ? h->value : NULL);
+	tunnel_link_accept(t, conn_steal_stream(c), peer,
+	    h != NULL ? h->value : NULL);
 }
 
 /* A Port B connection was accepted. */

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <jansson.h>
 
@@ -1063,9 +1062,9 @@ static const struct h1s_hooks tdc_hooks = {
  * Hand the caller's connection, its upgrade answered with the 101 in head
  * rh, to the application WebSocket of channel x: the socket is x's from
  * now on, and stays counted in t_ndconns until x ends.  Returns the
- * bufferevent, or NULL when the connection is gone.
+ * stream, callbacks cleared, or NULL when the connection is gone.
  */
-struct bufferevent *
+struct stream *
 tunnel_dconn_release(struct tunnel_dconn *d, const struct head *rh)
 {
 	struct tunnel_xchg *x = d->d_x;
@@ -1076,7 +1075,7 @@ tunnel_dconn_release(struct tunnel_dconn *d, const struct head *rh)
 	tdc_xchg_over(d);
 	x->x_flags |= TX_F_CONN;
 	d->d_flags |= TDC_F_RELEASED;
-	return (conn_bridge_bev(d->d_tunnel->t_gw->g_base, h1s_release(h)));
+	return (h1s_release(h));
 }
 
 /* A new connection on Port B. */

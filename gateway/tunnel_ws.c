@@ -14,12 +14,12 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
+#include "stream.h"
 #include "wsconn.h"
 
 /* The client must answer ws_connect within this (§4.10). */
@@ -262,7 +262,7 @@ tws_open(struct tunnel_xchg *x)
 	struct tunnel *t = x->x_tunnel;
 	const struct tunnel_link *l = tunnel_active(t);
 	struct tunnel_dconn *d = x->x_dconn;
-	struct bufferevent *bev;
+	struct stream *s;
 	struct hfield f[2];
 	struct head rh;
 	char peer[64];
@@ -279,12 +279,12 @@ tws_open(struct tunnel_xchg *x)
 	rh.h_nfields = 2;
 	rh.h_flags = HEAD_F_UPGRADE;
 	snprintf(peer, sizeof peer, "%s", d->d_peer);
-	if ((bev = tunnel_dconn_release(d, &rh)) == NULL)
+	if ((s = tunnel_dconn_release(d, &rh)) == NULL)
 		return;
-	x->x_ws = wsconn_new(t->t_gw->g_base, bev, 0, &cbs, x,
+	x->x_ws = wsconn_new(t->t_gw->g_base, s, 0, &cbs, x,
 	    (size_t)l->l_neg.l_max_ws_message_size);
 	if (x->x_ws == NULL) {
-		bufferevent_free(bev);
+		stream_free(s);
 		tws_fail(x, 0, "cannot start the WebSocket",
 		    "downstream request closed");
 		return;

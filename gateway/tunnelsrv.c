@@ -16,7 +16,6 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <openssl/crypto.h>
@@ -160,7 +159,7 @@ tsrv_head_cb(
 	const struct hfield *f;
 	struct hfield rf[2];
 	struct head rh;
-	struct bufferevent *bev;
+	struct stream *s;
 	const char *key;
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];
 	char session[TUNPROTO_UUID_LEN + 1];
@@ -203,10 +202,10 @@ tsrv_head_cb(
 	snprintf(session, sizeof session, "%s", f != NULL ? f->value : "");
 	snprintf(peer, sizeof peer, "%s", sc->sc_peer);
 	if (sink_head(h1s_sink(h), &rh) != 0 ||
-	    (bev = conn_bridge_bev(srv->ts_gw.g_base, h1s_release(h))) == NULL)
+	    (s = h1s_release(h)) == NULL)
 		return;
-	tunnel_link_accept(
-	    srv->ts_tunnel, bev, peer, *session != '\0' ? session : NULL);
+	tunnel_link_accept(srv->ts_tunnel, s, peer,
+	    *session != '\0' ? session : NULL);
 }
 
 /* The engine refused the handshake itself (a bad head, 408). */

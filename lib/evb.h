@@ -8,8 +8,8 @@
  * of every 64 KiB frame was copied that way, at each end.
  *
  * A shared part keeps the memory of the chain it came from until it is
- * freed.  Our reads size a chain to what arrived (evio_sock_readcb,
- * evio_read_more), so that holds at most about twice the bytes shared.
+ * freed.  Our reads size a chain to what arrived (lib/stream.c), so that
+ * holds at most about twice the bytes shared.
  */
 #ifndef AK_EVB_H
 #define AK_EVB_H

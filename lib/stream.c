@@ -30,6 +30,7 @@
 #include <netinet/tcp.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -313,7 +313,7 @@ fail:
  * Make a client connection to host, a DNS name or an IP literal (v4 or v6,
  * without brackets). Names are sent as SNI; when the context verifies, the
  * certificate must match the name or address. Returns NULL and fills cause
- * on error; the caller owns the SSL (usually handed to a bufferevent).
+ * on error; the caller owns the SSL (usually handed to a stream).
  */
 SSL *
 tls_client_ssl_new(SSL_CTX *ctx, const char *host, char **cause)
@@ -449,7 +449,7 @@ tls_verify_error(SSL *ssl)
 	return (X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
 }
 
-/* A new server-side connection on ctx, to hand to a bufferevent. */
+/* A new server-side connection on ctx, to hand to a stream. */
 SSL *
 tls_server_ssl_new(SSL_CTX *ctx)
 {
@@ -477,7 +477,7 @@ tls_error_string(unsigned long e, char *buf, size_t len)
 }
 
 /*
- * What OpenSSL error e (from bufferevent_get_openssl_error) is about:
+ * What OpenSSL error e (from stream_tls_error) is about:
  * TLS_ERR_SYSCALL when it is no library error at all but libevent's
  * stand-in for a socket error (SSL_ERROR_SYSCALL), TLS_ERR_NOT_TLS when
  * the peer answered a ClientHello with something that is not TLS (plain
@@ -639,7 +639,9 @@ tls_client_ctx_set_cert(
  * when accept is non-zero: writes may be partial and move (the bytes come
  * from an evbuffer), and OpenSSL reads ahead, so that a record costs one
  * read(2) rather than a header and a body, and several small ones arrive
- * with one.  Verification stays as ssl's owner set it.  Returns 0, or -1
+ * with one.  Verification stays as ssl's owner set it.  An ssl whose
+ * handshake is over (taken from another transport) keeps its role and
+ * state: the stream's handshake step then ends at once.  Returns 0, or -1
  * when OpenSSL cannot take the socket.
  */
 int
@@ -655,6 +657,9 @@ tls_stream_attach(SSL *ssl, int fd, int accept)
 		SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_set_read_ahead(ssl, 1);
 	SSL_set_default_read_buffer_len(ssl, TLS_STREAM_READ_BUF);
+	/* Setting the role again would reset a finished handshake. */
+	if (SSL_is_init_finished(ssl))
+		return (0);
 	if (accept)
 		SSL_set_accept_state(ssl);
 	else

@@ -1,5 +1,6 @@
 /*
- * WebSocket connections: a connection object over a bufferevent.  The
+ * WebSocket connections: a connection object over a stream (lib/stream.c,
+ * plain or TLS).  The
  * HTTP/1.1 handshake checks are in wshandshake.c, the frame codec in
  * wsframe.c.
  *
@@ -12,18 +13,20 @@
  * gateway's CPU in a tunnel download, and its receive side refuses the
  * close codes 1012-1014 registered after RFC 6455, which the tunnel uses.
  * What we send: data frames we frame and mask ourselves, straight into
- * the bufferevent's output (wsconn_put); control frames (pong, close) go
+ * the stream's output (wsconn_put); control frames (pong, close) go
  * through wslay's event API, which queues them, frames and masks them,
  * and keeps the closing handshake's send side (nothing after our close
  * frame).  One writer orders them: wslay's queue is flushed into the
  * output before each data frame, and both write whole frames, so what we
  * queue lives in one place and wsconn_queued is exact enough for credits.
  *
- * The bufferevent's callbacks only note what happened and activate one work
+ * The stream's callbacks only note what happened and activate one work
  * event; every callback into the owner runs from that event (or the free
  * from event_base_once), never from inside wsconn_send, wsconn_close or a
- * bufferevent callback, so an owner may send, close or free from any of its
- * callbacks.
+ * stream callback, so an owner may send, close or free from any of its
+ * callbacks.  What is appended to the output in one loop pass is written
+ * at the end of the pass, the stream's batching (stream.h), so the frames
+ * of a pass leave in one write (TLS: in records of up to 16 KiB).
  */
 #include <sys/types.h>
 
@@ -33,8 +36,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
@@ -46,8 +47,8 @@
 #include "evb.h"
 #include "http1.h"
 #include "log.h"
+#include "stream.h"
 #include "wsconn.h"
-#include "wthru.h"
 
 /* Where a connection is in its life. */
 enum wsconn_state {
@@ -58,8 +59,8 @@ enum wsconn_state {
 
 struct wsconn {
 	struct event_base *ws_base;
-	struct bufferevent *ws_bev; /* NULL once the transport is closed */
-	wslay_event_context_ptr ws_ctx;
+	struct stream *ws_s; /* NULL once the transport is closed */
+	wslay_event_context_ptr ws_ctx; /* NULL until a control frame */
 	struct wsconn_cbs ws_cbs;
 	void *ws_arg;
 	int ws_client;
@@ -72,26 +73,24 @@ struct wsconn {
 #define WSCONN_F_HAVE_CODE 0x10 /* ws_code and ws_reason are final */
 #define WSCONN_F_IN_RECV 0x20 /* inside wsconn_parse */
 #define WSCONN_F_IN_SEND 0x40 /* inside wslay_event_send */
-#define WSCONN_F_TLS 0x80 /* the bufferevent is TLS: see wsconn_gather */
+#define WSCONN_F_TLS 0x80 /* the stream is TLS: payloads are copied */
 #define WSCONN_F_CLOSE_RCVD 0x100 /* the peer's close frame came */
 #define WSCONN_F_WSLAY 0x200 /* wslay may hold a control frame to send */
-
-/* A TLS link's output chain for small frames (wsconn_gather). */
-#define WSCONN_TLS_GATHER (16 * 1024)
 /* A payload from an evbuffer at least this long is shared, not copied. */
 #define WSCONN_SHARE_MIN (8 * 1024)
 	int ws_work; /* what ws_ev_work has to do */
 #define WSCONN_W_READ 0x01 /* parse the input */
 #define WSCONN_W_WRITE 0x02 /* output drained to its low watermark */
-#define WSCONN_W_EOF 0x04 /* transport ended (ws_bev_what says how) */
+#define WSCONN_W_EOF 0x04 /* transport ended (ws_s_what says how) */
 #define WSCONN_W_FINISH 0x08 /* close the transport, call on_close */
-	short ws_bev_what; /* BEV_EVENT_* of the end of the transport */
+	short ws_s_what; /* STREAM_EV_* of the end of the transport */
 	int ws_depth; /* our callbacks on the stack */
 	uint16_t ws_code; /* close code for on_close */
 	/*
-	 * What one wslay_event_send produces, moved to the bufferevent in
-	 * one piece: a frame comes from wslay in pieces (header, payload),
-	 * and each add to a bufferevent's output runs its callbacks.
+	 * What one wslay_event_send produces (NULL with ws_ctx), moved to
+	 * the stream in one
+	 * piece: a frame comes from wslay in pieces (header, payload), and
+	 * the output's length must only ever count whole frames.
 	 */
 	struct evbuffer *ws_stage;
 	struct wsframe_rx ws_rx; /* the one parser of what we receive */
@@ -107,7 +106,7 @@ struct wsconn {
 	struct evbuffer *ws_rmsg;
 	char ws_reason[WS_CLOSE_REASON_MAX + 1];
 	struct event *ws_ev_work; /* runs everything that calls the owner */
-	struct event *ws_ev_timer; /* closing handshake deadline */
+	struct event *ws_ev_timer; /* closing handshake deadline, or NULL */
 };
 
 static void wsconn_kick(struct wsconn *, int);
@@ -179,7 +178,7 @@ wsconn_show(const struct wsconn *ws, char *buf, size_t len)
 	return (buf);
 }
 
-/* Bytes waiting to be sent: in wslay plus in the bufferevent's output. */
+/* Bytes waiting to be sent: in wslay plus in the stream's output. */
 size_t
 wsconn_queued(const struct wsconn *ws)
 {
@@ -191,14 +190,14 @@ wsconn_queued(const struct wsconn *ws)
 	n = 0;
 	if (ws->ws_flags & WSCONN_F_WSLAY)
 		n = wslay_event_get_queued_msg_length(ws->ws_ctx);
-	if (ws->ws_bev != NULL)
-		n += evbuffer_get_length(bufferevent_get_output(ws->ws_bev));
+	if (ws->ws_s != NULL)
+		n += evbuffer_get_length(stream_output(ws->ws_s));
 	return (n);
 }
 
 /*
  * Stage the bytes of wslay's control frames; wsconn_flush moves what one
- * wslay_event_send made to the bufferevent's output in one piece.
+ * wslay_event_send made to the stream's output in one piece.
  */
 static ssize_t
 wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
@@ -207,7 +206,7 @@ wsconn_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len,
 	struct wsconn *ws = arg;
 
 	(void)flags;
-	if (ws->ws_bev == NULL || evbuffer_add(ws->ws_stage, data, len) != 0) {
+	if (ws->ws_s == NULL || evbuffer_add(ws->ws_stage, data, len) != 0) {
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return (-1);
 	}
@@ -227,6 +226,36 @@ wsconn_genmask_cb(
 	return (0);
 }
 
+static void wsconn_timer_cb(evutil_socket_t, short, void *);
+
+/*
+ * wslay's context, made the first time a control frame is to be sent:
+ * it holds 9 KiB of buffers, and most connections never send one (the
+ * tunnel's heartbeat is JSON).  NULL if wslay cannot allocate.
+ */
+static wslay_event_context_ptr
+wsconn_wslay(struct wsconn *ws)
+{
+	/* wslay only sends: wsframe.c parses what we receive. */
+	struct wslay_event_callbacks wcb = {
+		.send_callback = wsconn_send_cb,
+		.genmask_callback = ws->ws_client ? wsconn_genmask_cb : NULL,
+	};
+	int rv;
+
+	if (ws->ws_ctx != NULL)
+		return (ws->ws_ctx);
+	if (ws->ws_stage == NULL && (ws->ws_stage = evbuffer_new()) == NULL)
+		return (NULL);
+	if (ws->ws_client)
+		rv = wslay_event_context_client_init(&ws->ws_ctx, &wcb, ws);
+	else
+		rv = wslay_event_context_server_init(&ws->ws_ctx, &wcb, ws);
+	if (rv != 0)
+		ws->ws_ctx = NULL;
+	return (ws->ws_ctx);
+}
+
 /* Enter the closing state and start the deadline for the handshake. */
 static void
 wsconn_enter_closing(struct wsconn *ws)
@@ -236,6 +265,10 @@ wsconn_enter_closing(struct wsconn *ws)
 	if (ws->ws_state != WSCONN_S_OPEN)
 		return;
 	ws->ws_state = WSCONN_S_CLOSING;
+	if (ws->ws_ev_timer == NULL &&
+	    (ws->ws_ev_timer = evtimer_new(ws->ws_base, wsconn_timer_cb, ws)) ==
+		NULL)
+		abort(); /* allocation failure, as with xmalloc */
 	evtimer_add(ws->ws_ev_timer, &tv);
 }
 
@@ -292,7 +325,7 @@ wsconn_fail(struct wsconn *ws, uint16_t code, const char *reason)
 	wsconn_kick(ws, WSCONN_W_FINISH);
 }
 
-/* Let wslay write what it has queued into the bufferevent's output. */
+/* Let wslay write what it has queued into the stream's output. */
 static void
 wsconn_flush(struct wsconn *ws)
 {
@@ -303,7 +336,7 @@ wsconn_flush(struct wsconn *ws)
 	 * each message is delivered, so what the owner answered to it
 	 * goes out before a close frame that follows it.
 	 */
-	if ((ws->ws_flags & WSCONN_F_IN_SEND) || ws->ws_bev == NULL ||
+	if ((ws->ws_flags & WSCONN_F_IN_SEND) || ws->ws_s == NULL ||
 	    !(ws->ws_flags & WSCONN_F_WSLAY))
 		return;
 	if (!wslay_event_want_write(ws->ws_ctx)) {
@@ -316,8 +349,7 @@ wsconn_flush(struct wsconn *ws)
 	if (rv == 0 && !wslay_event_want_write(ws->ws_ctx))
 		ws->ws_flags &= ~WSCONN_F_WSLAY;
 	if (evbuffer_get_length(ws->ws_stage) != 0 &&
-	    evbuffer_add_buffer(
-		bufferevent_get_output(ws->ws_bev), ws->ws_stage) != 0)
+	    evbuffer_add_buffer(stream_output(ws->ws_s), ws->ws_stage) != 0)
 		rv = -1;
 	if (rv != 0)
 		wsconn_fail(ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
@@ -330,7 +362,7 @@ wsconn_flow(struct wsconn *ws)
 	char buf[128];
 	size_t q;
 
-	if (ws->ws_bev == NULL)
+	if (ws->ws_s == NULL)
 		return;
 	q = wsconn_queued(ws);
 	if (q > WSCONN_LOWAT)
@@ -338,13 +370,13 @@ wsconn_flow(struct wsconn *ws)
 	if (!(ws->ws_flags & WSCONN_F_PAUSED) &&
 	    ws->ws_state == WSCONN_S_OPEN && q > WSCONN_HIWAT) {
 		ws->ws_flags |= WSCONN_F_PAUSED;
-		bufferevent_disable(ws->ws_bev, EV_READ);
+		stream_disable(ws->ws_s, EV_READ);
 		log_debug("wsconn %p: %s: %zu bytes queued, reading paused",
 		    (void *)ws, wsconn_show(ws, buf, sizeof buf), q);
 	} else if ((ws->ws_flags & WSCONN_F_PAUSED) &&
 	    (q <= WSCONN_LOWAT || ws->ws_state != WSCONN_S_OPEN)) {
 		ws->ws_flags &= ~WSCONN_F_PAUSED;
-		bufferevent_enable(ws->ws_bev, EV_READ);
+		stream_enable(ws->ws_s, EV_READ);
 		wsconn_kick(ws, WSCONN_W_READ);
 		log_debug("wsconn %p: %s: %zu bytes queued, reading resumed",
 		    (void *)ws, wsconn_show(ws, buf, sizeof buf), q);
@@ -355,13 +387,13 @@ wsconn_flow(struct wsconn *ws)
 static void
 wsconn_check_done(struct wsconn *ws)
 {
-	if (ws->ws_state != WSCONN_S_CLOSING || ws->ws_bev == NULL)
+	if (ws->ws_state != WSCONN_S_CLOSING || ws->ws_s == NULL)
 		return;
 	if (!(ws->ws_flags & (WSCONN_F_CLOSE_RCVD | WSCONN_F_FAILED)))
 		return;
 	if (((ws->ws_flags & WSCONN_F_WSLAY) &&
 		wslay_event_want_write(ws->ws_ctx)) ||
-	    evbuffer_get_length(bufferevent_get_output(ws->ws_bev)) != 0)
+	    evbuffer_get_length(stream_output(ws->ws_s)) != 0)
 		return;
 	wsconn_kick(ws, WSCONN_W_FINISH);
 }
@@ -385,8 +417,11 @@ wsconn_refuse(struct wsconn *ws, uint16_t code, const char *why)
 {
 	char buf[128];
 
-	(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
-	ws->ws_flags |= WSCONN_F_WSLAY;
+	/* Without wslay there is no close frame: the transport just ends. */
+	if (wsconn_wslay(ws) != NULL) {
+		(void)wslay_event_queue_close(ws->ws_ctx, code, NULL, 0);
+		ws->ws_flags |= WSCONN_F_WSLAY;
+	}
 	wsconn_set_code(ws, code, why, strlen(why));
 	ws->ws_flags |= WSCONN_F_FAILED;
 	wsconn_enter_closing(ws);
@@ -469,6 +504,11 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 		pong.opcode = WSLAY_PONG;
 		pong.msg = ev->e_data;
 		pong.msg_length = ev->e_len;
+		if (wsconn_wslay(ws) == NULL) {
+			wsconn_fail(
+			    ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
+			return;
+		}
 		rv = wslay_event_queue_msg(ws->ws_ctx, &pong);
 		ws->ws_flags |= WSCONN_F_WSLAY;
 		if (rv != 0 && rv != WSLAY_ERR_NO_MORE_MSG) {
@@ -481,6 +521,11 @@ wsconn_control(struct wsconn *ws, const struct wsframe_event *ev)
 	case WS_OP_CLOSE:
 		ws->ws_flags |= WSCONN_F_CLOSE_RCVD;
 		wsconn_set_code(ws, ev->e_code, ev->e_reason, ev->e_reason_len);
+		if (wsconn_wslay(ws) == NULL) {
+			wsconn_fail(
+			    ws, WS_CLOSE_ABNORMAL, "cannot queue frames");
+			return;
+		}
 		(void)wslay_event_queue_close(ws->ws_ctx,
 		    ev->e_code == WS_CLOSE_NO_STATUS ? 0 : ev->e_code,
 		    (const uint8_t *)ev->e_reason, ev->e_reason_len);
@@ -534,10 +579,10 @@ wsconn_read(struct wsconn *ws)
 	struct evbuffer *in;
 	int rv;
 
-	if (ws->ws_bev == NULL || ws->ws_state == WSCONN_S_CLOSED ||
+	if (ws->ws_s == NULL || ws->ws_state == WSCONN_S_CLOSED ||
 	    (ws->ws_flags & (WSCONN_F_DEAD | WSCONN_F_PAUSED)))
 		return;
-	in = bufferevent_get_input(ws->ws_bev);
+	in = stream_input(ws->ws_s);
 	ws->ws_flags |= WSCONN_F_IN_RECV;
 	rv = wsconn_parse(ws, in);
 	ws->ws_flags &= ~WSCONN_F_IN_RECV;
@@ -565,7 +610,7 @@ wsconn_read(struct wsconn *ws)
 static void
 wsconn_written(struct wsconn *ws)
 {
-	if (ws->ws_bev == NULL)
+	if (ws->ws_s == NULL)
 		return;
 	wsconn_flow(ws);
 	if ((ws->ws_flags & WSCONN_F_ABOVE_LOW) &&
@@ -594,10 +639,11 @@ wsconn_finish(struct wsconn *ws)
 
 		wsconn_set_code(ws, WS_CLOSE_ABNORMAL, r, strlen(r));
 	}
-	evtimer_del(ws->ws_ev_timer);
-	if (ws->ws_bev != NULL) {
-		bufferevent_free(ws->ws_bev);
-		ws->ws_bev = NULL;
+	if (ws->ws_ev_timer != NULL)
+		evtimer_del(ws->ws_ev_timer);
+	if (ws->ws_s != NULL) {
+		stream_free(ws->ws_s);
+		ws->ws_s = NULL;
 	}
 	ws->ws_state = WSCONN_S_CLOSED;
 	ws->ws_flags &= ~WSCONN_F_PAUSED;
@@ -616,9 +662,9 @@ wsconn_eof(struct wsconn *ws)
 	wsconn_read(ws);
 	if (ws->ws_flags & WSCONN_F_DEAD || ws->ws_state == WSCONN_S_CLOSED)
 		return;
-	if (ws->ws_bev_what & BEV_EVENT_EOF)
+	if (ws->ws_s_what & STREAM_EV_EOF)
 		r = "the peer closed the connection";
-	else if (ws->ws_bev_what & BEV_EVENT_TIMEOUT)
+	else if (ws->ws_s_what & STREAM_EV_TIMEOUT)
 		r = "the transport timed out";
 	else
 		r = "transport error";
@@ -626,7 +672,7 @@ wsconn_eof(struct wsconn *ws)
 	wsconn_finish(ws);
 }
 
-/* Do the work the bufferevent callbacks and timers asked for. */
+/* Do the work the stream callbacks and timers asked for. */
 static void
 wsconn_work_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -668,32 +714,32 @@ wsconn_kick(struct wsconn *ws, int work)
 
 /* Bytes arrived on the transport. */
 static void
-wsconn_readcb(struct bufferevent *bev, void *arg)
+wsconn_readcb(struct stream *s, void *arg)
 {
-	evio_read_more(bev);
+	(void)s;
 	wsconn_kick(arg, WSCONN_W_READ);
 }
 
 /* The transport's output drained to its low watermark. */
 static void
-wsconn_writecb(struct bufferevent *bev, void *arg)
+wsconn_writecb(struct stream *s, void *arg)
 {
-	(void)bev;
+	(void)s;
 	wsconn_kick(arg, WSCONN_W_WRITE);
 }
 
 /* The transport hit EOF, an error or a timeout. */
 static void
-wsconn_eventcb(struct bufferevent *bev, short what, void *arg)
+wsconn_eventcb(struct stream *s, short what, void *arg)
 {
 	struct wsconn *ws = arg;
 
-	(void)bev;
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+	(void)s;
+	if (!(what & (STREAM_EV_EOF | STREAM_EV_ERROR | STREAM_EV_TIMEOUT)))
 		return;
-	if (ws->ws_bev_what == 0)
-		ws->ws_bev_what = what;
-	bufferevent_disable(ws->ws_bev, EV_READ | EV_WRITE);
+	if (ws->ws_s_what == 0)
+		ws->ws_s_what = what;
+	stream_disable(ws->ws_s, EV_READ | EV_WRITE);
 	wsconn_kick(ws, WSCONN_W_EOF);
 }
 
@@ -710,18 +756,12 @@ wsconn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	wsconn_kick(ws, WSCONN_W_FINISH);
 }
 
-/* Start a WebSocket connection over a bufferevent after the handshake. */
+/* Start a WebSocket connection over a stream after the handshake. */
 struct wsconn *
-wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
+wsconn_new(struct event_base *base, struct stream *s, int is_client,
     const struct wsconn_cbs *cbs, void *arg, size_t max_message)
 {
-	/* wslay only sends: wsframe.c parses what we receive. */
-	struct wslay_event_callbacks wcb = {
-		.send_callback = wsconn_send_cb,
-		.genmask_callback = is_client ? wsconn_genmask_cb : NULL,
-	};
 	struct wsconn *ws;
-	int rv;
 
 	ws = xcalloc(1, sizeof *ws);
 	ws->ws_base = base;
@@ -729,50 +769,34 @@ wsconn_new(struct event_base *base, struct bufferevent *bev, int is_client,
 	if (cbs != NULL)
 		ws->ws_cbs = *cbs;
 	ws->ws_arg = arg;
-	if (is_client)
-		rv = wslay_event_context_client_init(&ws->ws_ctx, &wcb, ws);
-	else
-		rv = wslay_event_context_server_init(&ws->ws_ctx, &wcb, ws);
-	if (rv != 0)
-		goto fail;
 	if ((ws->ws_max = max_message) == 0)
 		ws->ws_max = WSCONN_MAX_MESSAGE_DEFAULT;
 	wsframe_rx_init(&ws->ws_rx, !is_client, ws->ws_max);
 
 	ws->ws_ev_work = event_new(base, -1, 0, wsconn_work_cb, ws);
-	ws->ws_ev_timer = evtimer_new(base, wsconn_timer_cb, ws);
-	ws->ws_stage = evbuffer_new();
 	if (ws->ws_cbs.on_message_buf != NULL &&
 	    (ws->ws_rmsg = evbuffer_new()) == NULL)
 		goto fail;
-	if (ws->ws_ev_work == NULL || ws->ws_ev_timer == NULL ||
-	    ws->ws_stage == NULL)
+	if (ws->ws_ev_work == NULL)
 		goto fail;
 
-	ws->ws_bev = bev;
-	if (bufferevent_openssl_get_ssl(bev) != NULL)
+	ws->ws_s = s;
+	if (stream_ssl(s) != NULL)
 		ws->ws_flags |= WSCONN_F_TLS;
-	bufferevent_setcb(
-	    bev, wsconn_readcb, wsconn_writecb, wsconn_eventcb, ws);
-	/* Input stays small: wslay takes it as it comes, or we pause. */
-	bufferevent_setwatermark(bev, EV_READ, 0, WSCONN_READ_HIWAT);
-	bufferevent_setwatermark(bev, EV_WRITE, WSCONN_LOWAT, 0);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
-	if (evbuffer_get_length(bufferevent_get_input(bev)) != 0)
+	stream_setcb(s, wsconn_readcb, wsconn_writecb, wsconn_eventcb, ws);
+	/* Input stays small: we parse it as it comes, or we pause. */
+	stream_setwatermark(s, EV_READ, 0, WSCONN_READ_HIWAT);
+	stream_setwatermark(s, EV_WRITE, WSCONN_LOWAT, 0);
+	stream_enable(s, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(stream_input(s)) != 0)
 		wsconn_kick(ws, WSCONN_W_READ);
 	return (ws);
 
 fail:
 	if (ws->ws_rmsg != NULL)
 		evbuffer_free(ws->ws_rmsg);
-	if (ws->ws_stage != NULL)
-		evbuffer_free(ws->ws_stage);
-	if (ws->ws_ev_timer != NULL)
-		event_free(ws->ws_ev_timer);
 	if (ws->ws_ev_work != NULL)
 		event_free(ws->ws_ev_work);
-	if (ws->ws_ctx != NULL)
-		wslay_event_context_free(ws->ws_ctx);
 	free(ws);
 	return (NULL);
 }
@@ -815,39 +839,19 @@ ws_cursor_put(struct ws_cursor *c, const uint8_t *src, size_t len,
 }
 
 /*
- * Make room for a small frame of need bytes at the end of a TLS output,
- * in a chain of WSCONN_TLS_GATHER bytes when the last has too little.
- * libevent's TLS bufferevent encrypts each chain of its output as its
- * own record and writes each record with its own write(2): frames in
- * chains of their own (libevent sizes a new chain to what it must hold)
- * made every small message on a busy tunnel link a record, a write and
- * two reads at the peer.
- */
-static void
-wsconn_gather(struct evbuffer *out, size_t need)
-{
-	struct evbuffer_iovec v;
-
-	if (evbuffer_get_length(out) != 0 &&
-	    evbuffer_reserve_space(out, 1, &v, 1) == 1 && v.iov_len >= need)
-		return;
-	(void)evbuffer_expand(out, WSCONN_TLS_GATHER);
-}
-
-/*
  * Append a frame whose header is the hl bytes at h, and whose payload is
  * the plen bytes at pre and then len bytes at position pos of src, shared
  * with src rather than copied (evb_share): an unmasked frame on a plain
- * socket, the gateway's side of a tunnel upload.  (A TLS bufferevent
- * encrypts each chain as a record of its own, so there the payload is
- * copied into records it fills.)  Returns 0, or -1 with nothing added.
+ * socket, the gateway's side of a tunnel upload.  (A TLS stream copies
+ * the output into records anyway, so there the payload is copied once,
+ * into the output.)  Returns 0, or -1 with nothing added.
  */
 static int
 wsconn_put_shared(struct wsconn *ws, const uint8_t *h, size_t hl,
     const uint8_t *pre, size_t plen, struct evbuffer *src, size_t pos,
     size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(ws->ws_bev);
+	struct evbuffer *out = stream_output(ws->ws_s);
 	struct evbuffer *tmp;
 	int rv = -1;
 
@@ -862,7 +866,7 @@ wsconn_put_shared(struct wsconn *ws, const uint8_t *h, size_t hl,
 }
 
 /*
- * Append one whole data frame (FIN, opcode op) to the bufferevent's
+ * Append one whole data frame (FIN, opcode op) to the stream's
  * output, its payload the plen bytes at pre and then the len bytes at
  * data, or (with src) at position pos of src: a client's masked with a
  * fresh key as it is copied, so the payload is touched once.  Returns 0,
@@ -872,7 +876,7 @@ static int
 wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
     const uint8_t *data, struct evbuffer *src, size_t pos, size_t len)
 {
-	struct evbuffer *out = bufferevent_get_output(ws->ws_bev);
+	struct evbuffer *out = stream_output(ws->ws_s);
 	struct evbuffer_iovec v[2];
 	struct evbuffer_iovec sv[16];
 	struct evbuffer_ptr sp;
@@ -900,8 +904,6 @@ wsconn_put(struct wsconn *ws, uint8_t op, const uint8_t *pre, size_t plen,
 	    len - plen >= WSCONN_SHARE_MIN &&
 	    wsconn_put_shared(ws, h, hl, pre, plen, src, pos, len - plen) == 0)
 		return (0);
-	if ((ws->ws_flags & WSCONN_F_TLS) && hl + len < WSCONN_TLS_GATHER)
-		wsconn_gather(out, hl + len);
 	/* Two extents: the room left in the last chain is used, not copied. */
 	n = evbuffer_reserve_space(out, (ev_ssize_t)(hl + len), v, 2);
 	if (n <= 0)
@@ -964,8 +966,8 @@ wsconn_send_parts(struct wsconn *ws, int is_binary, const uint8_t *pre,
 	 * so after this our frame starts at a frame boundary.
 	 */
 	wsconn_flush(ws);
-	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_bev == NULL ||
-	    !wslay_event_get_write_enabled(ws->ws_ctx))
+	if (ws->ws_state != WSCONN_S_OPEN || ws->ws_s == NULL ||
+	    (ws->ws_ctx != NULL && !wslay_event_get_write_enabled(ws->ws_ctx)))
 		return (-1);
 	if (wsconn_put(ws, is_binary ? WS_OP_BINARY : WS_OP_TEXT, pre, plen,
 		data, src, pos, len - plen) != 0)
@@ -1012,7 +1014,8 @@ wsconn_close(struct wsconn *ws, uint16_t code, const char *reason)
 		while (len > 0 && ((unsigned char)reason[len] & 0xc0) == 0x80)
 			len--;
 	}
-	if (wslay_event_queue_close(
+	if (wsconn_wslay(ws) == NULL ||
+	    wslay_event_queue_close(
 		ws->ws_ctx, code, (const uint8_t *)reason, len) != 0)
 		return (-1);
 	ws->ws_flags |= WSCONN_F_WSLAY;
@@ -1026,12 +1029,15 @@ wsconn_close(struct wsconn *ws, uint16_t code, const char *reason)
 static void
 wsconn_destroy(struct wsconn *ws)
 {
-	if (ws->ws_bev != NULL)
-		bufferevent_free(ws->ws_bev);
-	event_free(ws->ws_ev_timer);
+	if (ws->ws_s != NULL)
+		stream_free(ws->ws_s);
+	if (ws->ws_ev_timer != NULL)
+		event_free(ws->ws_ev_timer);
 	event_free(ws->ws_ev_work);
-	evbuffer_free(ws->ws_stage);
-	wslay_event_context_free(ws->ws_ctx);
+	if (ws->ws_stage != NULL)
+		evbuffer_free(ws->ws_stage);
+	if (ws->ws_ctx != NULL)
+		wslay_event_context_free(ws->ws_ctx);
 	free(ws->ws_rbuf);
 	if (ws->ws_rmsg != NULL)
 		evbuffer_free(ws->ws_rmsg);
@@ -1060,11 +1066,12 @@ wsconn_free(struct wsconn *ws)
 	}
 	/* Go quiet now; the memory stays until our frames have unwound. */
 	ws->ws_flags |= WSCONN_F_DEAD;
-	if (ws->ws_bev != NULL) {
-		bufferevent_setcb(ws->ws_bev, NULL, NULL, NULL, NULL);
-		bufferevent_disable(ws->ws_bev, EV_READ | EV_WRITE);
+	if (ws->ws_s != NULL) {
+		stream_setcb(ws->ws_s, NULL, NULL, NULL, NULL);
+		stream_disable(ws->ws_s, EV_READ | EV_WRITE);
 	}
-	evtimer_del(ws->ws_ev_timer);
+	if (ws->ws_ev_timer != NULL)
+		evtimer_del(ws->ws_ev_timer);
 	event_del(ws->ws_ev_work);
 	if (event_base_once(
 		ws->ws_base, -1, EV_TIMEOUT, wsconn_free_cb, ws, NULL) != 0) {

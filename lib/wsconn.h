@@ -3,7 +3,7 @@
  * that speaks WebSocket after an HTTP/1.1 upgrade.
  *
  * We do the handshake (helpers below, over lib/http1.c messages).  A
- * struct wsconn sits on a bufferevent, plain or TLS, once the handshake
+ * struct wsconn sits on a stream (lib/stream.h), plain or TLS, once the handshake
  * is over: every frame it receives is parsed by wsframe.c, it delivers
  * whole messages and queues outgoing ones, our data frames and wslay's
  * control frames.  No extensions (no compression), and we never send
@@ -18,10 +18,10 @@
 
 #include "wsframe.h"
 
-struct bufferevent;
 struct event_base;
 struct evbuffer;
 struct http1_msg;
+struct stream;
 
 /* Length of a Sec-WebSocket-Key and of a Sec-WebSocket-Accept value. */
 #define WS_KEY_LEN 24
@@ -42,7 +42,7 @@ struct http1_msg;
 #define WSCONN_QUEUE_LIMIT ((size_t)32 << 20)
 /* Seconds to wait for the closing handshake before dropping the transport. */
 #define WSCONN_CLOSE_TIMEOUT 5
-/* Most bytes held unparsed in the bufferevent's input. */
+/* Most bytes held unparsed in the stream's input. */
 #define WSCONN_READ_HIWAT ((size_t)256 << 10)
 
 /*
@@ -126,21 +126,23 @@ struct wsconn_cbs {
 struct wsconn;
 
 /*
- * Run a WebSocket over bev, whose handshake is done; bytes already in its
- * input are the first frames.  is_client picks the role (clients mask what
- * they send and refuse masked frames).  Messages over max_message bytes (0
- * means WSCONN_MAX_MESSAGE_DEFAULT) close the connection with 1009.  The
- * wsconn owns bev from now on, sets its callbacks and watermarks, and frees
- * it when the connection ends (which closes the socket or TLS connection if
- * bev was made with BEV_OPT_CLOSE_ON_FREE).  cbs is copied.  Returns NULL (and leaves
- * bev to the caller) only if wslay or libevent cannot allocate.
+ * Run a WebSocket over stream s, whose handshake is done (a TLS one may
+ * still be finishing its own: what is sent waits for it); bytes already
+ * in its input are the first frames, bytes in its output go first.
+ * is_client picks the role (clients mask what they send and refuse masked
+ * frames).  Messages over max_message bytes (0 means
+ * WSCONN_MAX_MESSAGE_DEFAULT) close the connection with 1009.  The wsconn
+ * owns s from now on, sets its callbacks and watermarks, and frees it when
+ * the connection ends (which closes the socket if s was made with
+ * STREAM_O_CLOSE).  cbs is copied.  Returns NULL (and leaves s to the
+ * caller) only if wslay or libevent cannot allocate.
  */
-struct wsconn *wsconn_new(struct event_base *, struct bufferevent *bev,
-    int is_client, const struct wsconn_cbs *cbs, void *arg, size_t max_message);
+struct wsconn *wsconn_new(struct event_base *, struct stream *s, int is_client,
+    const struct wsconn_cbs *cbs, void *arg, size_t max_message);
 
 /*
  * Queue one message, copying (and, as a client, masking) data into the
- * bufferevent's output.  Returns 0, or -1 if the connection is
+ * stream's output.  Returns 0, or -1 if the connection is
  * closing or closed, or the message would take the queue over
  * WSCONN_QUEUE_LIMIT.  Callers keep wsconn_queued below their own budget
  * and wait for on_writable; failures of the transport come as on_close.
@@ -168,11 +170,11 @@ int wsconn_send_ev(struct wsconn *, int is_binary, const uint8_t *hdr,
  */
 int wsconn_close(struct wsconn *, uint16_t code, const char *reason);
 
-/* Bytes queued for the peer: in wslay plus in the bufferevent's output. */
+/* Bytes queued for the peer: in wslay plus in the stream's output. */
 size_t wsconn_queued(const struct wsconn *);
 
 /*
- * Free the connection and its bufferevent at once, without a close frame
+ * Free the connection and its stream at once, without a close frame
  * and without on_close.  From inside one of its callbacks the free is
  * deferred to the event loop and the connection goes quiet at once.
  * NULL is ignored.

@@ -24,15 +24,13 @@
 #include <time.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
+#include "stream.h"
 #include "tls.h"
 #include "tun.h"
-#include "wthru.h"
 #include "wsconn.h"
 
 static void client_connect(struct tun *);
@@ -111,21 +109,6 @@ int
 tun_network_warns(unsigned int n)
 {
 	return (n == 1 || n % 10 == 0);
-}
-
-/*
- * Send small frames at once: credits and windows are round trips, and
- * Nagle's algorithm against a delayed ACK costs 40 ms on each.
- */
-void
-tun_nodelay(struct bufferevent *bev)
-{
-	int one = 1;
-	evutil_socket_t fd = bufferevent_getfd(bev);
-
-	if (fd != -1)
-		(void)setsockopt(
-		    fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 /* Is a tunnel connection open? */
@@ -269,8 +252,7 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	    o->target.u_host, o->target.u_port, o->target.u_tls);
 	if ((t->t_tmp = evbuffer_new()) == NULL)
 		abort();
-	if ((t->t_retry = evtimer_new(base, client_retry_cb, t)) == NULL ||
-	    (t->t_wq = wthru_q_new(base)) == NULL)
+	if ((t->t_retry = evtimer_new(base, client_retry_cb, t)) == NULL)
 		abort();
 	return (t);
 
@@ -299,7 +281,6 @@ tun_free(struct tun *t)
 	tombs_clear(&t->t_tombs);
 	if (t->t_retry != NULL)
 		event_free(t->t_retry);
-	wthru_q_free(t->t_wq);
 	dns_free(t->t_dns);
 	tls_ctx_free(t->t_gw_tls);
 	tls_ctx_free(t->t_target_tls);
@@ -548,7 +529,7 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 
 /*
  * Close a connection for reason: the one way every connection ends. Its
- * resources go now (the WebSocket and bufferevent free themselves safely
+ * resources go now (the WebSocket and stream free themselves safely
  * from inside their callbacks), its memory from the loop; the client then
  * schedules the next attempt, or stops.
  */
@@ -576,9 +557,9 @@ conn_close(struct tun_conn *c, enum tun_end end, int status, const char *reason)
 		wsconn_free(c->c_ws);
 		c->c_ws = NULL;
 	}
-	if (c->c_bev != NULL) {
-		bufferevent_free(c->c_bev);
-		c->c_bev = NULL;
+	if (c->c_s != NULL) {
+		stream_free(c->c_s);
+		c->c_s = NULL;
 	}
 	http1_msg_reset(&c->c_resp);
 	if (t != NULL && t->t_conn == c) {
@@ -640,18 +621,23 @@ conn_open_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		    "timed out opening the tunnel WebSocket");
 }
 
-/* Describe why a connect or TLS handshake on bev failed. */
+/*
+ * Describe why a connect or TLS handshake on stream st failed (what, its
+ * event).
+ */
 static char *
-conn_bev_error(struct bufferevent *bev, int tls, const char *what_host)
+conn_stream_error(struct stream *st, short what, const char *what_host)
 {
 	char *s;
-	int err = EVUTIL_SOCKET_ERROR();
+	int err = stream_errno(st);
 
-	if (tls && (s = tun_tls_error(bev, what_host,
-			"the gateway does not speak TLS on this port: use "
-			"ws:// or http:// in --gateway")) != NULL)
+	if ((s = tun_stream_tls_error(st, what, what_host,
+		 "the gateway does not speak TLS on this port: use "
+		 "ws:// or http:// in --gateway")) != NULL)
 		return (s);
-	if (err != 0)
+	if (what & STREAM_EV_TIMEOUT)
+		xasprintf(&s, "%s: connection timed out", what_host);
+	else if (err != 0)
 		xasprintf(&s, "%s: %s", what_host,
 		    evutil_socket_error_to_string(err));
 	else
@@ -1032,12 +1018,12 @@ conn_open(struct tun_conn *c)
 
 	evtimer_del(c->c_open_timer);
 	http1_msg_reset(&c->c_resp);
-	c->c_ws = wsconn_new(t->t_base, c->c_bev, 1, &cbs, c, 0);
+	c->c_ws = wsconn_new(t->t_base, c->c_s, 1, &cbs, c, 0);
 	if (c->c_ws == NULL) {
 		conn_close(c, TUN_END_NETWORK, 0, "cannot start the WebSocket");
 		return;
 	}
-	c->c_bev = NULL;
+	c->c_s = NULL;
 	c->c_state = TC_S_OPEN;
 	c->c_opened_at = clock_mono_msec();
 	t->t_state = TUN_S_OPEN;
@@ -1073,7 +1059,7 @@ conn_open(struct tun_conn *c)
 
 /* Bytes of the upgrade response arrived. */
 static void
-conn_read_cb(struct bufferevent *bev, void *arg)
+conn_read_cb(struct stream *s, void *arg)
 {
 	struct tun_conn *c = arg;
 	struct http1_limits lim = { TUN_HEAD_MAX, TUN_HEAD_LINE_MAX,
@@ -1085,7 +1071,7 @@ conn_read_cb(struct bufferevent *bev, void *arg)
 	if (c->c_state != TC_S_UPGRADING)
 		return;
 	rv = http1_parse_response(
-	    bufferevent_get_input(bev), &lim, 0, &c->c_resp, &herr);
+	    stream_input(s), &lim, 0, &c->c_resp, &herr);
 	if (rv == 0)
 		return;
 	if (rv < 0) {
@@ -1150,43 +1136,43 @@ conn_upgrade(struct tun_conn *c)
 		return;
 	}
 	c->c_state = TC_S_UPGRADING;
-	bufferevent_write(c->c_bev, req, strlen(req));
+	if (evbuffer_add(stream_output(c->c_s), req, strlen(req)) != 0)
+		abort(); /* allocation failure, as with xmalloc */
 	explicit_bzero(req, strlen(req));
 	free(req);
-	bufferevent_enable(c->c_bev, EV_READ);
+	stream_enable(c->c_s, EV_READ);
 }
 
 /* Connect, TLS and transport events before the WebSocket takes over. */
 static void
-conn_event_cb(struct bufferevent *bev, short what, void *arg)
+conn_event_cb(struct stream *s, short what, void *arg)
 {
 	struct tun_conn *c = arg;
 	struct tun *t = c->c_tun;
 	char *hp;
 
-	if (what & BEV_EVENT_CONNECTED) {
-		if (c->c_state == TC_S_CONNECTING) {
-			tun_nodelay(bev);
+	/* stream_connect set TCP_NODELAY: credits are round trips. */
+	if (what & STREAM_EV_CONNECTED) {
+		if (c->c_state == TC_S_CONNECTING)
 			conn_upgrade(c);
-		}
 		return;
 	}
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+	if (!(what & (STREAM_EV_EOF | STREAM_EV_ERROR | STREAM_EV_TIMEOUT)))
 		return;
 	hp = tun_host_port(
 	    t->t_opts->gateway.u_host, t->t_opts->gateway.u_port, -1);
 	if (c->c_state == TC_S_CONNECTING) {
 		free(c->c_addr_error);
-		c->c_addr_error = conn_bev_error(bev, t->t_gw_tls != NULL, hp);
+		c->c_addr_error = conn_stream_error(s, what, hp);
 		free(hp);
-		bufferevent_free(c->c_bev);
-		c->c_bev = NULL;
+		stream_free(c->c_s);
+		c->c_s = NULL;
 		conn_try_next(c);
 		return;
 	}
 	free(hp);
 	/* An answer and the close may come together: read it first. */
-	conn_read_cb(bev, c);
+	conn_read_cb(s, c);
 	if (c->c_state != TC_S_UPGRADING)
 		return;
 	conn_close(c, TUN_END_NETWORK, 0,
@@ -1205,8 +1191,7 @@ conn_try_next(struct tun_conn *c)
 	struct tun *t = c->c_tun;
 	struct sockaddr_storage *ss;
 	char *cause = NULL, why[512];
-	SSL *ssl;
-	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+	SSL *ssl = NULL;
 
 	for (;;) {
 		if (c->c_next >= c->c_naddrs) {
@@ -1225,16 +1210,11 @@ conn_try_next(struct tun_conn *c)
 				free(cause);
 				return;
 			}
-			c->c_bev = bufferevent_openssl_socket_new(t->t_base, -1,
-			    ssl, BUFFEREVENT_SSL_CONNECTING, opts);
-		} else
-			c->c_bev = bufferevent_socket_new(t->t_base, -1, opts);
-		if (c->c_bev == NULL)
-			abort();
-		evio_tune(c->c_bev);
-		bufferevent_setcb(
-		    c->c_bev, conn_read_cb, NULL, conn_event_cb, c);
-		if (bufferevent_socket_connect(c->c_bev, (struct sockaddr *)ss,
+		}
+		/* The handshake comes after the connect; the stream owns ssl. */
+		c->c_s = stream_new(t->t_base, -1, ssl, 0);
+		stream_setcb(c->c_s, conn_read_cb, NULL, conn_event_cb, c);
+		if (stream_connect(c->c_s, (struct sockaddr *)ss,
 			ss->ss_family == AF_INET6
 			    ? sizeof(struct sockaddr_in6)
 			    : sizeof(struct sockaddr_in)) == 0) {
@@ -1243,9 +1223,9 @@ conn_try_next(struct tun_conn *c)
 		}
 		free(c->c_addr_error);
 		xasprintf(&c->c_addr_error, "cannot connect: %s",
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		bufferevent_free(c->c_bev);
-		c->c_bev = NULL;
+		    evutil_socket_error_to_string(errno));
+		stream_free(c->c_s);
+		c->c_s = NULL;
 	}
 }
 

@@ -14,9 +14,10 @@
 #include <event2/event.h>
 
 #include "alloc.h"
+#include "evio.h"
 #include "log.h"
+#include "stream.h"
 #include "tun.h"
-#include "wthru.h"
 
 /* Print the usage text: every flag and every environment variable. */
 void

@@ -13,8 +13,6 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
@@ -380,25 +378,6 @@ tun_tls_describe(
 }
 
 /*
- * tun_tls_describe for a TLS bufferevent: NULL for a plain one.  The
- * OpenSSL errors are drained.
- */
-char *
-tun_tls_error(struct bufferevent *bev, const char *who, const char *not_tls)
-{
-	char *s;
-	SSL *ssl;
-
-	if ((ssl = bufferevent_openssl_get_ssl(bev)) == NULL)
-		return (NULL);
-	s = tun_tls_describe(
-	    ssl, bufferevent_get_openssl_error(bev), who, not_tls);
-	while (bufferevent_get_openssl_error(bev) != 0)
-		/* drain */;
-	return (s);
-}
-
-/*
  * The sentence for a failed connect or TLS handshake to who ("the target
  * host:port"), for the sandbox's caller: a timeout, tls (the TLS
  * sentence, taken over; NULL when TLS is not to blame), or the socket
@@ -423,19 +402,36 @@ tun_connect_error(int timeout, char *tls, int err, const char *who)
 }
 
 /*
- * Describe why a connect or TLS handshake on bev to who failed (see
- * tun_connect_error).
+ * tun_tls_describe for stream s, which failed (what, its event) while
+ * connecting or in the TLS handshake: NULL for a plain stream or a
+ * timeout.
  */
 char *
-tun_bev_error(struct bufferevent *bev, int tls, short what, const char *who)
+tun_stream_tls_error(
+    struct stream *s, short what, const char *who, const char *not_tls)
 {
-	int err = EVUTIL_SOCKET_ERROR();
+	if (stream_ssl(s) == NULL || (what & STREAM_EV_TIMEOUT))
+		return (NULL);
+	return (tun_tls_describe(
+	    stream_ssl(s), stream_tls_error(s), who, not_tls));
+}
 
-	return (tun_connect_error((what & BEV_EVENT_TIMEOUT) != 0,
-	    tls && !(what & BEV_EVENT_TIMEOUT)
-		? tun_tls_error(bev, who, target_not_tls)
-		: NULL,
-	    err, who));
+/*
+ * Describe a failed connect or TLS handshake to who (see
+ * tun_connect_error): what stream s's event said, or with s NULL the
+ * errno err of a connect that could not start.
+ */
+char *
+tun_stream_error(struct stream *s, short what, int err, const char *who)
+{
+	char *tls = NULL;
+
+	if (s != NULL) {
+		err = stream_errno(s);
+		tls = tun_stream_tls_error(s, what, who, target_not_tls);
+	}
+	return (tun_connect_error(
+	    (what & STREAM_EV_TIMEOUT) != 0, tls, err, who));
 }
 
 /*
@@ -448,17 +444,11 @@ target_stream_error(
     struct tun_target *tt, struct stream *s, short what, int err)
 {
 	const struct tun_url *u = &tt->tt_tun->t_opts->target;
-	char *hp, *who, *tls = NULL, *msg;
+	char *hp, *who, *msg;
 
 	hp = tun_host_port(u->u_host, u->u_port, -1);
 	xasprintf(&who, "the target %s", hp);
-	if (s != NULL) {
-		err = stream_errno(s);
-		if (stream_ssl(s) != NULL && !(what & STREAM_EV_TIMEOUT))
-			tls = tun_tls_describe(stream_ssl(s),
-			    stream_tls_error(s), who, target_not_tls);
-	}
-	msg = tun_connect_error((what & STREAM_EV_TIMEOUT) != 0, tls, err, who);
+	msg = tun_stream_error(s, what, err, who);
 	free(who);
 	free(hp);
 	return (msg);

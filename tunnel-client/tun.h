@@ -14,9 +14,7 @@
 #include "log.h"
 #include "tombs.h"
 #include "tunproto.h"
-#include "wthru.h"
 
-struct bufferevent;
 struct stream;
 struct ssl_st;
 struct event;
@@ -204,7 +202,7 @@ struct tun_conn {
 	size_t c_naddrs;
 	size_t c_next; /* next address to try */
 	char *c_addr_error; /* why the last address failed */
-	struct bufferevent *c_bev; /* until the WebSocket takes it */
+	struct stream *c_s; /* until the WebSocket takes it */
 	struct wsconn *c_ws;
 	char c_key[32]; /* Sec-WebSocket-Key */
 	struct http1_msg c_resp; /* the upgrade response */
@@ -247,7 +245,6 @@ struct tun_stats {
 /* aktunnel: one process, one session, many connections over time. */
 struct tun {
 	struct event_base *t_base;
-	struct wthru_q *t_wq; /* writes to targets at a pass's end */
 	const struct tun_options *t_opts;
 	struct dns *t_dns;
 	SSL_CTX *t_gw_tls; /* NULL for ws:// */
@@ -414,7 +411,7 @@ struct tun_chan {
 	size_t ch_naddrs;
 	size_t ch_next;
 	char *ch_error; /* why the last address failed */
-	struct bufferevent *ch_bev; /* until the WebSocket takes it */
+	struct stream *ch_s; /* until the WebSocket takes it */
 	struct wsconn *ch_ws;
 	char ch_key[32];
 	char *ch_request; /* the upgrade request */
@@ -451,10 +448,10 @@ unsigned int tun_auth_delay(unsigned int);
 int tun_route_miss_warns(unsigned int);
 int tun_network_warns(unsigned int);
 int tun_connected(const struct tun *);
-void tun_nodelay(struct bufferevent *);
 size_t tun_queued(const struct tun *);
-char *tun_tls_error(struct bufferevent *, const char *, const char *);
-char *tun_bev_error(struct bufferevent *, int, short, const char *);
+char *tun_stream_tls_error(
+    struct stream *, short, const char *, const char *);
+char *tun_stream_error(struct stream *, short, int, const char *);
 char *tun_tls_describe(
     struct ssl_st *, unsigned long, const char *, const char *);
 char *tun_connect_error(int, char *, int, const char *);

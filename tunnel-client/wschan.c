@@ -13,20 +13,19 @@
  */
 #include <sys/socket.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #include "alloc.h"
 #include "clock.h"
+#include "stream.h"
 #include "tls.h"
 #include "tun.h"
-#include "wthru.h"
 #include "wsconn.h"
 
 /* Seconds to open the target WebSocket (§10.6: the sandbox waits 10 s). */
@@ -90,7 +89,7 @@ chan_free_cb(evutil_socket_t fd, short what, void *arg)
 
 /*
  * End a channel for reason: the one way each ends. The target socket goes
- * at once (wsconn and bufferevent cope with being freed from their own
+ * at once (wsconn and stream cope with being freed from their own
  * callbacks), the memory from the loop; the id is tombstoned so late data
  * is absorbed.
  */
@@ -112,9 +111,9 @@ chan_close(struct tun_chan *ch, const char *reason)
 		wsconn_free(ch->ch_ws);
 		ch->ch_ws = NULL;
 	}
-	if (ch->ch_bev != NULL) {
-		bufferevent_free(ch->ch_bev);
-		ch->ch_bev = NULL;
+	if (ch->ch_s != NULL) {
+		stream_free(ch->ch_s);
+		ch->ch_s = NULL;
 	}
 	TAILQ_REMOVE(&t->t_chans, ch, ch_entry);
 	idmap_del(&t->t_chan_ids, ch->ch_id);
@@ -240,12 +239,12 @@ chan_open(struct tun_chan *ch)
 
 	evtimer_del(ch->ch_timer);
 	ch->ch_ws = wsconn_new(
-	    t->t_base, ch->ch_bev, 1, &cbs, ch, chan_max_message(t));
+	    t->t_base, ch->ch_s, 1, &cbs, ch, chan_max_message(t));
 	if (ch->ch_ws == NULL) {
 		chan_fail(ch, "cannot start the target WebSocket");
 		return;
 	}
-	ch->ch_bev = NULL;
+	ch->ch_s = NULL;
 	ch->ch_state = CH_S_OPEN;
 	memset(&m, 0, sizeof m);
 	m.m_type = TUNPROTO_T_WS_CONNECTED;
@@ -288,7 +287,7 @@ chan_check_accept(struct tun_chan *ch, char **why)
 
 /* Bytes of the target's upgrade response arrived. */
 static void
-chan_read_cb(struct bufferevent *bev, void *arg)
+chan_read_cb(struct stream *s, void *arg)
 {
 	struct tun_chan *ch = arg;
 	struct http1_limits lim = { TUN_HEAD_MAX, TUN_HEAD_LINE_MAX,
@@ -300,7 +299,7 @@ chan_read_cb(struct bufferevent *bev, void *arg)
 	if (ch->ch_state != CH_S_UPGRADING)
 		return;
 	rv = http1_parse_response(
-	    bufferevent_get_input(bev), &lim, 0, &ch->ch_resp, &herr);
+	    stream_input(s), &lim, 0, &ch->ch_resp, &herr);
 	if (rv == 0)
 		return;
 	if (rv < 0) {
@@ -329,45 +328,51 @@ chan_read_cb(struct bufferevent *bev, void *arg)
 	chan_open(ch);
 }
 
-/* Describe a failed connect or TLS handshake to the target. */
+/*
+ * Describe a failed connect or TLS handshake to the target: what stream
+ * s's event said, or with s NULL the errno err of a connect that could
+ * not start.
+ */
 static char *
-chan_bev_error(struct tun_chan *ch, struct bufferevent *bev, short what)
+chan_stream_error(struct tun_chan *ch, struct stream *s, short what, int err)
 {
 	const struct tun_url *u = &ch->ch_tun->t_opts->target;
-	char *hp, *who, *s;
+	char *hp, *who, *msg;
 
 	hp = tun_host_port(u->u_host, u->u_port, -1);
 	xasprintf(&who, "the target %s", hp);
-	s = tun_bev_error(bev, u->u_tls, what, who);
+	msg = tun_stream_error(s, what, err, who);
 	free(who);
 	free(hp);
-	return (s);
+	return (msg);
 }
 
 /* Connect, TLS and errors before the WebSocket is open. */
 static void
-chan_event_cb(struct bufferevent *bev, short what, void *arg)
+chan_event_cb(struct stream *s, short what, void *arg)
 {
 	struct tun_chan *ch = arg;
 
-	if (what & BEV_EVENT_CONNECTED) {
+	/* stream_connect set TCP_NODELAY. */
+	if (what & STREAM_EV_CONNECTED) {
 		if (ch->ch_state != CH_S_CONNECTING)
 			return;
-		tun_nodelay(bev);
 		ch->ch_state = CH_S_UPGRADING;
-		bufferevent_write(bev, ch->ch_request, strlen(ch->ch_request));
-		bufferevent_enable(bev, EV_READ);
+		if (evbuffer_add(stream_output(s), ch->ch_request,
+			strlen(ch->ch_request)) != 0)
+			abort(); /* allocation failure, as with xmalloc */
+		stream_enable(s, EV_READ);
 		return;
 	}
 	if (ch->ch_state == CH_S_CONNECTING) {
 		free(ch->ch_error);
-		ch->ch_error = chan_bev_error(ch, bev, what);
-		bufferevent_free(ch->ch_bev);
-		ch->ch_bev = NULL;
+		ch->ch_error = chan_stream_error(ch, s, what, 0);
+		stream_free(ch->ch_s);
+		ch->ch_s = NULL;
 		chan_connect_next(ch);
 		return;
 	}
-	chan_read_cb(bev, ch);
+	chan_read_cb(s, ch);
 	if (ch->ch_state == CH_S_UPGRADING)
 		chan_fail(ch,
 		    "the target closed the connection during the WebSocket "
@@ -381,8 +386,7 @@ chan_connect_next(struct tun_chan *ch)
 	struct tun *t = ch->ch_tun;
 	struct sockaddr_storage *ss;
 	char *cause = NULL;
-	SSL *ssl;
-	int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+	SSL *ssl = NULL;
 
 	for (;;) {
 		if (ch->ch_next >= ch->ch_naddrs) {
@@ -401,30 +405,21 @@ chan_connect_next(struct tun_chan *ch)
 				free(cause);
 				return;
 			}
-			ch->ch_bev = bufferevent_openssl_socket_new(t->t_base,
-			    -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
-			if (ch->ch_bev != NULL)
-				bufferevent_openssl_set_allow_dirty_shutdown(
-				    ch->ch_bev, 1);
-		} else
-			ch->ch_bev = bufferevent_socket_new(
-			    t->t_base, -1, opts);
-		if (ch->ch_bev == NULL)
-			abort();
-		evio_tune(ch->ch_bev);
-		bufferevent_setcb(
-		    ch->ch_bev, chan_read_cb, NULL, chan_event_cb, ch);
+		}
+		/* A close without close_notify is EOF, as a stream's is. */
+		ch->ch_s = stream_new(t->t_base, -1, ssl, 0);
+		stream_setcb(ch->ch_s, chan_read_cb, NULL, chan_event_cb, ch);
 		ch->ch_state = CH_S_CONNECTING;
-		if (bufferevent_socket_connect(ch->ch_bev,
+		if (stream_connect(ch->ch_s,
 			(struct sockaddr *)ss,
 			ss->ss_family == AF_INET6
 			    ? sizeof(struct sockaddr_in6)
 			    : sizeof(struct sockaddr_in)) == 0)
 			return;
 		free(ch->ch_error);
-		ch->ch_error = chan_bev_error(ch, ch->ch_bev, 0);
-		bufferevent_free(ch->ch_bev);
-		ch->ch_bev = NULL;
+		ch->ch_error = chan_stream_error(ch, NULL, 0, errno);
+		stream_free(ch->ch_s);
+		ch->ch_s = NULL;
 	}
 }
 
@@ -650,8 +645,8 @@ chan_free_all(struct tun *t)
 			dns_cancel(ch->ch_query);
 		if (ch->ch_ws != NULL)
 			wsconn_free(ch->ch_ws);
-		if (ch->ch_bev != NULL)
-			bufferevent_free(ch->ch_bev);
+		if (ch->ch_s != NULL)
+			stream_free(ch->ch_s);
 		chan_free_cb(-1, 0, ch);
 	}
 	idmap_free(&t->t_chan_ids);

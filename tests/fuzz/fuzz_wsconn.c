@@ -3,8 +3,8 @@
  * byte stream a peer sends after the handshake.  First the parser alone
  * (the one every received stream goes through) reads it whole, in pieces
  * and a byte at a time, and must find the same messages, control frames
- * and verdict every way.  Then it goes, in pieces, through a
- * bufferevent pair into a wsconn (server or client, chosen by the first
+ * and verdict every way.  Then it goes, in pieces, through a socketpair
+ * into a wsconn on a stream (server or client, chosen by the first
  * byte), whose owner echoes messages, may close or free itself from a
  * callback, and the loop runs until nothing is left to do.  What the
  * wsconn sends back is parsed as strictly as a peer would: whole frames,
@@ -13,16 +13,21 @@
  * freed; LeakSanitizer checks that nothing stays.
  */
 #include <sys/types.h>
+#include <sys/socket.h>
 
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/util.h>
 
+#include "stream.h"
 #include "wsconn.h"
 #include "wsframe.h"
 
@@ -318,15 +323,31 @@ fuzz_run(void)
 	}
 }
 
+/* Move what the wsconn sent to the peer's end fd into back. */
+static void
+fuzz_read_back(int fd, struct evbuffer *back)
+{
+	int i;
+
+	for (i = 0; i < 1024; i++) {
+		if (evbuffer_read(back, fd, 65536) <= 0)
+			break;
+	}
+}
+
 /* Entry point: one connection per input. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct bufferevent *pair[2];
+	struct stream *s;
 	struct fuzz_owner fo;
 	size_t off, n, step;
+	ssize_t w;
+	int fds[2], tries;
 
 	if (fuzz_base == NULL) {
+		/* A write to a socket the wsconn closed says EPIPE, as ours do. */
+		signal(SIGPIPE, SIG_IGN);
 		fuzz_base = event_base_new();
 		FUZZ_ASSERT(fuzz_base != NULL);
 	}
@@ -342,29 +363,45 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	step = 1 + (size_t)(fo.fo_mode >> 6) * 37;
 	fuzz_rx_splits(data, size, !(fo.fo_mode & FUZZ_M_CLIENT), step);
 
-	FUZZ_ASSERT(bufferevent_pair_new(fuzz_base, 0, pair) == 0);
-	fo.fo_ws = wsconn_new(fuzz_base, pair[0], fo.fo_mode & FUZZ_M_CLIENT,
+	FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+	FUZZ_ASSERT(evutil_make_socket_nonblocking(fds[0]) == 0 &&
+	    evutil_make_socket_nonblocking(fds[1]) == 0);
+	s = stream_new(fuzz_base, fds[0], NULL, STREAM_O_CLOSE);
+	FUZZ_ASSERT(s != NULL);
+	fo.fo_ws = wsconn_new(fuzz_base, s, fo.fo_mode & FUZZ_M_CLIENT,
 	    (fo.fo_mode & FUZZ_M_BUF) ? &fuzz_buf_cbs : &fuzz_cbs, &fo,
 	    FUZZ_MAX_MESSAGE);
 	FUZZ_ASSERT(fo.fo_ws != NULL);
-	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
 
-	/* Pieces of a size taken from the mode, so frames cross reads. */
+	/*
+	 * Pieces of a size taken from the mode, so frames cross reads; a
+	 * piece the socket does not take (a paused wsconn) is dropped after
+	 * a bounded number of passes.
+	 */
 	for (off = 0; off < size; off += n) {
 		n = size - off < step ? size - off : step;
-		bufferevent_write(pair[1], data + off, n);
+		for (tries = 0; tries < 64; tries++) {
+			if ((w = write(fds[1], data + off, n)) > 0 ||
+			    (w < 0 && errno != EAGAIN))
+				break;
+			fuzz_run();
+			fuzz_read_back(fds[1], fo.fo_back);
+		}
+		if (w > 0)
+			n = (size_t)w;
 		fuzz_run();
 		/* What the wsconn sends back is checked and dropped. */
-		evbuffer_add_buffer(fo.fo_back, bufferevent_get_input(pair[1]));
+		fuzz_read_back(fds[1], fo.fo_back);
 		fuzz_check_back(&fo, fo.fo_mode & FUZZ_M_CLIENT);
 	}
-	/*
-	 * A pair does not pass EOF on when one end is freed, so the peer's
-	 * hang-up is raised on our end by hand.
-	 */
+	/* The peer hangs up: the stream reads EOF. */
 	if ((fo.fo_mode & FUZZ_M_EOF) && fo.fo_ws != NULL && !fo.fo_closed) {
-		bufferevent_trigger_event(pair[0], BEV_EVENT_EOF, 0);
-		fuzz_run();
+		FUZZ_ASSERT(shutdown(fds[1], SHUT_WR) == 0);
+		for (tries = 0; tries < 64 && !fo.fo_closed && fo.fo_ws != NULL;
+		     tries++) {
+			fuzz_run();
+			fuzz_read_back(fds[1], fo.fo_back);
+		}
 		FUZZ_ASSERT(fo.fo_closed == 1 || fo.fo_ws == NULL);
 	}
 	fuzz_run();
@@ -375,17 +412,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(wsconn_queued(fo.fo_ws) < (size_t)64 << 20);
 		wsconn_free(fo.fo_ws);
 	}
-	evbuffer_add_buffer(fo.fo_back, bufferevent_get_input(pair[1]));
+	fuzz_read_back(fds[1], fo.fo_back);
 	fuzz_check_back(&fo, fo.fo_mode & FUZZ_M_CLIENT);
 	/*
-	 * Only whole frames cross the pair.  Echoes may be missing at the
-	 * end: after EOF the pair carries nothing more.
+	 * Only whole frames cross the socket.  Echoes may be missing at the
+	 * end: after EOF or a free nothing more is written.
 	 */
 	FUZZ_ASSERT(evbuffer_get_length(fo.fo_back) == 0);
 	evbuffer_free(fo.fo_echoed);
 	evbuffer_free(fo.fo_back);
-	bufferevent_free(pair[1]);
-	/* Deferred frees and bufferevent finalizers; then nothing is left. */
+	close(fds[1]);
+	/* Deferred frees; then nothing is left. */
 	fuzz_run();
 	FUZZ_ASSERT(event_base_get_num_events(fuzz_base,
 			EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE |

@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 /* The files under test, for their static functions. */

@@ -395,6 +395,59 @@ test_echo(void **state)
 	event_base_free(base);
 }
 
+/*
+ * A stream takes over a TLS connection whose handshake another transport
+ * finished (gateway/stream_bridge.c): the role and keys stay, the
+ * stream says it is connected, and bytes go both ways.
+ */
+static void
+test_tls_established(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct tls_pair t;
+	struct tp e, c;
+	unsigned long err;
+	char *cause = NULL;
+	SSL *cssl, *sssl;
+	int fds[2], i, cr = 0, sr = 0;
+
+	(void)state;
+	tls_pair_new(&t, "server");
+	pair(SOCK_STREAM, fds);
+	cssl = tls_client_ssl_new(t.cli, "localhost", &cause);
+	sssl = tls_server_ssl_new(t.srv);
+	assert_non_null(cssl);
+	assert_non_null(sssl);
+	assert_int_equal(tls_stream_attach(cssl, fds[1], 0), 0);
+	assert_int_equal(tls_stream_attach(sssl, fds[0], 1), 0);
+	for (i = 0; i < 1000 && (cr != 1 || sr != 1); i++) {
+		if (cr != 1)
+			cr = tls_io_handshake(cssl, &err);
+		if (sr != 1)
+			sr = tls_io_handshake(sssl, &err);
+	}
+	assert_int_equal(cr, 1);
+	assert_int_equal(sr, 1);
+	tp_set(&e, base,
+	    stream_new(base, fds[0], sssl, STREAM_O_CLOSE | STREAM_O_ACCEPT));
+	tp_set(&c, base, stream_new(base, fds[1], cssl, STREAM_O_CLOSE));
+	e.echo = 1;
+	c.drain = 1;
+	stream_enable(e.s, EV_READ);
+	stream_enable(c.s, EV_READ);
+	evbuffer_add(stream_output(c.s), "\x00\x83\x06\x89\x0c", 5);
+	loop_until(base, tp_has_text, &c);
+	assert_true(c.events & STREAM_EV_CONNECTED);
+	assert_true(e.events & STREAM_EV_CONNECTED);
+	assert_int_equal(c.got, 5);
+	assert_int_equal(c.bad, 0);
+	assert_int_equal(c.events & ~STREAM_EV_CONNECTED, 0);
+	stream_free(e.s);
+	stream_free(c.s);
+	tls_pair_free(&t);
+	event_base_free(base);
+}
+
 static int
 tp_got_total(void *arg)
 {
@@ -1279,6 +1332,7 @@ main(void)
 		cmocka_unit_test(test_half_close_plain),
 		cmocka_unit_test(test_half_close_tls),
 		cmocka_unit_test(test_tls_dirty_eof),
+		cmocka_unit_test(test_tls_established),
 		cmocka_unit_test(test_connect_refused),
 		cmocka_unit_test(test_tls_verify_fails),
 		cmocka_unit_test(test_tls_not_tls),

@@ -21,11 +21,11 @@
 #include <cmocka.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
 #include "clock.h"
+#include "stream.h"
 #include "wsconn.h"
 
 /* How long any one wait may take before the test fails (ms). */
@@ -53,7 +53,7 @@ struct pair {
 	struct event_base *base;
 	struct event *tick; /* keeps EVLOOP_ONCE from blocking forever */
 	int fds[2];
-	struct bufferevent *bev[2];
+	struct stream *s[2];
 	struct peer srv;
 	struct peer cli;
 };
@@ -198,20 +198,18 @@ pair_open(
 	assert_int_equal(evutil_make_socket_nonblocking(p->fds[0]), 0);
 	assert_int_equal(evutil_make_socket_nonblocking(p->fds[1]), 0);
 	if (!raw_srv) {
-		p->bev[0] = bufferevent_socket_new(
-		    p->base, p->fds[0], BEV_OPT_CLOSE_ON_FREE);
-		assert_non_null(p->bev[0]);
+		p->s[0] = stream_new(p->base, p->fds[0], NULL, STREAM_O_CLOSE);
+		assert_non_null(p->s[0]);
 		p->srv.p_ws = wsconn_new(
-		    p->base, p->bev[0], 0, test_callbacks(), &p->srv, srv_max);
+		    p->base, p->s[0], 0, test_callbacks(), &p->srv, srv_max);
 		assert_non_null(p->srv.p_ws);
 		p->fds[0] = -1;
 	}
 	if (!raw_cli) {
-		p->bev[1] = bufferevent_socket_new(
-		    p->base, p->fds[1], BEV_OPT_CLOSE_ON_FREE);
-		assert_non_null(p->bev[1]);
+		p->s[1] = stream_new(p->base, p->fds[1], NULL, STREAM_O_CLOSE);
+		assert_non_null(p->s[1]);
 		p->cli.p_ws = wsconn_new(
-		    p->base, p->bev[1], 1, test_callbacks(), &p->cli, cli_max);
+		    p->base, p->s[1], 1, test_callbacks(), &p->cli, cli_max);
 		assert_non_null(p->cli.p_ws);
 		p->fds[1] = -1;
 	}
@@ -223,7 +221,7 @@ pair_close(struct pair *p)
 {
 	wsconn_free(p->srv.p_ws);
 	wsconn_free(p->cli.p_ws);
-	/* Let deferred frees and bufferevent finalizers run. */
+	/* Let deferred frees run. */
 	event_base_loop(p->base, EVLOOP_NONBLOCK);
 	if (p->fds[0] != -1)
 		close(p->fds[0]);
@@ -775,7 +773,7 @@ test_backpressure(void **state)
 
 	(void)state;
 	pair_open(&p, 0, 0, 0, 0);
-	bufferevent_disable(p.bev[1], EV_READ);
+	stream_disable(p.s[1], EV_READ);
 	blob = pattern(mib, 3);
 	while (wsconn_queued(p.srv.p_ws) <= WSCONN_HIWAT + mib) {
 		assert_int_equal(wsconn_send(p.srv.p_ws, 1, blob, mib), 0);
@@ -798,7 +796,7 @@ test_backpressure(void **state)
 	assert_true(wsconn_queued(p.srv.p_ws) + mib > WSCONN_QUEUE_LIMIT);
 	free(blob);
 
-	bufferevent_enable(p.bev[1], EV_READ);
+	stream_enable(p.s[1], EV_READ);
 	RUN_UNTIL(&p, p.cli.p_nmsg == sent && p.srv.p_nmsg == 1);
 	assert_int_equal(p.cli.p_bytes, (size_t)sent * mib);
 	assert_memory_equal(p.srv.p_last, "ping", 4);
@@ -813,19 +811,19 @@ static void
 test_early_input(void **state)
 {
 	struct pair p;
-	struct bufferevent *bev;
+	struct stream *s;
 
 	(void)state;
 	pair_open(&p, 0, 0, 1, 1);
-	bev = bufferevent_socket_new(p.base, p.fds[0], BEV_OPT_CLOSE_ON_FREE);
-	assert_non_null(bev);
+	s = stream_new(p.base, p.fds[0], NULL, STREAM_O_CLOSE);
+	assert_non_null(s);
 	p.fds[0] = -1;
 	/* As if read together with the upgrade request. */
 	raw_write(p.fds[1], "\x81\x82\0\0\0\0hi", 8);
-	bufferevent_enable(bev, EV_READ);
-	RUN_UNTIL(&p, evbuffer_get_length(bufferevent_get_input(bev)) == 8);
-	bufferevent_disable(bev, EV_READ);
-	p.srv.p_ws = wsconn_new(p.base, bev, 0, test_callbacks(), &p.srv, 0);
+	stream_enable(s, EV_READ);
+	RUN_UNTIL(&p, evbuffer_get_length(stream_input(s)) == 8);
+	stream_disable(s, EV_READ);
+	p.srv.p_ws = wsconn_new(p.base, s, 0, test_callbacks(), &p.srv, 0);
 	assert_non_null(p.srv.p_ws);
 	RUN_UNTIL(&p, p.srv.p_nmsg == 1);
 	assert_memory_equal(p.srv.p_last, "hi", 2);
