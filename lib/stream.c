@@ -205,16 +205,23 @@ stream_fail(struct stream *s, short ev, int err, unsigned long tlserr)
 		stream_queue(s, STREAM_W_EVENT);
 }
 
-/* Add ev (with tv) or delete it, when that changes; *on tracks it. */
+/*
+ * Add ev (with tv) or delete it, when that changes; *on tracks it.
+ *
+ * A timeout cleared (tv NULL) on an event that stays added is left to run
+ * out: event_add with no timeout keeps the one the event had, and a delete
+ * and an add in one loop pass cost an epoll_ctl, which was three system
+ * calls in seven per proxied request (the engine and the proxy set and clear
+ * timeouts on every request).  The callback drops it when it fires
+ * (stream_timeout_stale), seconds later and rarely.
+ */
 static void
 stream_event_set(struct event *ev, unsigned char *on, int want,
     const struct timeval *tv, int force)
 {
 	if (want && (!*on || force)) {
-		/* event_add with no timeout keeps one the event had. */
-		if (*on && tv == NULL)
-			event_del(ev);
-		event_add(ev, tv);
+		if (tv != NULL || !*on)
+			event_add(ev, tv);
 		*on = 1;
 	} else if (!want && *on) {
 		event_del(ev);
@@ -508,6 +515,23 @@ stream_connected(struct stream *s)
 }
 
 /*
+ * A timeout fired that was cleared while its event stayed added
+ * (stream_event_set): drop it, and keep the event without one.  Returns
+ * what without EV_TIMEOUT then.
+ */
+static short
+stream_timeout_stale(struct event *ev, unsigned char on, short what,
+    int wanted)
+{
+	if (!(what & EV_TIMEOUT) || wanted)
+		return (what);
+	event_del(ev);
+	if (on)
+		event_add(ev, NULL);
+	return (what & ~EV_TIMEOUT);
+}
+
+/*
  * The socket is readable, or the read timeout passed: the handshake, a
  * write that waited for it, then the owner's read.
  */
@@ -518,7 +542,11 @@ stream_read_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	s->s_depth++;
-	if (what & EV_TIMEOUT) {
+	what = stream_timeout_stale(s->s_rev, s->s_ron, what,
+	    (s->s_flags & STREAM_F_RTV) != 0);
+	if (what == 0)
+		;
+	else if (what & EV_TIMEOUT) {
 		/* As a bufferevent: an open stream stops reading, and says. */
 		if (s->s_state == STREAM_S_OPEN) {
 			s->s_enabled &= ~EV_READ;
@@ -550,7 +578,11 @@ stream_write_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	s->s_depth++;
-	if (what & EV_TIMEOUT) {
+	what = stream_timeout_stale(s->s_wev, s->s_won, what,
+	    (s->s_flags & STREAM_F_WTV) != 0);
+	if (what == 0)
+		;
+	else if (what & EV_TIMEOUT) {
 		if (s->s_state == STREAM_S_OPEN) {
 			s->s_enabled &= ~EV_WRITE;
 			s->s_pending |= STREAM_EV_TIMEOUT | STREAM_EV_WRITING;

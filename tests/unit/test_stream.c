@@ -963,6 +963,11 @@ test_timeout_cleared(void **state)
 	(void)loop_for(base, 150);
 	assert_int_equal(p.nevents, 0);
 	assert_true(stream_get_enabled(p.s) & EV_READ);
+	/* The stale timer dropped, a new timeout still runs. */
+	stream_set_timeouts(p.s, &tv, NULL);
+	(void)loop_for(base, 150);
+	assert_int_equal(p.nevents, 1);
+	assert_int_equal(p.events, STREAM_EV_TIMEOUT | STREAM_EV_READING);
 	stream_free(p.s);
 	close(fds[1]);
 	event_base_free(base);
