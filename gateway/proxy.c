@@ -709,12 +709,19 @@ proxy_prefix_field(const struct conn *c, const struct hfield *h)
 	return (NULL);
 }
 
-/* A response head for the client, with the values made for it. */
+/*
+ * A response head for the client, with the values made for it.  It lives on
+ * the stack while the head is sent, and a head of up to PROXY_HEAD_INLINE
+ * fields (most) needs no allocation.
+ */
+#define PROXY_HEAD_INLINE 24
 struct proxy_head {
 	struct head ph_head;
 	struct hfield *ph_fields;
 	char **ph_made; /* rewritten values, freed with it */
 	size_t ph_nmade;
+	struct hfield ph_fields_inline[PROXY_HEAD_INLINE];
+	char *ph_made_inline[PROXY_HEAD_INLINE];
 };
 
 /*
@@ -738,11 +745,14 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 
 	http1_msg_head(m, &mh);
 	nconn = proxy_nconnection(&mh);
-	ph->ph_fields = xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
-	/* Values are made only for a path-form request: no malloc else. */
-	ph->ph_made = c->c_x->x_prefix != NULL
-	    ? xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made)
-	    : NULL;
+	ph->ph_fields = mh.h_nfields + 2 <= PROXY_HEAD_INLINE
+	    ? ph->ph_fields_inline
+	    : xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
+	/* Values are made only for a path-form request. */
+	ph->ph_made = c->c_x->x_prefix == NULL ? NULL
+	    : mh.h_nfields + 1 <= PROXY_HEAD_INLINE
+	    ? ph->ph_made_inline
+	    : xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made);
 	ph->ph_nmade = 0;
 	for (i = 0; i < mh.h_nfields; i++) {
 		h = &mh.h_fields[i];
@@ -790,8 +800,10 @@ proxy_head_free(struct proxy_head *ph)
 
 	for (i = 0; i < ph->ph_nmade; i++)
 		free(ph->ph_made[i]);
-	free(ph->ph_made);
-	free(ph->ph_fields);
+	if (ph->ph_made != ph->ph_made_inline)
+		free(ph->ph_made);
+	if (ph->ph_fields != ph->ph_fields_inline)
+		free(ph->ph_fields);
 }
 
 /* The final response head arrived: check it and send it on. */

@@ -636,6 +636,30 @@ http1_frame_response(
 	return (HTTP1_E_NONE);
 }
 
+/* The line feeds in the first len bytes of in. */
+static size_t
+http1_count_lf(struct evbuffer *in, size_t len)
+{
+	struct evbuffer_ptr ptr;
+	struct evbuffer_iovec v;
+	const char *p, *q;
+	size_t n, count = 0;
+
+	if (evbuffer_ptr_set(in, &ptr, 0, EVBUFFER_PTR_SET) != 0)
+		return (0);
+	while (len > 0 && evbuffer_peek(in, len, &ptr, &v, 1) >= 1) {
+		n = v.iov_len < len ? v.iov_len : len;
+		for (p = v.iov_base; (q = memchr(p, '\n',
+			 n - (size_t)(p - (const char *)v.iov_base))) != NULL;
+		     p = q + 1)
+			count++;
+		len -= n;
+		if (evbuffer_ptr_set(in, &ptr, n, EVBUFFER_PTR_ADD) != 0)
+			break;
+	}
+	return (count);
+}
+
 /*
  * Parse a head, request or response.  On success the head is drained from
  * in and copied once into m_buf, which the start line and fields point
@@ -648,7 +672,7 @@ http1_parse_head(struct evbuffer *in, const struct http1_limits *lim,
 	struct http1_fields f;
 	struct hfield *h;
 	char *p, *lf, *end;
-	size_t head_len, nfields;
+	size_t head_len, nfields, nlf, boff;
 	enum http1_err e;
 	int rv;
 
@@ -661,7 +685,16 @@ http1_parse_head(struct evbuffer *in, const struct http1_limits *lim,
 	if (rv == -1)
 		goto fail;
 
-	m->m_buf = xmalloc(head_len + 1);
+	/*
+	 * One allocation for the copy and the fields that point into it: as
+	 * many slots as the head has line ends (a few more than its fields).
+	 */
+	nlf = http1_count_lf(in, head_len);
+	if (nlf > lim->max_headers + 4)
+		nlf = lim->max_headers + 4;
+	boff = (head_len + 1 + _Alignof(struct hfield) - 1) &
+	    ~(_Alignof(struct hfield) - 1);
+	m->m_buf = xmalloc(boff + nlf * sizeof *m->m_headers);
 	evbuffer_copyout(in, m->m_buf, head_len);
 	m->m_buf[head_len] = '\0';
 	end = m->m_buf + head_len - 2;
@@ -684,12 +717,12 @@ http1_parse_head(struct evbuffer *in, const struct http1_limits *lim,
 		lf = memchr(p, '\n', end + 2 - p);
 		nfields++;
 	}
-	if (nfields > lim->max_headers) {
+	if (nfields > lim->max_headers || nfields > nlf) {
 		e = HTTP1_E_TOO_MANY_HEADERS;
 		goto fail;
 	}
 	if (nfields != 0)
-		m->m_headers = xcalloc(nfields, sizeof *m->m_headers);
+		m->m_headers = (struct hfield *)(void *)(m->m_buf + boff);
 
 	memset(&f, 0, sizeof f);
 	for (p = m->m_buf + m->m_line; p < end; p = lf + 1) {
@@ -737,11 +770,10 @@ http1_parse_response(struct evbuffer *in, const struct http1_limits *lim,
 	return (http1_parse_head(in, lim, 0, head_request, m, err));
 }
 
-/* Free what a parse allocated and zero the message. */
+/* Free what a parse allocated (m_headers lives in m_buf's block) and zero. */
 void
 http1_msg_reset(struct http1_msg *m)
 {
-	free(m->m_headers);
 	free(m->m_buf);
 	memset(m, 0, sizeof *m);
 }
