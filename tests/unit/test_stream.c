@@ -396,8 +396,8 @@ test_echo(void **state)
 }
 
 /*
- * A stream takes over a TLS connection whose handshake another transport
- * finished (gateway/stream_bridge.c): the role and keys stay, the
+ * A stream takes over a TLS connection whose handshake someone else
+ * finished (tls_io_handshake here): the role and keys stay, the
  * stream says it is connected, and bytes go both ways.
  */
 static void
