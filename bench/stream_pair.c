@@ -4,11 +4,10 @@
  * base with the epoll changelist) per end.
  *
  * Contenders, each plain and TLS:
- *   bev     bufferevents as designed (evio_tune's 256 KiB limits only);
- *   wthru   what the programs run today: bev + evio_own_reads (plain),
- *           evio_read_more in the read callback, writes at the pass's end
- *           (wthru_q, plain only: wthru leaves TLS alone);
- *   stream  lib/stream.c.
+ *   bev     bufferevents as designed (with 256 KiB read and write limits);
+ *   stream  lib/stream.c, what both programs run on.
+ * (The third contender of the first measurements, lib/wthru.c's
+ * workarounds on bufferevents, went with wthru.c: docs/performance.md.)
  * Workloads:
  *   bulk    one connection, the client sends MIB MiB, the server drains;
  *   pp      CONNS connections, each ROUNDS round trips of a 1 KiB request
@@ -18,7 +17,7 @@
  * so that a busy machine shows.
  *
  * usage: akbench-stream [-m MIB] [-c CONNS] [-r ROUNDS] [-n RUNS] [-t]
- *        [-w bulk|pp] [-k bev,wthru,stream]   (-t: TLS only; -T: plain only)
+ *        [-w bulk|pp] [-k bev,stream]   (-t: TLS only; -T: plain only)
  */
 #include <sys/types.h>
 #include <sys/resource.h>
@@ -46,17 +45,17 @@
 #include "alloc.h"
 #include "clock.h"
 #include "stream.h"
+#include "evio.h"
 #include "tls.h"
-#include "wthru.h"
 
 #define PP_SIZE 1024
 
 enum kind {
 	K_BEV,
-	K_WTHRU,
 	K_STREAM
 };
-static const char *const kind_names[] = { "bev", "wthru", "stream" };
+static const char *const kind_names[] = { "bev", "stream" };
+#define NKINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 
 enum work {
 	W_BULK,
@@ -69,7 +68,6 @@ struct side;
 struct end {
 	struct side *e_side;
 	struct bufferevent *e_bev;
-	struct wthru e_wt;
 	struct stream *e_s;
 	uint64_t e_left; /* bulk client: bytes still to queue */
 	uint64_t e_got;
@@ -87,7 +85,6 @@ struct side {
 	int *sd_fds;
 	SSL_CTX *sd_ctx;
 	struct event_base *sd_base;
-	struct wthru_q *sd_q;
 	struct end *sd_ends;
 	int sd_ndone;
 	int sd_rounds;
@@ -195,11 +192,8 @@ end_event(struct end *e, short what)
 static void
 bev_read_cb(struct bufferevent *bev, void *arg)
 {
-	struct end *e = arg;
-
-	if (e->e_side->sd_kind == K_WTHRU)
-		evio_read_more(bev);
-	end_read(e);
+	(void)bev;
+	end_read(arg);
 }
 
 static void
@@ -278,13 +272,11 @@ end_open(struct side *sd, int i)
 	} else
 		e->e_bev = bufferevent_socket_new(
 		    sd->sd_base, fd, BEV_OPT_CLOSE_ON_FREE);
-	evio_tune(e->e_bev);
+	/* What one read or write may move: 256 KiB, as the stream's. */
+	bufferevent_set_max_single_read(e->e_bev, 256 * 1024);
+	bufferevent_set_max_single_write(e->e_bev, 256 * 1024);
 	bufferevent_setcb(e->e_bev, bev_read_cb, bev_write_cb, bev_event_cb, e);
 	bufferevent_setwatermark(e->e_bev, EV_WRITE, 512 * 1024, 0);
-	if (sd->sd_kind == K_WTHRU) {
-		wthru_attach(&e->e_wt, e->e_bev, sd->sd_q);
-		evio_own_reads(e->e_bev);
-	}
 	bufferevent_enable(e->e_bev, EV_READ | EV_WRITE);
 }
 
@@ -294,10 +286,8 @@ end_close(struct end *e)
 {
 	if (e->e_s != NULL)
 		stream_free(e->e_s);
-	if (e->e_bev != NULL) {
-		wthru_detach(&e->e_wt);
+	if (e->e_bev != NULL)
 		bufferevent_free(e->e_bev);
-	}
 	e->e_s = NULL;
 	e->e_bev = NULL;
 }
@@ -312,7 +302,6 @@ side_run(void *arg)
 
 	cpu0 = thread_cpu();
 	sd->sd_base = evio_base_new();
-	sd->sd_q = wthru_q_new(sd->sd_base);
 	sd->sd_ends = xcalloc((size_t)sd->sd_n, sizeof *sd->sd_ends);
 	for (i = 0; i < sd->sd_n; i++)
 		end_open(sd, i);
@@ -329,7 +318,6 @@ side_run(void *arg)
 	for (i = 0; i < sd->sd_n; i++)
 		end_close(&sd->sd_ends[i]);
 	sd->sd_cpu = thread_cpu() - cpu0;
-	wthru_q_free(sd->sd_q);
 	event_base_free(sd->sd_base);
 	free(sd->sd_ends);
 	return (NULL);
@@ -423,7 +411,7 @@ run(enum kind k, int tls, enum work w, int conns, int rounds, uint64_t bytes,
 int
 main(int argc, char **argv)
 {
-	const char *certs = getenv("CERTS_DIR"), *kinds = "bev,wthru,stream";
+	const char *certs = getenv("CERTS_DIR"), *kinds = "bev,stream";
 	char crt[512], key[512], ca[512], *cause = NULL, load[64] = "";
 	int conns = 64, rounds = 2000, runs = 3, only = -1, ch, i, t, k;
 	int works = 3;
@@ -461,7 +449,7 @@ main(int argc, char **argv)
 			fprintf(stderr,
 			    "usage: akbench-stream [-m MIB] [-c "
 			    "CONNS] [-r ROUNDS] [-n RUNS] [-t|-T] "
-			    "[-w bulk|pp] [-k bev,wthru,stream]\n");
+			    "[-w bulk|pp] [-k bev,stream]\n");
 			return (2);
 		}
 	}
@@ -487,7 +475,7 @@ main(int argc, char **argv)
 		for (t = 0; t < 2; t++) {
 			if (only != -1 && t != only)
 				continue;
-			for (k = 0; k < 3; k++) {
+			for (k = 0; k < NKINDS; k++) {
 				if (strstr(kinds, kind_names[k]) == NULL)
 					continue;
 				if (works & 1)
