@@ -238,18 +238,47 @@ log_emit(const char *line, size_t len)
 	}
 }
 
-/* Format the current wall-clock time as an ISO 8601 UTC timestamp. */
-static void
-log_time(char *ts, size_t len)
+/* "2026-12-02T16:01:20.647Z" and its NUL. */
+#define LOG_TIME_SIZE 32
+
+/*
+ * This thread's last second, formatted: strftime and gmtime_r cost more
+ * than the rest of a short line, and a busy thread logs many lines a
+ * second.
+ */
+static __thread time_t log_tsec = -1;
+static __thread char log_tstr[LOG_TIME_SIZE];
+static __thread size_t log_tlen;
+
+/*
+ * Format the current wall-clock time as an ISO 8601 UTC timestamp with
+ * milliseconds into ts (LOG_TIME_SIZE bytes); return its length.
+ */
+static size_t
+log_time(char *ts)
 {
 	struct timeval tv;
 	struct tm tm;
-	int n;
+	size_t n;
+	int ms;
 
 	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	n = (int)strftime(ts, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(ts + n, len - (size_t)n, ".%03dZ", (int)(tv.tv_usec / 1000));
+	if (tv.tv_sec != log_tsec) {
+		gmtime_r(&tv.tv_sec, &tm);
+		log_tlen = strftime(log_tstr, LOG_TIME_SIZE - 6,
+		    "%Y-%m-%dT%H:%M:%S", &tm);
+		log_tsec = tv.tv_sec;
+	}
+	n = log_tlen;
+	memcpy(ts, log_tstr, n);
+	ms = (int)(tv.tv_usec / 1000);
+	ts[n++] = '.';
+	ts[n++] = (char)('0' + ms / 100);
+	ts[n++] = (char)('0' + ms / 10 % 10);
+	ts[n++] = (char)('0' + ms % 10);
+	ts[n++] = 'Z';
+	ts[n] = '\0';
+	return (n);
 }
 
 /*
@@ -261,7 +290,7 @@ log_time(char *ts, size_t len)
 static char *
 log_format(enum log_level level, const char *msg, json_t *fields, size_t *lenp)
 {
-	char ts[64], *line, *js, *v;
+	char ts[LOG_TIME_SIZE], *line, *js, *v;
 	const char *key;
 	json_t *obj, *val;
 	char *buf = NULL;
@@ -269,7 +298,7 @@ log_format(enum log_level level, const char *msg, json_t *fields, size_t *lenp)
 	FILE *f;
 	int n;
 
-	log_time(ts, sizeof ts);
+	(void)log_time(ts);
 	if (log_fmt == LOG_FMT_JSON) {
 		/* Never lose a message because it is not valid UTF-8. */
 		obj = json_object();
@@ -778,6 +807,161 @@ log_event(enum log_level level, const char *msg, json_t *fields)
 		return;
 	}
 	log_line(level, msg, fields);
+}
+
+/* The level names padded to five, as the text format writes them. */
+static const char *log_padded[] = { "debug", "info ", "warn ", "error" };
+
+/* Write v in decimal at p; return the end.  Needs 20 bytes. */
+static char *
+log_put_u64(char *p, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return (p);
+}
+
+/* Append s and its length n at p; return the end. */
+static char *
+log_put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return (p + n);
+}
+
+/*
+ * Format a text line from fields straight into line (of size len, enough
+ * for log_fields_size): the same bytes log_format makes from the same
+ * fields as a JSON object.  Returns the line's length.
+ */
+static size_t
+log_fields_text(char *line, enum log_level level, const char *msg,
+    const struct log_field *f, size_t n)
+{
+	char *p = line;
+	uint64_t u;
+	size_t i;
+
+	p += log_time(p);
+	*p++ = ' ';
+	p = log_put(p, log_padded[level], 5);
+	*p++ = ' ';
+	p = log_put(p, msg, strlen(msg));
+	for (i = 0; i < n; i++) {
+		*p++ = ' ';
+		p = log_put(p, f[i].lf_key, strlen(f[i].lf_key));
+		*p++ = '=';
+		switch (f[i].lf_type) {
+		case LOG_FT_STR:
+			if (f[i].lf_str != NULL) {
+				p = log_put(p, f[i].lf_str, strlen(f[i].lf_str));
+				break;
+			}
+			/* FALLTHROUGH */
+		case LOG_FT_NULL:
+			*p++ = '-';
+			break;
+		case LOG_FT_INT:
+			if (f[i].lf_int < 0) {
+				*p++ = '-';
+				u = -(uint64_t)f[i].lf_int;
+			} else
+				u = (uint64_t)f[i].lf_int;
+			p = log_put_u64(p, u);
+			break;
+		case LOG_FT_MS:
+			/* What "%.3f" prints for usec / 1000.0, exactly. */
+			u = f[i].lf_usec % 1000;
+			p = log_put_u64(p, f[i].lf_usec / 1000);
+			*p++ = '.';
+			*p++ = (char)('0' + u / 100);
+			*p++ = (char)('0' + u / 10 % 10);
+			*p++ = (char)('0' + u % 10);
+			break;
+		}
+	}
+	*p++ = '\n';
+	return ((size_t)(p - line));
+}
+
+/* The most bytes log_fields_text can write for these fields. */
+static size_t
+log_fields_size(const char *msg, const struct log_field *f, size_t n)
+{
+	size_t i, len;
+
+	len = LOG_TIME_SIZE + 7 + strlen(msg) + 1;
+	for (i = 0; i < n; i++) {
+		len += 2 + strlen(f[i].lf_key);
+		if (f[i].lf_type == LOG_FT_STR && f[i].lf_str != NULL)
+			len += strlen(f[i].lf_str);
+		else
+			len += 25; /* a number: 20 digits, a sign, ".000" */
+	}
+	return (len);
+}
+
+/* The fields as a JSON object, as log_event takes them. */
+static json_t *
+log_fields_json(const struct log_field *f, size_t n)
+{
+	json_t *obj, *v;
+	size_t i;
+
+	obj = json_object();
+	for (i = 0; i < n; i++) {
+		switch (f[i].lf_type) {
+		case LOG_FT_STR:
+			v = f[i].lf_str != NULL
+			    ? json_string_nocheck(f[i].lf_str)
+			    : json_null();
+			break;
+		case LOG_FT_INT:
+			v = json_integer((json_int_t)f[i].lf_int);
+			break;
+		case LOG_FT_MS:
+			v = json_real((double)f[i].lf_usec / 1000);
+			break;
+		default:
+			v = json_null();
+			break;
+		}
+		json_object_set_new_nocheck(obj, f[i].lf_key, v);
+	}
+	return (obj);
+}
+
+/*
+ * Log a message with fields given as an array, the way log_event logs a
+ * JSON object of them, but a text line is formatted in place, without
+ * jansson, printf or an allocation: this is the access log's path.
+ */
+void
+log_fields(enum log_level level, const char *msg, const struct log_field *f,
+    size_t n)
+{
+	char stack[2048], *line;
+	size_t size, len;
+
+	if (!log_enabled(level))
+		return;
+	if (log_fmt == LOG_FMT_JSON) {
+		log_line(level, msg, log_fields_json(f, n));
+		return;
+	}
+	size = log_fields_size(msg, f, n);
+	line = size <= sizeof stack ? stack : xmalloc(size);
+	len = log_fields_text(line, level, msg, f, n);
+	log_emit(line, len);
+	if (line != stack)
+		free(line);
 }
 
 /* Log a message with a va_list. */
