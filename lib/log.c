@@ -36,6 +36,10 @@
 #define LOG_BUF_SIZE (256 * 1024)
 /* Threads with a buffer of their own; any more share the last one. */
 #define LOG_MAX_BUFS 512
+/* A buffer this full wakes a napping writer (log_writer_nap). */
+#define LOG_BUF_HIGH (LOG_BUF_SIZE / 4)
+/* The writer's nap after a pass that wrote a little, in milliseconds. */
+#define LOG_NAP_MS 10
 /* How long exit waits for the writer to drain, in milliseconds. */
 #define LOG_EXIT_WAIT_MS 2000
 
@@ -69,9 +73,12 @@ static int log_flags;
 #define LOG_F_DONE 0x08 /* the writer has left */
 #define LOG_F_IDLE 0x10 /* the writer waits with nothing to write */
 #define LOG_F_STUCK 0x20 /* the writer did not leave in time: drop */
+#define LOG_F_NAP 0x40 /* the writer naps between two passes */
+#define LOG_F_HURRY 0x80 /* a buffer passed LOG_BUF_HIGH: no nap */
 #define LOG_SET(f) __atomic_or_fetch(&log_flags, (f), __ATOMIC_SEQ_CST)
 #define LOG_CLR(f) __atomic_and_fetch(&log_flags, ~(f), __ATOMIC_SEQ_CST)
 #define LOG_HAS(f) (__atomic_load_n(&log_flags, __ATOMIC_SEQ_CST) & (f))
+static int log_flushers; /* threads in log_flush: the writer does not nap */
 static int log_hooked; /* atexit and crash handlers installed */
 static int log_newfd = -1; /* handed over by log_reopen */
 static struct log_buf *log_bufs[LOG_MAX_BUFS];
@@ -201,7 +208,7 @@ static void
 log_emit(const char *line, size_t len)
 {
 	struct log_buf *lb;
-	int flags, was_empty;
+	int flags, was_empty, high;
 
 	flags = LOG_HAS(~0);
 	if (!(flags & LOG_F_RUNNING)) {
@@ -220,6 +227,7 @@ log_emit(const char *line, size_t len)
 		return;
 	}
 	was_empty = lb->lb_len == 0;
+	high = lb->lb_len < LOG_BUF_HIGH && lb->lb_len + len >= LOG_BUF_HIGH;
 	memcpy(lb->lb_data + lb->lb_len, line, len);
 	__atomic_store_n(&lb->lb_len, lb->lb_len + len, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lb->lb_lock);
@@ -231,6 +239,19 @@ log_emit(const char *line, size_t len)
 	if (was_empty) {
 		LOG_SET(LOG_F_WORK);
 		if (LOG_HAS(LOG_F_IDLE)) {
+			pthread_mutex_lock(&log_lock);
+			pthread_cond_signal(&log_wake);
+			pthread_mutex_unlock(&log_lock);
+		}
+	}
+	/*
+	 * A buffer past its high-water mark cuts the writer's nap short, as
+	 * nginx writes a full buffer at once: the nap saves wake-ups, never
+	 * lines.
+	 */
+	if (high) {
+		LOG_SET(LOG_F_HURRY);
+		if (LOG_HAS(LOG_F_NAP)) {
 			pthread_mutex_lock(&log_lock);
 			pthread_cond_signal(&log_wake);
 			pthread_mutex_unlock(&log_lock);
@@ -424,15 +445,38 @@ log_writer_wait(void)
 }
 
 /*
+ * The writer naps, under log_lock, for LOG_NAP_MS or until a buffer passes
+ * its high-water mark, log_flush or log_close waits for the lines, or a new
+ * file is handed over.  An emitter sets LOG_F_HURRY before it looks for
+ * LOG_F_NAP, and the writer sets LOG_F_NAP before it looks for
+ * LOG_F_HURRY, so one of them sees the other.
+ */
+static void
+log_writer_nap(void)
+{
+	struct timespec ts;
+
+	ts = log_deadline(LOG_NAP_MS);
+	LOG_SET(LOG_F_NAP);
+	while (!LOG_HAS(LOG_F_HURRY | LOG_F_STOP) && log_newfd == -1 &&
+	    log_flushers == 0) {
+		if (pthread_cond_timedwait(&log_wake, &log_lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	}
+	LOG_CLR(LOG_F_NAP | LOG_F_HURRY);
+}
+
+/*
  * The writer thread: drain the buffers whenever one gets lines.  After a
- * pass that wrote a little it naps a millisecond before the next, so lines
- * go out in a few large writes and the threads that log need not wake it
- * for each line; after a pass that wrote a lot it goes on at once.
+ * pass that wrote something it naps (log_writer_nap) before the next, so
+ * that under load lines go out in writes of up to LOG_BUF_HIGH a buffer,
+ * about one a nap, and the threads that log seldom wake it: only when a
+ * buffer passes LOG_BUF_HIGH, or gets a line while the writer is idle.
  */
 static void *
 log_writer_main(void *arg)
 {
-	const struct timespec nap = { 0, 1000 * 1000 };
 	size_t wrote;
 	int stop;
 
@@ -451,10 +495,9 @@ log_writer_main(void *arg)
 		pthread_mutex_unlock(&log_lock);
 		wrote = log_drain();
 		log_tell_drops();
-		/* A pass with much to write goes on at once. */
-		if (wrote > 0 && wrote < LOG_BUF_SIZE / 4 && !stop)
-			nanosleep(&nap, NULL);
 		pthread_mutex_lock(&log_lock);
+		if (wrote > 0 && !stop)
+			log_writer_nap();
 		if (stop && wrote == 0 && !LOG_HAS(LOG_F_WORK))
 			break;
 		if (wrote > 0)
@@ -663,12 +706,14 @@ log_flush(int wait_ms)
 	pthread_mutex_lock(&log_lock);
 	LOG_CLR(LOG_F_IDLE);
 	LOG_SET(LOG_F_WORK);
+	log_flushers++;
 	pthread_cond_signal(&log_wake);
 	while (!LOG_HAS(LOG_F_IDLE | LOG_F_DONE) && rv == 0) {
 		if (pthread_cond_timedwait(&log_idle, &log_lock, &ts) ==
 		    ETIMEDOUT)
 			rv = -1;
 	}
+	log_flushers--;
 	pthread_mutex_unlock(&log_lock);
 	return (rv);
 }
@@ -717,8 +762,8 @@ log_writer_stop(int wait_ms)
 	pthread_cond_destroy(&log_wake);
 	pthread_cond_destroy(&log_idle);
 	/* Back to writing at once, as before log_open. */
-	LOG_CLR(
-	    LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK | LOG_F_IDLE);
+	LOG_CLR(LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK |
+	    LOG_F_IDLE | LOG_F_NAP | LOG_F_HURRY);
 }
 
 /*
