@@ -249,8 +249,8 @@ conn_log_access(struct conn *c, const char *close)
 		return;
 	f[0] = log_fint("conn", (int64_t)c->c_id);
 	f[1] = log_fstr("client", c->c_peer_ip);
-	f[2] = log_fstr("request_id",
-	    x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
+	f[2] = log_fstr(
+	    "request_id", x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
 	f[3] = log_fstr("method", x->x_method);
 	f[4] = log_fstr("path", x->x_path);
 	f[5] = log_fint("status", x->x_status);

@@ -286,8 +286,8 @@ log_time(char *ts)
 	gettimeofday(&tv, NULL);
 	if (tv.tv_sec != log_tsec) {
 		gmtime_r(&tv.tv_sec, &tm);
-		log_tlen = strftime(log_tstr, LOG_TIME_SIZE - 6,
-		    "%Y-%m-%dT%H:%M:%S", &tm);
+		log_tlen = strftime(
+		    log_tstr, LOG_TIME_SIZE - 6, "%Y-%m-%dT%H:%M:%S", &tm);
 		log_tsec = tv.tv_sec;
 	}
 	n = log_tlen;
@@ -906,7 +906,8 @@ log_fields_text(char *line, enum log_level level, const char *msg,
 		switch (f[i].lf_type) {
 		case LOG_FT_STR:
 			if (f[i].lf_str != NULL) {
-				p = log_put(p, f[i].lf_str, strlen(f[i].lf_str));
+				p = log_put(
+				    p, f[i].lf_str, strlen(f[i].lf_str));
 				break;
 			}
 			/* FALLTHROUGH */
@@ -922,7 +923,11 @@ log_fields_text(char *line, enum log_level level, const char *msg,
 			p = log_put_u64(p, u);
 			break;
 		case LOG_FT_MS:
-			/* What "%.3f" prints for usec / 1000.0, exactly. */
+			/*
+			 * What "%.3f" prints for usec / 1000.0 below 2^42 ms
+			 * (139 years), where a double still has its third
+			 * decimal.
+			 */
 			u = f[i].lf_usec % 1000;
 			p = log_put_u64(p, f[i].lf_usec / 1000);
 			*p++ = '.';
@@ -989,8 +994,8 @@ log_fields_json(const struct log_field *f, size_t n)
  * jansson, printf or an allocation: this is the access log's path.
  */
 void
-log_fields(enum log_level level, const char *msg, const struct log_field *f,
-    size_t n)
+log_fields(
+    enum log_level level, const char *msg, const struct log_field *f, size_t n)
 {
 	char stack[2048], *line;
 	size_t size, len;

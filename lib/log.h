@@ -55,8 +55,7 @@ struct log_field {
 	};
 };
 
-void log_fields(
-    enum log_level, const char *, const struct log_field *, size_t);
+void log_fields(enum log_level, const char *, const struct log_field *, size_t);
 
 /* Make fields for log_fields. */
 static inline struct log_field
