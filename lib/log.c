@@ -201,34 +201,50 @@ log_buf_get(void)
 }
 
 /*
- * Queue one formatted line (with its newline) for the writer, or drop and
- * count it when this thread's buffer has no room.  Never waits for I/O.
+ * Room for a line of at most size bytes at the end of this thread's
+ * buffer, with the buffer locked: the caller writes the line there and
+ * calls log_commit.  NULL when the line is dropped (counted), or with
+ * *direct set when the writer does not run and the caller should write
+ * the line itself (log_write_fd).  Never waits for I/O.
  */
-static void
-log_emit(const char *line, size_t len)
+static char *
+log_reserve(size_t size, struct log_buf **lbp, int *direct)
 {
 	struct log_buf *lb;
-	int flags, was_empty, high;
+	int flags;
 
+	*direct = 0;
 	flags = LOG_HAS(~0);
 	if (!(flags & LOG_F_RUNNING)) {
-		log_write_fd(log_fd, line, len);
-		return;
+		*direct = 1;
+		return (NULL);
 	}
 	if (flags & (LOG_F_DONE | LOG_F_STUCK)) {
 		__atomic_add_fetch(&log_ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return (NULL);
 	}
 	lb = log_buf_get();
 	pthread_mutex_lock(&lb->lb_lock);
-	if (len > LOG_BUF_SIZE - lb->lb_len) {
+	if (size > LOG_BUF_SIZE - lb->lb_len) {
 		pthread_mutex_unlock(&lb->lb_lock);
 		__atomic_add_fetch(&log_ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return (NULL);
 	}
+	*lbp = lb;
+	return (lb->lb_data + lb->lb_len);
+}
+
+/*
+ * The line of len bytes the caller wrote at log_reserve's pointer is
+ * queued: unlock the buffer and tell the writer if it needs telling.
+ */
+static void
+log_commit(struct log_buf *lb, size_t len)
+{
+	int was_empty, high;
+
 	was_empty = lb->lb_len == 0;
 	high = lb->lb_len < LOG_BUF_HIGH && lb->lb_len + len >= LOG_BUF_HIGH;
-	memcpy(lb->lb_data + lb->lb_len, line, len);
 	__atomic_store_n(&lb->lb_len, lb->lb_len + len, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lb->lb_lock);
 	/*
@@ -257,6 +273,26 @@ log_emit(const char *line, size_t len)
 			pthread_mutex_unlock(&log_lock);
 		}
 	}
+}
+
+/*
+ * Queue one formatted line (with its newline) for the writer, or drop and
+ * count it when this thread's buffer has no room.  Never waits for I/O.
+ */
+static void
+log_emit(const char *line, size_t len)
+{
+	struct log_buf *lb;
+	char *p;
+	int direct;
+
+	if ((p = log_reserve(len, &lb, &direct)) == NULL) {
+		if (direct)
+			log_write_fd(log_fd, line, len);
+		return;
+	}
+	memcpy(p, line, len);
+	log_commit(lb, len);
 }
 
 /* "2026-12-02T16:01:20.647Z" and its NUL. */
@@ -882,9 +918,9 @@ log_put(char *p, const char *s, size_t n)
 }
 
 /*
- * Format a text line from fields straight into line (of size len, enough
- * for log_fields_size): the same bytes log_format makes from the same
- * fields as a JSON object.  Returns the line's length.
+ * Format a text line from fields straight into line (log_fields_size
+ * bytes or more): the same bytes log_format makes from the same fields as
+ * a JSON object.  Returns the line's length.
  */
 static size_t
 log_fields_text(char *line, enum log_level level, const char *msg,
@@ -901,13 +937,12 @@ log_fields_text(char *line, enum log_level level, const char *msg,
 	p = log_put(p, msg, strlen(msg));
 	for (i = 0; i < n; i++) {
 		*p++ = ' ';
-		p = log_put(p, f[i].lf_key, strlen(f[i].lf_key));
+		p = log_put(p, f[i].lf_key, f[i].lf_klen);
 		*p++ = '=';
 		switch (f[i].lf_type) {
 		case LOG_FT_STR:
 			if (f[i].lf_str != NULL) {
-				p = log_put(
-				    p, f[i].lf_str, strlen(f[i].lf_str));
+				p = log_put(p, f[i].lf_str, f[i].lf_len);
 				break;
 			}
 			/* FALLTHROUGH */
@@ -949,9 +984,9 @@ log_fields_size(const char *msg, const struct log_field *f, size_t n)
 
 	len = LOG_TIME_SIZE + 7 + strlen(msg) + 1;
 	for (i = 0; i < n; i++) {
-		len += 2 + strlen(f[i].lf_key);
+		len += 2 + f[i].lf_klen;
 		if (f[i].lf_type == LOG_FT_STR && f[i].lf_str != NULL)
-			len += strlen(f[i].lf_str);
+			len += f[i].lf_len;
 		else
 			len += 25; /* a number: 20 digits, a sign, ".000" */
 	}
@@ -989,16 +1024,19 @@ log_fields_json(const struct log_field *f, size_t n)
 }
 
 /*
- * Log a message with fields given as an array, the way log_event logs a
- * JSON object of them, but a text line is formatted in place, without
- * jansson, printf or an allocation: this is the access log's path.
+ * Log a message with fields given as an array (made with log_fnull,
+ * log_fstr, log_fint and log_fms), the way log_event logs a JSON object of
+ * them; but a text line is formatted in place, in this thread's buffer,
+ * without jansson, printf, an allocation or a copy: the access log's path.
  */
 void
 log_fields(
     enum log_level level, const char *msg, const struct log_field *f, size_t n)
 {
+	struct log_buf *lb;
 	char stack[2048], *line;
 	size_t size, len;
+	int direct;
 
 	if (!log_enabled(level))
 		return;
@@ -1007,9 +1045,17 @@ log_fields(
 		return;
 	}
 	size = log_fields_size(msg, f, n);
+	/* Straight into this thread's buffer while the writer runs. */
+	if ((line = log_reserve(size, &lb, &direct)) != NULL) {
+		len = log_fields_text(line, level, msg, f, n);
+		log_commit(lb, len);
+		return;
+	}
+	if (!direct)
+		return;
 	line = size <= sizeof stack ? stack : xmalloc(size);
 	len = log_fields_text(line, level, msg, f, n);
-	log_emit(line, len);
+	log_write_fd(log_fd, line, len);
 	if (line != stack)
 		free(line);
 }

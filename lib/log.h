@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <string.h>
 
 enum log_level {
 	LOG_LVL_DEBUG = 0,
@@ -47,6 +48,8 @@ enum log_ftype {
 
 struct log_field {
 	const char *lf_key;
+	uint32_t lf_klen; /* strlen(lf_key) */
+	uint32_t lf_len; /* strlen(lf_str), 0 for NULL */
 	enum log_ftype lf_type;
 	union {
 		const char *lf_str;
@@ -57,11 +60,16 @@ struct log_field {
 
 void log_fields(enum log_level, const char *, const struct log_field *, size_t);
 
-/* Make fields for log_fields. */
+/*
+ * Make fields for log_fields.  Inlined, the length of a literal key costs
+ * nothing, and a string's length is taken once.
+ */
 static inline struct log_field
 log_fnull(const char *key)
 {
 	struct log_field f = { .lf_key = key, .lf_type = LOG_FT_NULL };
+
+	f.lf_klen = (uint32_t)strlen(key);
 
 	return (f);
 }
@@ -70,6 +78,8 @@ log_fstr(const char *key, const char *s)
 {
 	struct log_field f = { .lf_key = key, .lf_type = LOG_FT_STR };
 
+	f.lf_klen = (uint32_t)strlen(key);
+	f.lf_len = s != NULL ? (uint32_t)strlen(s) : 0;
 	f.lf_str = s;
 	return (f);
 }
@@ -78,6 +88,7 @@ log_fint(const char *key, int64_t v)
 {
 	struct log_field f = { .lf_key = key, .lf_type = LOG_FT_INT };
 
+	f.lf_klen = (uint32_t)strlen(key);
 	f.lf_int = v;
 	return (f);
 }
@@ -86,6 +97,7 @@ log_fms(const char *key, uint64_t usec)
 {
 	struct log_field f = { .lf_key = key, .lf_type = LOG_FT_MS };
 
+	f.lf_klen = (uint32_t)strlen(key);
 	f.lf_usec = usec;
 	return (f);
 }
