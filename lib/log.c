@@ -38,7 +38,7 @@
 #define LOG_MAX_BUFS 512
 /* A buffer this full wakes a napping writer (log_writer_nap). */
 #define LOG_BUF_HIGH (LOG_BUF_SIZE / 4)
-/* The writer's nap after a pass that wrote a little, in milliseconds. */
+/* The writer's nap after a pass that wrote lines, in milliseconds. */
 #define LOG_NAP_MS 10
 /* How long exit waits for the writer to drain, in milliseconds. */
 #define LOG_EXIT_WAIT_MS 2000
