@@ -17,7 +17,6 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <jansson.h>
 
 #include "addr.h"
 #include "alloc.h"
@@ -240,7 +239,7 @@ conn_log_access(struct conn *c, const char *close)
 	struct gw_metrics *m = &c->c_gw->g_metrics;
 	struct gw_xchg *x = c->c_x;
 	uint64_t now = clock_mono_usec(), us = now - x->x_start_us;
-	json_t *f;
+	struct log_field f[14];
 
 	x->x_flags |= XCHG_F_LOGGED;
 	metrics_request(c->c_gw, x->x_status, x->x_err_code, us);
@@ -248,36 +247,25 @@ conn_log_access(struct conn *c, const char *close)
 	GW_ADD(m->m_bytes_out, x->x_resp_body.b_total);
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
-	f = json_object();
-	json_object_set_new(f, "conn", json_integer((json_int_t)c->c_id));
-	json_object_set_new(f, "client", json_string(c->c_peer_ip));
-	json_object_set_new(f, "request_id",
-	    x->x_request_id[0] != '\0' ? json_string(x->x_request_id)
-				       : json_null());
-	json_object_set_new(f, "method",
-	    x->x_method != NULL ? json_string_nocheck(x->x_method)
-				: json_null());
-	json_object_set_new(f, "path",
-	    x->x_path != NULL ? json_string_nocheck(x->x_path) : json_null());
-	json_object_set_new(f, "status", json_integer(x->x_status));
-	json_object_set_new(f, "sandbox",
-	    x->x_sandbox != NULL ? json_string_nocheck(x->x_sandbox->sb_id)
-				 : json_null());
-	json_object_set_new(
-	    f, "port", x->x_port != 0 ? json_integer(x->x_port) : json_null());
-	json_object_set_new(
-	    f, "bytes_in", json_integer((json_int_t)x->x_req_body.b_total));
-	json_object_set_new(
-	    f, "bytes_out", json_integer((json_int_t)x->x_resp_body.b_total));
-	json_object_set_new(f, "ms", json_real((double)us / 1000));
-	json_object_set_new(f, "upstream_ms",
-	    x->x_up_start_us != 0
-		? json_real((double)(now - x->x_up_start_us) / 1000)
-		: json_null());
-	json_object_set_new(f, "error",
-	    x->x_err_code != NULL ? json_string(x->x_err_code) : json_null());
-	json_object_set_new(f, "close", json_string_nocheck(close));
-	log_event(LOG_LVL_INFO, "access", f);
+	f[0] = log_fint("conn", (int64_t)c->c_id);
+	f[1] = log_fstr("client", c->c_peer_ip);
+	f[2] = log_fstr(
+	    "request_id", x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
+	f[3] = log_fstr("method", x->x_method);
+	f[4] = log_fstr("path", x->x_path);
+	f[5] = log_fint("status", x->x_status);
+	f[6] = log_fstr(
+	    "sandbox", x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL);
+	f[7] = x->x_port != 0 ? log_fint("port", x->x_port) : log_fnull("port");
+	f[8] = log_fint("bytes_in", (int64_t)x->x_req_body.b_total);
+	f[9] = log_fint("bytes_out", (int64_t)x->x_resp_body.b_total);
+	f[10] = log_fms("ms", us);
+	f[11] = x->x_up_start_us != 0
+	    ? log_fms("upstream_ms", now - x->x_up_start_us)
+	    : log_fnull("upstream_ms");
+	f[12] = log_fstr("error", x->x_err_code);
+	f[13] = log_fstr("close", close);
+	log_fields(LOG_LVL_INFO, "access", f, sizeof f / sizeof f[0]);
 }
 
 /*

@@ -36,6 +36,10 @@
 #define LOG_BUF_SIZE (256 * 1024)
 /* Threads with a buffer of their own; any more share the last one. */
 #define LOG_MAX_BUFS 512
+/* A buffer this full wakes a napping writer (log_writer_nap). */
+#define LOG_BUF_HIGH (LOG_BUF_SIZE / 4)
+/* The writer's nap after a pass that wrote lines, in milliseconds. */
+#define LOG_NAP_MS 10
 /* How long exit waits for the writer to drain, in milliseconds. */
 #define LOG_EXIT_WAIT_MS 2000
 
@@ -69,9 +73,12 @@ static int log_flags;
 #define LOG_F_DONE 0x08 /* the writer has left */
 #define LOG_F_IDLE 0x10 /* the writer waits with nothing to write */
 #define LOG_F_STUCK 0x20 /* the writer did not leave in time: drop */
+#define LOG_F_NAP 0x40 /* the writer naps between two passes */
+#define LOG_F_HURRY 0x80 /* a buffer passed LOG_BUF_HIGH: no nap */
 #define LOG_SET(f) __atomic_or_fetch(&log_flags, (f), __ATOMIC_SEQ_CST)
 #define LOG_CLR(f) __atomic_and_fetch(&log_flags, ~(f), __ATOMIC_SEQ_CST)
 #define LOG_HAS(f) (__atomic_load_n(&log_flags, __ATOMIC_SEQ_CST) & (f))
+static int log_flushers; /* threads in log_flush: the writer does not nap */
 static int log_hooked; /* atexit and crash handlers installed */
 static int log_newfd = -1; /* handed over by log_reopen */
 static struct log_buf *log_bufs[LOG_MAX_BUFS];
@@ -194,33 +201,50 @@ log_buf_get(void)
 }
 
 /*
- * Queue one formatted line (with its newline) for the writer, or drop and
- * count it when this thread's buffer has no room.  Never waits for I/O.
+ * Room for a line of at most size bytes at the end of this thread's
+ * buffer, with the buffer locked: the caller writes the line there and
+ * calls log_commit.  NULL when the line is dropped (counted), or with
+ * *direct set when the writer does not run and the caller should write
+ * the line itself (log_write_fd).  Never waits for I/O.
  */
-static void
-log_emit(const char *line, size_t len)
+static char *
+log_reserve(size_t size, struct log_buf **lbp, int *direct)
 {
 	struct log_buf *lb;
-	int flags, was_empty;
+	int flags;
 
+	*direct = 0;
 	flags = LOG_HAS(~0);
 	if (!(flags & LOG_F_RUNNING)) {
-		log_write_fd(log_fd, line, len);
-		return;
+		*direct = 1;
+		return (NULL);
 	}
 	if (flags & (LOG_F_DONE | LOG_F_STUCK)) {
 		__atomic_add_fetch(&log_ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return (NULL);
 	}
 	lb = log_buf_get();
 	pthread_mutex_lock(&lb->lb_lock);
-	if (len > LOG_BUF_SIZE - lb->lb_len) {
+	if (size > LOG_BUF_SIZE - lb->lb_len) {
 		pthread_mutex_unlock(&lb->lb_lock);
 		__atomic_add_fetch(&log_ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return (NULL);
 	}
+	*lbp = lb;
+	return (lb->lb_data + lb->lb_len);
+}
+
+/*
+ * The line of len bytes the caller wrote at log_reserve's pointer is
+ * queued: unlock the buffer and tell the writer if it needs telling.
+ */
+static void
+log_commit(struct log_buf *lb, size_t len)
+{
+	int was_empty, high;
+
 	was_empty = lb->lb_len == 0;
-	memcpy(lb->lb_data + lb->lb_len, line, len);
+	high = lb->lb_len < LOG_BUF_HIGH && lb->lb_len + len >= LOG_BUF_HIGH;
 	__atomic_store_n(&lb->lb_len, lb->lb_len + len, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lb->lb_lock);
 	/*
@@ -236,20 +260,82 @@ log_emit(const char *line, size_t len)
 			pthread_mutex_unlock(&log_lock);
 		}
 	}
+	/*
+	 * A buffer past its high-water mark cuts the writer's nap short, as
+	 * nginx writes a full buffer at once: the nap saves wake-ups, never
+	 * lines.
+	 */
+	if (high) {
+		LOG_SET(LOG_F_HURRY);
+		if (LOG_HAS(LOG_F_NAP)) {
+			pthread_mutex_lock(&log_lock);
+			pthread_cond_signal(&log_wake);
+			pthread_mutex_unlock(&log_lock);
+		}
+	}
 }
 
-/* Format the current wall-clock time as an ISO 8601 UTC timestamp. */
+/*
+ * Queue one formatted line (with its newline) for the writer, or drop and
+ * count it when this thread's buffer has no room.  Never waits for I/O.
+ */
 static void
-log_time(char *ts, size_t len)
+log_emit(const char *line, size_t len)
+{
+	struct log_buf *lb;
+	char *p;
+	int direct;
+
+	if ((p = log_reserve(len, &lb, &direct)) == NULL) {
+		if (direct)
+			log_write_fd(log_fd, line, len);
+		return;
+	}
+	memcpy(p, line, len);
+	log_commit(lb, len);
+}
+
+/* "2026-12-02T16:01:20.647Z" and its NUL. */
+#define LOG_TIME_SIZE 32
+
+/*
+ * This thread's last second, formatted: strftime and gmtime_r cost more
+ * than the rest of a short line, and a busy thread logs many lines a
+ * second.
+ */
+static __thread time_t log_tsec = -1;
+static __thread char log_tstr[LOG_TIME_SIZE];
+static __thread size_t log_tlen;
+
+/*
+ * Format the current wall-clock time as an ISO 8601 UTC timestamp with
+ * milliseconds into ts (LOG_TIME_SIZE bytes); return its length.
+ */
+static size_t
+log_time(char *ts)
 {
 	struct timeval tv;
 	struct tm tm;
-	int n;
+	size_t n;
+	int ms;
 
 	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	n = (int)strftime(ts, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(ts + n, len - (size_t)n, ".%03dZ", (int)(tv.tv_usec / 1000));
+	if (tv.tv_sec != log_tsec) {
+		gmtime_r(&tv.tv_sec, &tm);
+		log_tlen = strftime(
+		    log_tstr, LOG_TIME_SIZE - 6, "%Y-%m-%dT%H:%M:%S", &tm);
+		log_tsec = tv.tv_sec;
+	}
+	n = log_tlen;
+	memcpy(ts, log_tstr, n);
+	ms = (int)(tv.tv_usec / 1000);
+	ts[n++] = '.';
+	ts[n++] = (char)('0' + ms / 100);
+	ts[n++] = (char)('0' + ms / 10 % 10);
+	ts[n++] = (char)('0' + ms % 10);
+	ts[n++] = 'Z';
+	ts[n] = '\0';
+	return (n);
 }
 
 /*
@@ -261,7 +347,7 @@ log_time(char *ts, size_t len)
 static char *
 log_format(enum log_level level, const char *msg, json_t *fields, size_t *lenp)
 {
-	char ts[64], *line, *js, *v;
+	char ts[LOG_TIME_SIZE], *line, *js, *v;
 	const char *key;
 	json_t *obj, *val;
 	char *buf = NULL;
@@ -269,7 +355,7 @@ log_format(enum log_level level, const char *msg, json_t *fields, size_t *lenp)
 	FILE *f;
 	int n;
 
-	log_time(ts, sizeof ts);
+	(void)log_time(ts);
 	if (log_fmt == LOG_FMT_JSON) {
 		/* Never lose a message because it is not valid UTF-8. */
 		obj = json_object();
@@ -395,15 +481,38 @@ log_writer_wait(void)
 }
 
 /*
+ * The writer naps, under log_lock, for LOG_NAP_MS or until a buffer passes
+ * its high-water mark, log_flush or log_close waits for the lines, or a new
+ * file is handed over.  An emitter sets LOG_F_HURRY before it looks for
+ * LOG_F_NAP, and the writer sets LOG_F_NAP before it looks for
+ * LOG_F_HURRY, so one of them sees the other.
+ */
+static void
+log_writer_nap(void)
+{
+	struct timespec ts;
+
+	ts = log_deadline(LOG_NAP_MS);
+	LOG_SET(LOG_F_NAP);
+	while (!LOG_HAS(LOG_F_HURRY | LOG_F_STOP) && log_newfd == -1 &&
+	    log_flushers == 0) {
+		if (pthread_cond_timedwait(&log_wake, &log_lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	}
+	LOG_CLR(LOG_F_NAP | LOG_F_HURRY);
+}
+
+/*
  * The writer thread: drain the buffers whenever one gets lines.  After a
- * pass that wrote a little it naps a millisecond before the next, so lines
- * go out in a few large writes and the threads that log need not wake it
- * for each line; after a pass that wrote a lot it goes on at once.
+ * pass that wrote something it naps (log_writer_nap) before the next, so
+ * that under load lines go out in writes of up to LOG_BUF_HIGH a buffer,
+ * about one a nap, and the threads that log seldom wake it: only when a
+ * buffer passes LOG_BUF_HIGH, or gets a line while the writer is idle.
  */
 static void *
 log_writer_main(void *arg)
 {
-	const struct timespec nap = { 0, 1000 * 1000 };
 	size_t wrote;
 	int stop;
 
@@ -422,10 +531,9 @@ log_writer_main(void *arg)
 		pthread_mutex_unlock(&log_lock);
 		wrote = log_drain();
 		log_tell_drops();
-		/* A pass with much to write goes on at once. */
-		if (wrote > 0 && wrote < LOG_BUF_SIZE / 4 && !stop)
-			nanosleep(&nap, NULL);
 		pthread_mutex_lock(&log_lock);
+		if (wrote > 0 && !stop)
+			log_writer_nap();
 		if (stop && wrote == 0 && !LOG_HAS(LOG_F_WORK))
 			break;
 		if (wrote > 0)
@@ -634,12 +742,14 @@ log_flush(int wait_ms)
 	pthread_mutex_lock(&log_lock);
 	LOG_CLR(LOG_F_IDLE);
 	LOG_SET(LOG_F_WORK);
+	log_flushers++;
 	pthread_cond_signal(&log_wake);
 	while (!LOG_HAS(LOG_F_IDLE | LOG_F_DONE) && rv == 0) {
 		if (pthread_cond_timedwait(&log_idle, &log_lock, &ts) ==
 		    ETIMEDOUT)
 			rv = -1;
 	}
+	log_flushers--;
 	pthread_mutex_unlock(&log_lock);
 	return (rv);
 }
@@ -688,8 +798,8 @@ log_writer_stop(int wait_ms)
 	pthread_cond_destroy(&log_wake);
 	pthread_cond_destroy(&log_idle);
 	/* Back to writing at once, as before log_open. */
-	LOG_CLR(
-	    LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK | LOG_F_IDLE);
+	LOG_CLR(LOG_F_RUNNING | LOG_F_STOP | LOG_F_DONE | LOG_F_WORK |
+	    LOG_F_IDLE | LOG_F_NAP | LOG_F_HURRY);
 }
 
 /*
@@ -778,6 +888,176 @@ log_event(enum log_level level, const char *msg, json_t *fields)
 		return;
 	}
 	log_line(level, msg, fields);
+}
+
+/* The level names padded to five, as the text format writes them. */
+static const char *log_padded[] = { "debug", "info ", "warn ", "error" };
+
+/* Write v in decimal at p; return the end.  Needs 20 bytes. */
+static char *
+log_put_u64(char *p, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return (p);
+}
+
+/* Append s and its length n at p; return the end. */
+static char *
+log_put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return (p + n);
+}
+
+/*
+ * Format a text line from fields straight into line (log_fields_size
+ * bytes or more): the same bytes log_format makes from the same fields as
+ * a JSON object.  Returns the line's length.
+ */
+static size_t
+log_fields_text(char *line, enum log_level level, const char *msg,
+    const struct log_field *f, size_t n)
+{
+	char *p = line;
+	uint64_t u;
+	size_t i;
+
+	p += log_time(p);
+	*p++ = ' ';
+	p = log_put(p, log_padded[level], 5);
+	*p++ = ' ';
+	p = log_put(p, msg, strlen(msg));
+	for (i = 0; i < n; i++) {
+		*p++ = ' ';
+		p = log_put(p, f[i].lf_key, f[i].lf_klen);
+		*p++ = '=';
+		switch (f[i].lf_type) {
+		case LOG_FT_STR:
+			if (f[i].lf_str != NULL) {
+				p = log_put(p, f[i].lf_str, f[i].lf_len);
+				break;
+			}
+			/* FALLTHROUGH */
+		case LOG_FT_NULL:
+			*p++ = '-';
+			break;
+		case LOG_FT_INT:
+			if (f[i].lf_int < 0) {
+				*p++ = '-';
+				u = -(uint64_t)f[i].lf_int;
+			} else
+				u = (uint64_t)f[i].lf_int;
+			p = log_put_u64(p, u);
+			break;
+		case LOG_FT_MS:
+			/*
+			 * What "%.3f" prints for usec / 1000.0 below 2^42 ms
+			 * (139 years), where a double still has its third
+			 * decimal.
+			 */
+			u = f[i].lf_usec % 1000;
+			p = log_put_u64(p, f[i].lf_usec / 1000);
+			*p++ = '.';
+			*p++ = (char)('0' + u / 100);
+			*p++ = (char)('0' + u / 10 % 10);
+			*p++ = (char)('0' + u % 10);
+			break;
+		}
+	}
+	*p++ = '\n';
+	return ((size_t)(p - line));
+}
+
+/* The most bytes log_fields_text can write for these fields. */
+static size_t
+log_fields_size(const char *msg, const struct log_field *f, size_t n)
+{
+	size_t i, len;
+
+	len = LOG_TIME_SIZE + 7 + strlen(msg) + 1;
+	for (i = 0; i < n; i++) {
+		len += 2 + f[i].lf_klen;
+		if (f[i].lf_type == LOG_FT_STR && f[i].lf_str != NULL)
+			len += f[i].lf_len;
+		else
+			len += 25; /* a number: 20 digits, a sign, ".000" */
+	}
+	return (len);
+}
+
+/* The fields as a JSON object, as log_event takes them. */
+static json_t *
+log_fields_json(const struct log_field *f, size_t n)
+{
+	json_t *obj, *v;
+	size_t i;
+
+	obj = json_object();
+	for (i = 0; i < n; i++) {
+		switch (f[i].lf_type) {
+		case LOG_FT_STR:
+			v = f[i].lf_str != NULL
+			    ? json_string_nocheck(f[i].lf_str)
+			    : json_null();
+			break;
+		case LOG_FT_INT:
+			v = json_integer((json_int_t)f[i].lf_int);
+			break;
+		case LOG_FT_MS:
+			v = json_real((double)f[i].lf_usec / 1000);
+			break;
+		default:
+			v = json_null();
+			break;
+		}
+		json_object_set_new_nocheck(obj, f[i].lf_key, v);
+	}
+	return (obj);
+}
+
+/*
+ * Log a message with fields given as an array (made with log_fnull,
+ * log_fstr, log_fint and log_fms), the way log_event logs a JSON object of
+ * them; but a text line is formatted in place, in this thread's buffer,
+ * without jansson, printf, an allocation or a copy: the access log's path.
+ */
+void
+log_fields(
+    enum log_level level, const char *msg, const struct log_field *f, size_t n)
+{
+	struct log_buf *lb;
+	char stack[2048], *line;
+	size_t size, len;
+	int direct;
+
+	if (!log_enabled(level))
+		return;
+	if (log_fmt == LOG_FMT_JSON) {
+		log_line(level, msg, log_fields_json(f, n));
+		return;
+	}
+	size = log_fields_size(msg, f, n);
+	/* Straight into this thread's buffer while the writer runs. */
+	if ((line = log_reserve(size, &lb, &direct)) != NULL) {
+		len = log_fields_text(line, level, msg, f, n);
+		log_commit(lb, len);
+		return;
+	}
+	if (!direct)
+		return;
+	line = size <= sizeof stack ? stack : xmalloc(size);
+	len = log_fields_text(line, level, msg, f, n);
+	log_write_fd(log_fd, line, len);
+	if (line != stack)
+		free(line);
 }
 
 /* Log a message with a va_list. */

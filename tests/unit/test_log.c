@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "log.h"
 
@@ -226,6 +227,139 @@ test_open_error(void **state)
 	free(cause);
 }
 
+/* The same fields as log_event takes them, made the way callers did. */
+static json_t *
+fields_json(const struct log_field *f, size_t n)
+{
+	json_t *obj, *v;
+	size_t i;
+
+	obj = json_object();
+	for (i = 0; i < n; i++) {
+		if (f[i].lf_type == LOG_FT_STR && f[i].lf_str != NULL)
+			v = json_string(f[i].lf_str);
+		else if (f[i].lf_type == LOG_FT_INT)
+			v = json_integer((json_int_t)f[i].lf_int);
+		else if (f[i].lf_type == LOG_FT_MS)
+			v = json_real((double)f[i].lf_usec / 1000);
+		else
+			v = json_null();
+		json_object_set_new(obj, f[i].lf_key, v);
+	}
+	return (obj);
+}
+
+/*
+ * Compare the lines of a log file two by two: each pair must be the same
+ * bytes once the timestamps are blanked.  Returns the number of pairs.
+ */
+static size_t
+compare_pairs(char *data, enum log_format fmt)
+{
+	char *p, *a, *b, *nl;
+	size_t off = fmt == LOG_FMT_JSON ? 9 : 0, n = 0;
+
+	for (p = data; *p != '\0';) {
+		a = p;
+		if ((nl = strchr(a, '\n')) == NULL)
+			fail_msg("a line without its newline");
+		*nl = '\0';
+		b = nl + 1;
+		if ((nl = strchr(b, '\n')) == NULL)
+			fail_msg("an odd line: %s", a);
+		*nl = '\0';
+		p = nl + 1;
+		assert_true(strlen(a) > off + 24 && strlen(b) > off + 24);
+		assert_true(a[off + 23] == 'Z' && b[off + 23] == 'Z');
+		memset(a + off, 'T', 24);
+		memset(b + off, 'T', 24);
+		assert_string_equal(a, b);
+		n++;
+	}
+	return (n);
+}
+
+/*
+ * log_fields writes the same bytes, in text and in JSON, as log_event does
+ * for the same fields as a JSON object: strings, no values, negative and
+ * large integers, durations in milliseconds, and a line longer than the
+ * formatter's stack buffer.
+ */
+static void
+test_fields_same_bytes(void **state)
+{
+	static const enum log_format fmts[] = { LOG_FMT_TEXT, LOG_FMT_JSON };
+	static const char *keys[] = { "m0", "m1", "m2", "m3", "m4", "m5", "m6",
+		"m7", "m8", "m9", "m10", "m11" };
+	char dir[] = "/tmp/akgw-log.XXXXXX", path[64], *cause = NULL;
+	char *data, *big;
+	struct log_field f[12];
+	uint64_t us, seed = 88172645463325252ULL;
+	size_t i, j, k, pairs;
+
+	(void)state;
+	if (mkdtemp(dir) == NULL)
+		fail_msg("mkdtemp");
+	snprintf(path, sizeof path, "%s/gw.log", dir);
+	big = malloc(5001);
+	memset(big, 'p', 5000);
+	big[5000] = '\0';
+	for (k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+		if (log_open(LOG_LVL_INFO, fmts[k], path, &cause) != 0)
+			fail_msg("log_open: %s", cause);
+		pairs = 0;
+		f[0] = log_fint("conn", 1);
+		f[1] = log_fstr("client", "127.0.0.1");
+		f[2] = log_fstr("request_id", NULL);
+		f[3] = log_fnull("port");
+		f[4] = log_fint("neg", -42);
+		f[5] = log_fint("min", INT64_MIN);
+		f[6] = log_fint("max", INT64_MAX);
+		f[7] = log_fms("ms", 0);
+		f[8] = log_fstr("path", big);
+		f[9] = log_fstr("close", "keep-alive");
+		log_fields(LOG_LVL_INFO, "access", f, 10);
+		log_event(LOG_LVL_INFO, "access", fields_json(f, 10));
+		pairs++;
+		log_fields(LOG_LVL_INFO, "access", f, 0);
+		log_event(LOG_LVL_INFO, "access", NULL);
+		pairs++;
+		/*
+		 * Durations: small ones all, then up to 2^50 us (35 years) at
+		 * random.  Past 2^42 ms a double has no third decimal left, and
+		 * the integer formatting is the exact one.
+		 */
+		for (i = 0; i < 400; i++) {
+			for (j = 0; j < 12; j++) {
+				if (i < 200)
+					us = i * 12 + j;
+				else {
+					seed ^= seed << 13;
+					seed ^= seed >> 7;
+					seed ^= seed << 17;
+					us = seed >> (i % 30 + 14);
+				}
+				f[j] = log_fms(keys[j], us);
+			}
+			log_fields(LOG_LVL_INFO, "access", f, 12);
+			log_event(LOG_LVL_INFO, "access", fields_json(f, 12));
+			pairs++;
+			if (i % 50 == 0)
+				assert_int_equal(log_flush(10000), 0);
+		}
+		/* A level not logged writes nothing. */
+		log_fields(LOG_LVL_DEBUG, "access", f, 12);
+		assert_int_equal(log_flush(10000), 0);
+		log_close();
+		data = slurp(path);
+		assert_int_equal(compare_pairs(data, fmts[k]), pairs);
+		free(data);
+		unlink(path);
+	}
+	free(big);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -233,6 +367,7 @@ main(void)
 		cmocka_unit_test(test_stalled_output),
 		cmocka_unit_test(test_reopen),
 		cmocka_unit_test(test_open_error),
+		cmocka_unit_test(test_fields_same_bytes),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
