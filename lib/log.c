@@ -38,8 +38,15 @@
 #define LOG_MAX_BUFS 512
 /* A buffer this full wakes a napping writer (log_writer_nap). */
 #define LOG_BUF_HIGH (LOG_BUF_SIZE / 4)
-/* The writer's nap after a pass that wrote lines, in milliseconds. */
+/*
+ * The writer's nap after a pass that wrote lines, in milliseconds: short
+ * after a pass that wrote little, so that a quiet gateway's lines appear at
+ * once (tests and operators wait on them), long after one that wrote at
+ * least LOG_NAP_BUSY bytes, so that a busy one writes in large batches.
+ */
 #define LOG_NAP_MS 10
+#define LOG_NAP_QUIET_MS 1
+#define LOG_NAP_BUSY 4096
 /* How long exit waits for the writer to drain, in milliseconds. */
 #define LOG_EXIT_WAIT_MS 2000
 
@@ -481,18 +488,18 @@ log_writer_wait(void)
 }
 
 /*
- * The writer naps, under log_lock, for LOG_NAP_MS or until a buffer passes
+ * The writer naps, under log_lock, for ms or until a buffer passes
  * its high-water mark, log_flush or log_close waits for the lines, or a new
  * file is handed over.  An emitter sets LOG_F_HURRY before it looks for
  * LOG_F_NAP, and the writer sets LOG_F_NAP before it looks for
  * LOG_F_HURRY, so one of them sees the other.
  */
 static void
-log_writer_nap(void)
+log_writer_nap(int ms)
 {
 	struct timespec ts;
 
-	ts = log_deadline(LOG_NAP_MS);
+	ts = log_deadline(ms);
 	LOG_SET(LOG_F_NAP);
 	while (!LOG_HAS(LOG_F_HURRY | LOG_F_STOP) && log_newfd == -1 &&
 	    log_flushers == 0) {
@@ -533,7 +540,8 @@ log_writer_main(void *arg)
 		log_tell_drops();
 		pthread_mutex_lock(&log_lock);
 		if (wrote > 0 && !stop)
-			log_writer_nap();
+			log_writer_nap(wrote >= LOG_NAP_BUSY ? LOG_NAP_MS
+							     : LOG_NAP_QUIET_MS);
 		if (stop && wrote == 0 && !LOG_HAS(LOG_F_WORK))
 			break;
 		if (wrote > 0)
