@@ -63,6 +63,7 @@ static __thread unsigned char stream_scratch[64 * 1024];
 
 static void stream_q_run_cb(evutil_socket_t, short, void *);
 static void stream_destroy(struct stream *);
+static void stream_wev_new(struct stream *);
 
 /* The queue of base on this thread, with a reference for a new stream. */
 static struct stream_q *
@@ -253,8 +254,16 @@ stream_update_force(struct stream *s, int force)
 	}
 	stream_event_set(s->s_rev, &s->s_ron, r,
 	    (f & STREAM_F_RTV) ? &s->s_rtv : NULL, force);
-	stream_event_set(s->s_wev, &s->s_won, w,
-	    (f & STREAM_F_WTV) ? &s->s_wtv : NULL, force);
+	/*
+	 * The write event is made the first time a write waits for the
+	 * socket (or a connect, a handshake): most writes of a keep-alive
+	 * connection go at once, and an idle one then holds no such event.
+	 */
+	if (w && s->s_wev == NULL)
+		stream_wev_new(s);
+	if (s->s_wev != NULL)
+		stream_event_set(s->s_wev, &s->s_won, w,
+		    (f & STREAM_F_WTV) ? &s->s_wtv : NULL, force);
 }
 
 /* Make the added events match s's state. */
@@ -611,15 +620,23 @@ stream_q_run_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(q->q_ev, 0, 0);
 }
 
-/* Make s's events, once it has a socket. */
+/* Make s's read event, once it has a socket (the write event waits). */
 static void
 stream_events_new(struct stream *s)
 {
 	s->s_rev = event_new(
 	    s->s_base, s->s_fd, EV_READ | EV_PERSIST, stream_read_cb, s);
+	if (s->s_rev == NULL)
+		abort(); /* allocation failure, as with xmalloc */
+}
+
+/* Make s's write event, the first time it is needed (stream_update). */
+static void
+stream_wev_new(struct stream *s)
+{
 	s->s_wev = event_new(
 	    s->s_base, s->s_fd, EV_WRITE | EV_PERSIST, stream_write_cb, s);
-	if (s->s_rev == NULL || s->s_wev == NULL)
+	if (s->s_wev == NULL)
 		abort(); /* allocation failure, as with xmalloc */
 }
 
@@ -688,10 +705,10 @@ stream_destroy(struct stream *s)
 		stream_write(s);
 		s->s_depth--;
 	}
-	if (s->s_rev != NULL) {
+	if (s->s_rev != NULL)
 		event_free(s->s_rev);
+	if (s->s_wev != NULL)
 		event_free(s->s_wev);
-	}
 	evbuffer_free(s->s_in);
 	evbuffer_free(s->s_out);
 	if (s->s_ssl != NULL)

@@ -79,7 +79,7 @@ struct stream {
 	unsigned int s_qgen; /* q_gen when it was queued */
 	TAILQ_ENTRY(stream) s_qentry;
 	struct event *s_rev;
-	struct event *s_wev;
+	struct event *s_wev; /* made when a write first waits */
 	struct timeval s_rtv;
 	struct timeval s_wtv;
 	struct evbuffer *s_in;
