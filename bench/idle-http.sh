@@ -94,10 +94,13 @@ sleep 1
 after=$($UTIL rss "$gw")
 [ -z "${HOOK:-}" ] || $HOOK after "$gw" "$T"
 [ -z "${INUSE:-}" ] || iafter=$(inuse)
+# Pooled upstream connections (a fixed cost the ramp leaves): for the report.
+nup=$(ss -Htn state established "( dport = :$bport )" 2>/dev/null | wc -l)
 awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
 	printf "idle http: %.2f KiB per connection (RSS %d -> %d KiB, n=%d)\n",
 	    (a - b) / n, b, a, n }'
 [ -z "${INUSE:-}" ] || awk -v a="$iafter" -v b="$ibefore" -v n="$N" 'BEGIN {
 	printf "malloc in use: %.0f bytes per connection (%d -> %d)\n",
 	    (a - b) / n, b, a }'
+echo "upstream connections open: $nup"
 [ -z "${HOLD:-}" ] || { echo "gateway $gw, akbench-idle $idle: holding ${HOLD}s"; sleep "$HOLD"; }

@@ -369,13 +369,16 @@ struct gw_xchg {
  * A client connection on a public listener: the HTTP/1 engine (h1s.c)
  * over its socket, and after a 101 the relay's two ends.
  */
+/* "[" ip6 "]:" port and a NUL: the longest addr_format writes. */
+#define CONN_PEER_LEN 56
+
 struct conn {
 	TAILQ_ENTRY(conn) c_entry;
 	struct gw *c_gw;
 	uint64_t c_id;
-	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
 	struct h1s *c_h1; /* the engine, or NULL once released (relay) */
 	struct stream *c_stream; /* the client's: the engine's, then ours */
+	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
 	enum conn_state c_state;
 	int c_flags;
 #define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
@@ -386,20 +389,19 @@ struct conn {
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
 #define CONN_F_CLOSED 0x8000 /* conn_closed ran */
-	char c_peer[64]; /* ip:port */
-	char c_peer_ip[48];
 	int c_local_port;
-	struct event *c_timer; /* header deadline, idle */
-	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
-	uint64_t c_active_ms; /* last byte moved, upgraded connections */
-	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
-	struct splicer *c_spl[2];
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
 #define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
 #define RELAY_F_UP_SHUT 0x02 /* ... passed on: upstream's write side shut */
 #define RELAY_F_DOWN_EOF 0x04 /* the upstream ended its stream */
 #define RELAY_F_DOWN_SHUT 0x08 /* ... passed on: client's write side shut */
 #define RELAY_F_CLIENT_FIRST 0x10 /* the client ended first, for the log */
+	struct event *c_timer; /* header deadline, idle */
+	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
+	uint64_t c_active_ms; /* last byte moved, upgraded connections */
+	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
+	struct splicer *c_spl[2];
+	char c_peer[CONN_PEER_LEN]; /* ip:port or [ip6]:port (conn_peer_ip) */
 };
 
 enum upstream_state {
@@ -606,6 +608,7 @@ void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
+const char *conn_peer_ip(const struct conn *, char *, size_t);
 void conn_upgrade(struct conn *);
 void conn_timer_set(struct conn *, uint64_t ms);
 
