@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "evb.h"
 #include "gw.h"
+#include "tq.h"
 
 /* The sink is full at this much output unless the owner says. */
 #define H1S_OUT_HIGH (256 * 1024)
@@ -85,7 +86,8 @@ struct h1s {
 #define H1S_F_REFUSED 0x0800 /* the engine answered this request itself */
 #define H1S_F_DEADLINE 0x1000 /* the idle timer is the head's deadline */
 #define H1S_F_STAGED 0x2000 /* the response waits in r_stage (BODY_NOW) */
-	struct event *hs_timer; /* idle, head, body, write or linger */
+	struct tq *hs_tq; /* this loop's timer queue */
+	struct tq_timer hs_timer; /* idle, head, body, write or linger */
 	struct event *hs_kick; /* parse a waiting head, from the loop */
 	struct h1s_req *hs_r; /* from the request's first byte, or NULL */
 	uint64_t hs_body_in; /* request body bytes handed to the owner */
@@ -170,10 +172,7 @@ h1s_print(const struct h1s *h, char *buf, size_t len)
 static void
 h1s_timer_set(struct h1s *h, uint64_t ms)
 {
-	struct timeval tv;
-
-	clock_msec_to_tv(ms, &tv);
-	evtimer_add(h->hs_timer, &tv);
+	tq_timer_set(h->hs_tq, &h->hs_timer, ms);
 }
 
 /* Output bytes not written yet. */
@@ -298,7 +297,8 @@ h1s_free_cb(evutil_socket_t fd, short events, void *arg)
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_free(h->hs_x);
 	h1s_req_put(h);
-	event_free(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
+	tq_put(h->hs_tq);
 	if (h->hs_kick != NULL)
 		event_free(h->hs_kick);
 	free(h);
@@ -321,7 +321,7 @@ h1s_close(struct h1s *h, const char *reason)
 	    (unsigned long long)h->hs_id, h->hs_peer,
 	    h1s_print(h, st, sizeof st), reason);
 	h->hs_state = H1S_S_DEAD;
-	evtimer_del(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
 	if (h->hs_kick != NULL)
 		event_del(h->hs_kick);
 	if (h->hs_x != NULL)
@@ -535,7 +535,7 @@ h1s_read_head(struct h1s *h)
 	r = http1_parse_request(in, h->hs_conf->hc_limits, &rq->r_msg, &err);
 	if (r == 0)
 		return;
-	evtimer_del(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
 	h->hs_flags &= ~H1S_F_DEADLINE;
 	if (r < 0) {
 		http1_msg_reset(&rq->r_msg);
@@ -679,12 +679,10 @@ h1s_event_cb(void *arg, int what, const char *why)
 
 /* The idle, head, body, write or linger timer fired. */
 static void
-h1s_timer_cb(evutil_socket_t fd, short events, void *arg)
+h1s_timer_cb(void *arg)
 {
 	struct h1s *h = arg;
 
-	(void)fd;
-	(void)events;
 	switch (h->hs_state) {
 	case H1S_S_IDLE:
 		if (!(h->hs_flags & H1S_F_DEADLINE)) {
@@ -1006,7 +1004,7 @@ h1s_body_read(
 	h->hs_body_in += n;
 	if ((h->hs_flags & H1S_F_BODY_DONE) && h->hs_conf->hc_body_ms != 0 &&
 	    !(h->hs_flags & H1S_F_RESP_STARTED))
-		evtimer_del(h->hs_timer);
+		tq_timer_stop(&h->hs_timer);
 	if (n > 0 || (h->hs_flags & H1S_F_BODY_DONE))
 		x->hx_ops->xo_unhold(x);
 	return ((ssize_t)n);
@@ -1162,7 +1160,8 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	h->hs_peer = peer;
 	h->hs_sink.sk_ops = &h1s_sink_ops;
 	h->hs_sink.sk_arg = h;
-	h->hs_timer = evtimer_new(base, h1s_timer_cb, h);
+	h->hs_tq = tq_get(base);
+	tq_timer_init(&h->hs_timer, h1s_timer_cb, h);
 	x->hx_cb_read = h1s_read_cb;
 	x->hx_cb_write = h1s_write_cb;
 	x->hx_cb_event = h1s_event_cb;
