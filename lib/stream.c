@@ -64,6 +64,8 @@ static __thread unsigned char stream_scratch[64 * 1024];
 static void stream_q_run_cb(evutil_socket_t, short, void *);
 static void stream_destroy(struct stream *);
 static void stream_wev_new(struct stream *);
+static void stream_in_cb(
+    struct evbuffer *, const struct evbuffer_cb_info *, void *);
 
 /* The queue of base on this thread, with a reference for a new stream. */
 static struct stream_q *
@@ -273,21 +275,33 @@ stream_update(struct stream *s)
 	stream_update_force(s, 0);
 }
 
-/* The input reached the read high watermark: stop reading until it drains. */
+/*
+ * The input reached the read high watermark: stop reading until it
+ * drains, which the input's callback sees.  The callback is there only
+ * while the input is full, so that most streams never hold one.
+ */
 static void
 stream_full(struct stream *s)
 {
 	s->s_flags |= STREAM_F_FULL;
-	evbuffer_cb_set_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
+	if (s->s_incb == NULL &&
+	    (s->s_incb = evbuffer_add_cb(s->s_in, stream_in_cb, s)) == NULL)
+		abort(); /* allocation failure, as with xmalloc */
 	stream_update(s);
 }
 
-/* The input may take more again: read on (OpenSSL may hold records). */
+/*
+ * The input may take more again: read on (OpenSSL may hold records).
+ * From the input's callback too, which libevent lets remove itself.
+ */
 static void
 stream_unfull(struct stream *s)
 {
 	s->s_flags &= ~STREAM_F_FULL;
-	evbuffer_cb_clear_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
+	if (s->s_incb != NULL) {
+		evbuffer_remove_cb_entry(s->s_in, s->s_incb);
+		s->s_incb = NULL;
+	}
 	stream_update(s);
 	if (s->s_ssl != NULL && s->s_state == STREAM_S_OPEN)
 		stream_queue(s, STREAM_W_READ);
@@ -665,10 +679,8 @@ stream_new(struct event_base *base, int fd, SSL *ssl, int flags)
 		s->s_flags |= STREAM_F_ACCEPT;
 	if ((s->s_in = evbuffer_new()) == NULL ||
 	    (s->s_out = evbuffer_new()) == NULL ||
-	    (s->s_incb = evbuffer_add_cb(s->s_in, stream_in_cb, s)) == NULL ||
 	    (s->s_outcb = evbuffer_add_cb(s->s_out, stream_out_cb, s)) == NULL)
 		abort(); /* allocation failure, as with xmalloc */
-	evbuffer_cb_clear_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
 	s->s_q = stream_q_get(base);
 	if (fd == -1)
 		return (s);

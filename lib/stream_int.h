@@ -84,7 +84,7 @@ struct stream {
 	struct timeval s_wtv;
 	struct evbuffer *s_in;
 	struct evbuffer *s_out;
-	struct evbuffer_cb_entry *s_incb;
+	struct evbuffer_cb_entry *s_incb; /* only while STREAM_F_FULL */
 	struct evbuffer_cb_entry *s_outcb;
 	size_t s_rlo;
 	size_t s_rhi; /* 0: none */
