@@ -1287,7 +1287,6 @@ conn_setup(struct gw *g, struct conn *c, struct stream *s)
 	if (high < 64 * 1024)
 		high = 64 * 1024;
 	x = h1x_stream_new(s, high, CONN_LOW);
-	h1x_stream_name(x, "conn", c->c_id, c->c_peer);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
 	c->c_state = CONN_S_HEAD;

@@ -1028,6 +1028,7 @@ void hfield_set(struct hfield *, const char *name, const char *value);
 struct h1x;
 #define H1X_EV_EOF 1 /* the peer ended its stream */
 #define H1X_EV_ERROR 2 /* the connection failed; why says how */
+#define H1X_EV_TLS_FAILED 3 /* the TLS handshake failed; why: OpenSSL's */
 struct h1x_ops {
 	void (*xo_read)(struct h1x *, int on); /* reading on or off */
 	int (*xo_hold)(struct h1x *); /* input full: stop reading (1) */
@@ -1064,7 +1065,6 @@ struct h1x {
 	void *hx_cb_arg;
 };
 struct h1x *h1x_stream_new(struct stream *, size_t in_high, size_t out_low);
-void h1x_stream_name(struct h1x *, const char *name, uint64_t id, const char *);
 struct h1x_mem; /* the peer's end of an in-memory transport */
 struct h1x *h1x_mem_new(
     struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);

@@ -639,9 +639,18 @@ static void
 h1s_event_cb(void *arg, int what, const char *why)
 {
 	struct h1s *h = arg;
+	char tlswhy[160];
 
 	if (h->hs_state == H1S_S_DEAD)
 		return;
+	if (what == H1X_EV_TLS_FAILED) {
+		log_info("%s %llu %s: TLS handshake failed: %s",
+		    h->hs_conf->hc_name, (unsigned long long)h->hs_id,
+		    h->hs_peer, why);
+		snprintf(tlswhy, sizeof tlswhy, "TLS error: %s", why);
+		why = tlswhy;
+		what = H1X_EV_ERROR;
+	}
 	if (what == H1X_EV_ERROR) {
 		h1s_lost(h, why);
 		h1s_close(h, why);
