@@ -74,9 +74,13 @@ inuse() {
 	sleep 0.2
 	sed -n 's/^in use bytes *= *//p' "$T/gw.log" | tail -n 1
 }
+# malloc's heap (system bytes): in use, plus what is free inside it.
+heap() {
+	sed -n 's/^system bytes *= *//p' "$T/gw.log" | tail -n 1
+}
 before=$($UTIL rss "$gw")
 [ -z "${HOOK:-}" ] || $HOOK before "$gw" "$T"
-[ -z "${INUSE:-}" ] || ibefore=$(inuse)
+[ -z "${INUSE:-}" ] || { ibefore=$(inuse); hbefore=$(heap); }
 "$BUILD/bench/akbench-idle" --url "$url/size/0" --connections "$N" \
     --mode http --hold 600 >"$T/idle.log" 2>&1 &
 idle=$!
@@ -93,7 +97,7 @@ grep -q "^ready $N" "$T/idle.log" || {
 sleep 1
 after=$($UTIL rss "$gw")
 [ -z "${HOOK:-}" ] || $HOOK after "$gw" "$T"
-[ -z "${INUSE:-}" ] || iafter=$(inuse)
+[ -z "${INUSE:-}" ] || { iafter=$(inuse); hafter=$(heap); }
 # Pooled upstream connections (a fixed cost the ramp leaves): for the report.
 nup=$(ss -Htn state established "( dport = :$bport )" 2>/dev/null | wc -l)
 awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
@@ -101,6 +105,9 @@ awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
 	    (a - b) / n, b, a, n }'
 [ -z "${INUSE:-}" ] || awk -v a="$iafter" -v b="$ibefore" -v n="$N" 'BEGIN {
 	printf "malloc in use: %.0f bytes per connection (%d -> %d)\n",
+	    (a - b) / n, b, a }'
+[ -z "${INUSE:-}" ] || awk -v a="$hafter" -v b="$hbefore" -v n="$N" 'BEGIN {
+	printf "malloc heap: %.0f bytes per connection (%d -> %d)\n",
 	    (a - b) / n, b, a }'
 echo "upstream connections open: $nup"
 [ -z "${HOLD:-}" ] || { echo "gateway $gw, akbench-idle $idle: holding ${HOLD}s"; sleep "$HOLD"; }

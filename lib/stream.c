@@ -40,6 +40,7 @@
 #include <event2/event.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "stream.h"
 #include "stream_int.h"
 #include "tls.h"
@@ -229,6 +230,7 @@ stream_event_set(struct event *ev, unsigned char *on, int want,
 static void
 stream_update_force(struct stream *s, int force)
 {
+	struct timeval rtv, wtv;
 	int r = 0, w = 0, f = s->s_flags;
 
 	if (s->s_rev == NULL)
@@ -254,8 +256,12 @@ stream_update_force(struct stream *s, int force)
 			break;
 		}
 	}
+	if (f & STREAM_F_RTV)
+		clock_msec_to_tv(s->s_rto_ms, &rtv);
+	if (f & STREAM_F_WTV)
+		clock_msec_to_tv(s->s_wto_ms, &wtv);
 	stream_event_set(s->s_rev, &s->s_ron, r,
-	    (f & STREAM_F_RTV) ? &s->s_rtv : NULL, force);
+	    (f & STREAM_F_RTV) ? &rtv : NULL, force);
 	/*
 	 * The write event is made the first time a write waits for the
 	 * socket (or a connect, a handshake): most writes of a keep-alive
@@ -265,7 +271,7 @@ stream_update_force(struct stream *s, int force)
 		stream_wev_new(s);
 	if (s->s_wev != NULL)
 		stream_event_set(s->s_wev, &s->s_won, w,
-		    (f & STREAM_F_WTV) ? &s->s_wtv : NULL, force);
+		    (f & STREAM_F_WTV) ? &wtv : NULL, force);
 }
 
 /* Make the added events match s's state. */
@@ -835,12 +841,25 @@ stream_setwatermark(struct stream *s, short what, size_t lo, size_t hi)
 		stream_unfull(s);
 }
 
+/* A timeout in whole milliseconds, rounded up, at most UINT32_MAX. */
+static uint32_t
+stream_tv_ms(const struct timeval *tv)
+{
+	uint64_t ms;
+
+	if (tv->tv_sec < 0 || (tv->tv_sec == 0 && tv->tv_usec <= 0))
+		return (0);
+	ms = (uint64_t)tv->tv_sec * 1000 + ((uint64_t)tv->tv_usec + 999) / 1000;
+	return (ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
+}
+
 /*
  * Timeouts on the loop's monotonic clock (NULL: none): rd while the
  * stream waits for input the owner reads, wr while output waits for the
  * socket (and for a connect).  An open stream that times out stops that
  * direction and says STREAM_EV_TIMEOUT; a connect or handshake fails.
- * Setting them again starts them again.
+ * Setting them again starts them again.  They are kept in whole
+ * milliseconds (rounded up; at most 49 days), 8 bytes instead of 32.
  */
 void
 stream_set_timeouts(
@@ -848,11 +867,11 @@ stream_set_timeouts(
 {
 	s->s_flags &= ~(STREAM_F_RTV | STREAM_F_WTV);
 	if (rd != NULL) {
-		s->s_rtv = *rd;
+		s->s_rto_ms = stream_tv_ms(rd);
 		s->s_flags |= STREAM_F_RTV;
 	}
 	if (wr != NULL) {
-		s->s_wtv = *wr;
+		s->s_wto_ms = stream_tv_ms(wr);
 		s->s_flags |= STREAM_F_WTV;
 	}
 	stream_update_force(s, 1);
