@@ -58,12 +58,15 @@ struct h1s_req {
 	struct head r_head; /* r_msg's, while an exchange has it */
 	struct http1_chunked r_chunked;
 	uint64_t r_left; /* Content-Length body bytes still to come */
+	uint64_t r_started_us; /* the head's first byte, monotonic */
+	enum h1_frame r_frame; /* the response body's framing */
+	int r_status; /* final status sent */
+	uint64_t r_resp_left; /* H1_FRAME_LENGTH: body bytes still to send */
 	struct evbuffer *r_stage; /* a small response put together, or NULL */
 	struct h1s_req *r_next; /* in the pool */
 };
 
 struct h1s {
-	struct event_base *hs_base;
 	struct h1x *hs_x; /* NULL once released */
 	const struct h1s_conf *hs_conf;
 	const struct h1s_hooks *hs_hooks;
@@ -92,12 +95,8 @@ struct h1s {
 	struct h1s_req *hs_r; /* from the request's first byte, or NULL */
 	uint64_t hs_body_in; /* request body bytes handed to the owner */
 	struct sink hs_sink;
-	enum h1_frame hs_rframe; /* the response body's framing */
-	uint64_t hs_rleft; /* H1_FRAME_LENGTH: body bytes still to send */
 	uint64_t hs_body_out; /* response body bytes sent */
-	int hs_status; /* final status sent */
 	unsigned hs_nreq; /* requests parsed */
-	uint64_t hs_started_us; /* the current head's first byte, monotonic */
 	struct evbuffer_cb_entry *hs_sent_cb; /* h1s_count_sent's, or NULL */
 	uint64_t hs_sent; /* output bytes the transport took */
 };
@@ -275,9 +274,6 @@ static void
 h1s_reset_request(struct h1s *h)
 {
 	h1s_req_put(h);
-	h->hs_rframe = H1_FRAME_NONE;
-	h->hs_rleft = 0;
-	h->hs_status = 0;
 	h->hs_flags &= ~(H1S_F_KEEPALIVE | H1S_F_HTTP10 | H1S_F_HEAD_REQ |
 	    H1S_F_BODY_DONE | H1S_F_CONTINUE | H1S_F_RESP_STARTED |
 	    H1S_F_RESP_DONE | H1S_F_TRAILERS | H1S_F_XCHG | H1S_F_REFUSED |
@@ -328,7 +324,7 @@ h1s_close(struct h1s *h, const char *reason)
 		h->hs_x->hx_ops->xo_read(h->hs_x, 0);
 	if (h->hs_hooks->on_close != NULL)
 		h->hs_hooks->on_close(h, h->hs_arg, reason);
-	event_base_once(h->hs_base, -1, EV_TIMEOUT, h1s_free_cb, h, &tv);
+	event_base_once(tq_base(h->hs_tq), -1, EV_TIMEOUT, h1s_free_cb, h, &tv);
 }
 
 /* The exchange ended without the owner's end: tell it once. */
@@ -401,7 +397,7 @@ h1s_next(struct h1s *h)
 		/* Made on first use: most connections never pipeline. */
 		if (h->hs_kick == NULL)
 			h->hs_kick = event_new(
-			    h->hs_base, -1, 0, h1s_kick_cb, h);
+			    tq_base(h->hs_tq), -1, 0, h1s_kick_cb, h);
 		event_active(h->hs_kick, EV_TIMEOUT, 1);
 	}
 }
@@ -528,7 +524,7 @@ h1s_read_head(struct h1s *h)
 	if (h->hs_state == H1S_S_IDLE) {
 		/* A whole-head deadline from the first byte, not an idle timer. */
 		h->hs_state = H1S_S_HEAD;
-		h->hs_started_us = clock_mono_usec();
+		rq->r_started_us = clock_mono_usec();
 		if (!(h->hs_flags & H1S_F_DEADLINE))
 			h1s_timer_set(h, h->hs_conf->hc_head_ms);
 	}
@@ -743,6 +739,7 @@ static int
 h1s_sink_head(struct sink *s, const struct head *rh)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 	enum h1_frame fr;
 	int conn, nobody;
 
@@ -756,6 +753,8 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		}
 		return (0);
 	}
+	/* A refusal before any request byte has its state made here. */
+	r = h1s_req(h);
 	/* Answered before the body was asked for: it will not come. */
 	if (h->hs_flags & H1S_F_CONTINUE)
 		h->hs_flags &= ~(H1S_F_CONTINUE | H1S_F_KEEPALIVE);
@@ -766,7 +765,7 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		fr = H1_FRAME_NONE;
 	else if (rh->h_flags & HEAD_F_LENGTH) {
 		fr = H1_FRAME_LENGTH;
-		h->hs_rleft = rh->h_length;
+		r->r_resp_left = rh->h_length;
 	} else if (!(h->hs_flags & H1S_F_HTTP10))
 		fr = H1_FRAME_CHUNKED;
 	else
@@ -782,8 +781,8 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		conn = H1_CONN_KEEPALIVE;
 	else
 		conn = H1_CONN_KEEP;
-	h->hs_rframe = fr;
-	h->hs_status = rh->h_status;
+	r->r_frame = fr;
+	r->r_status = rh->h_status;
 	h->hs_flags |= H1S_F_RESP_STARTED;
 	/*
 	 * All of a small body follows at once: over TLS the head waits for
@@ -792,9 +791,7 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 	if ((rh->h_flags & HEAD_F_BODY_NOW) &&
 	    h->hs_x->hx_ops->xo_write_now != NULL && h1s_outlen(h) == 0 &&
 	    (fr == H1_FRAME_NONE ||
-		(fr == H1_FRAME_LENGTH && h->hs_rleft <= H1S_STAGE_MAX))) {
-		struct h1s_req *r = h1s_req(h);
-
+		(fr == H1_FRAME_LENGTH && r->r_resp_left <= H1S_STAGE_MAX))) {
 		if (r->r_stage == NULL)
 			r->r_stage = evbuffer_new();
 		h->hs_flags |= H1S_F_STAGED;
@@ -822,24 +819,26 @@ static int
 h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 	struct evbuffer *out;
 	size_t have = evbuffer_get_length(buf), n;
 
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
-	out = (h->hs_flags & H1S_F_STAGED) ? h->hs_r->r_stage : h->hs_x->hx_out;
+	r = h->hs_r; /* made by h1s_sink_head */
+	out = (h->hs_flags & H1S_F_STAGED) ? r->r_stage : h->hs_x->hx_out;
 	if (len > have)
 		len = have;
 	n = len;
-	switch (h->hs_rframe) {
+	switch (r->r_frame) {
 	case H1_FRAME_NONE:
 		n = 0;
 		break;
 	case H1_FRAME_LENGTH:
-		if (n > h->hs_rleft)
-			n = (size_t)h->hs_rleft;
-		h->hs_rleft -= n;
+		if (n > r->r_resp_left)
+			n = (size_t)r->r_resp_left;
+		r->r_resp_left -= n;
 		break;
 	case H1_FRAME_CHUNKED:
 	case H1_FRAME_EOF:
@@ -848,10 +847,10 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	while (n > 0) {
 		size_t piece = n > H1S_READ_MAX ? H1S_READ_MAX : n;
 
-		if (h->hs_rframe == H1_FRAME_CHUNKED)
+		if (r->r_frame == H1_FRAME_CHUNKED)
 			http1_chunk_header(out, piece);
 		evb_take(buf, out, piece);
-		if (h->hs_rframe == H1_FRAME_CHUNKED)
+		if (r->r_frame == H1_FRAME_CHUNKED)
 			http1_chunk_trailer(out);
 		h->hs_body_out += piece;
 		n -= piece;
@@ -859,7 +858,7 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	}
 	/* Past the declared length, or for no body: dropped. */
 	evbuffer_drain(buf, len);
-	if ((h->hs_flags & H1S_F_STAGED) && h->hs_rleft == 0)
+	if ((h->hs_flags & H1S_F_STAGED) && r->r_resp_left == 0)
 		h1s_unstage(h);
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	return (0);
@@ -874,7 +873,7 @@ h1s_sink_trailers(struct sink *s, const struct hfield *f, size_t n)
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & (H1S_F_RESP_DONE | H1S_F_TRAILERS)))
 		return (-1);
-	if (h->hs_rframe != H1_FRAME_CHUNKED)
+	if (h->hs_r->r_frame != H1_FRAME_CHUNKED)
 		return (0);
 	h1_trailers_put(h->hs_x->hx_out, f, n);
 	h->hs_flags |= H1S_F_TRAILERS;
@@ -889,18 +888,20 @@ static int
 h1s_sink_end(struct sink *s)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
 	h1s_unstage(h);
-	if (h->hs_status == 101) {
+	r = h->hs_r; /* made by h1s_sink_head */
+	if (r->r_status == 101) {
 		h->hs_flags |= H1S_F_RESP_DONE;
 		return (0);
 	}
-	if (h->hs_rframe == H1_FRAME_CHUNKED && !(h->hs_flags & H1S_F_TRAILERS))
+	if (r->r_frame == H1_FRAME_CHUNKED && !(h->hs_flags & H1S_F_TRAILERS))
 		http1_chunk_last(h->hs_x->hx_out);
-	if (h->hs_rframe == H1_FRAME_LENGTH && h->hs_rleft > 0)
+	if (r->r_frame == H1_FRAME_LENGTH && r->r_resp_left > 0)
 		h->hs_flags &= ~H1S_F_KEEPALIVE;
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	h1s_response_end(h);
@@ -1160,7 +1161,6 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	struct h1s *h;
 
 	h = xcalloc(1, sizeof *h);
-	h->hs_base = base;
 	h->hs_x = x;
 	h->hs_conf = conf;
 	h->hs_hooks = hooks;
@@ -1225,7 +1225,8 @@ h1s_splice_fd(struct h1s *h)
 	struct h1x *x = h->hs_x;
 
 	if (h->hs_state != H1S_S_XCHG || x == NULL ||
-	    x->hx_ops->xo_fd == NULL || h->hs_rframe != H1_FRAME_LENGTH ||
+	    x->hx_ops->xo_fd == NULL || h->hs_r == NULL ||
+	    h->hs_r->r_frame != H1_FRAME_LENGTH ||
 	    (h->hs_flags & (H1S_F_STAGED | H1S_F_RESP_DONE)))
 		return (-1);
 	return (x->hx_ops->xo_fd(x));
@@ -1235,11 +1236,13 @@ h1s_splice_fd(struct h1s *h)
 void
 h1s_body_sent(struct h1s *h, uint64_t n)
 {
-	if (h->hs_rframe != H1_FRAME_LENGTH)
+	struct h1s_req *r = h->hs_r;
+
+	if (r == NULL || r->r_frame != H1_FRAME_LENGTH)
 		return;
-	if (n > h->hs_rleft)
-		n = h->hs_rleft;
-	h->hs_rleft -= n;
+	if (n > r->r_resp_left)
+		n = r->r_resp_left;
+	r->r_resp_left -= n;
 	h->hs_body_out += n;
 }
 
@@ -1247,5 +1250,5 @@ h1s_body_sent(struct h1s *h, uint64_t n)
 uint64_t
 h1s_started_us(const struct h1s *h)
 {
-	return (h->hs_started_us);
+	return (h->hs_r != NULL ? h->hs_r->r_started_us : 0);
 }
