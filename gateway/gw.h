@@ -492,8 +492,6 @@ struct upstream {
 	char *u_key; /* identity, for the log */
 	int u_port;
 	struct gw_sandbox *u_sandbox; /* referenced */
-	struct sockaddr_storage u_addr;
-	socklen_t u_addrlen;
 	int u_attempt;
 	struct event *u_timer; /* retry, idle, response */
 	const struct upstream_owner *u_owner; /* NULL: none (pooled, dead) */
@@ -915,6 +913,7 @@ void upstream_pool_init(struct gw *);
 void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
+void upstream_addr_format(const struct upstream *, char *, size_t);
 void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct gw_sandbox *, int fd,

@@ -1030,7 +1030,7 @@ proxy_upstream_failed(
 	struct gw *g = up->u_gw;
 	char addr[ADDR_STRLEN];
 
-	addr_format((struct sockaddr *)&up->u_addr, addr, sizeof addr);
+	upstream_addr_format(up, addr, sizeof addr);
 	upstream_close(up, why);
 	if (e == gw_err_sandbox_unreachable)
 		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",

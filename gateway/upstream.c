@@ -222,18 +222,46 @@ upstream_connect_error(struct upstream *up, int err)
 	upstream_attempt_failed(up, why);
 }
 
+/*
+ * The address up connects to: its sandbox's with its port (kept there,
+ * not in each connection).  ss_family is AF_UNSPEC without a sandbox.
+ */
+static socklen_t
+upstream_addr(const struct upstream *up, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	if (up->u_sandbox == NULL)
+		return (0);
+	memcpy(ss, &up->u_sandbox->sb_addr, up->u_sandbox->sb_addrlen);
+	addr_set_port(ss, up->u_port);
+	return (up->u_sandbox->sb_addrlen);
+}
+
+/* Print the address up connects to (ip:port), for the log. */
+void
+upstream_addr_format(const struct upstream *up, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+
+	(void)upstream_addr(up, &ss);
+	addr_format((struct sockaddr *)&ss, buf, len);
+}
+
 /* Start a connection attempt; runs from the timer, never from the caller. */
 static void
 upstream_connect(struct upstream *up)
 {
 	struct gw *g = up->u_gw;
+	struct sockaddr_storage ss;
 	struct timeval tv;
+	socklen_t sslen;
 	int fd = -1;
 	char *cause;
 
 	up->u_attempt++;
+	sslen = upstream_addr(up, &ss);
 	if (up->u_sandbox->sb_netns != NULL) {
-		fd = netns_socket(up->u_sandbox->sb_netns, up->u_addr.ss_family,
+		fd = netns_socket(up->u_sandbox->sb_netns, ss.ss_family,
 		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &cause);
 		if (fd == -1) {
 			log_warn("upstream %s: %s", up->u_key, cause);
@@ -256,9 +284,9 @@ upstream_connect(struct upstream *up)
 	 * here.
 	 */
 	if ((fd != -1 ? stream_connect_fd(up->u_stream, fd,
-			    (struct sockaddr *)&up->u_addr, up->u_addrlen)
-		      : stream_connect(up->u_stream,
-			    (struct sockaddr *)&up->u_addr, up->u_addrlen)) !=
+			    (struct sockaddr *)&ss, sslen)
+		      : stream_connect(up->u_stream, (struct sockaddr *)&ss,
+			    sslen)) !=
 	    0) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
@@ -438,8 +466,6 @@ upstream_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 	up->u_state = UP_S_CONNECTING;
 	up->u_sandbox = sb;
 	sandbox_ref(sb);
-	memcpy(&up->u_addr, &ss, sizeof ss);
-	up->u_addrlen = sb->sb_addrlen;
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
 	/* Connect from the loop so the caller never sees a callback. */
 	tv.tv_sec = tv.tv_usec = 0;
