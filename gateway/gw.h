@@ -496,14 +496,22 @@ struct upstream {
 	struct event *u_timer; /* retry, idle, response */
 	const struct upstream_owner *u_owner; /* NULL: none (pooled, dead) */
 	void *u_owner_arg;
-	struct http1_msg u_resp;
-	struct gw_body u_body; /* the response body, as the upstream frames it */
-	struct http1_trailers u_trailers; /* a chunked body's, for uo_trailers */
+	struct upstream_resp *u_r; /* from upstream_read_response to release */
 	struct evbuffer *u_chunks; /* a chunked body's data, de-framed */
 	struct splicer *u_spl; /* the body moving to the owner by splice(2) */
 	uint64_t u_spliced; /* body bytes moved so */
-	unsigned u_interim; /* interim (1xx) responses this request */
-	uint64_t u_interim_bytes; /* ... and their head bytes */
+};
+
+/*
+ * The response an upstream reads, made per response so that a pooled
+ * connection holds none of it.
+ */
+struct upstream_resp {
+	struct http1_msg r_resp;
+	struct gw_body r_body; /* the response body, as the upstream frames it */
+	struct http1_trailers r_trailers; /* a chunked body's, for uo_trailers */
+	unsigned r_interim; /* interim (1xx) responses this request */
+	uint64_t r_interim_bytes; /* ... and their head bytes */
 };
 
 /* admin.c */
