@@ -274,7 +274,8 @@ conn_log_access(struct conn *c, const char *close)
 		return;
 	f = json_object();
 	json_object_set_new(f, "conn", json_integer((json_int_t)c->c_id));
-	json_object_set_new(f, "client", json_string(conn_peer_ip(c, ip, sizeof ip)));
+	json_object_set_new(
+	    f, "client", json_string(conn_peer_ip(c, ip, sizeof ip)));
 	json_object_set_new(f, "request_id",
 	    x->x_request_id[0] != '\0' ? json_string(x->x_request_id)
 				       : json_null());
@@ -415,8 +416,8 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
 	    ERRPAGE_F_KEEPALIVE;
 	log_debug("conn %llu %s: refused %d %s: %s",
-	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip),
-	    status, code, msg);
+	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip), status,
+	    code, msg);
 	(void)errpage_send(h1s_sink(c->c_h1), &ep);
 	free(msg);
 	conn_xchg_done(c);

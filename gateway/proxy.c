@@ -300,8 +300,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
 	else
 		strbuf_adds(sb, "X-Forwarded-Proto: http\r\n");
-	proxy_add_list(sb, m, "X-Forwarded-For", 15,
-	    conn_peer_ip(c, ip, sizeof ip));
+	proxy_add_list(
+	    sb, m, "X-Forwarded-For", 15, conn_peer_ip(c, ip, sizeof ip));
 	proxy_add_list(sb, m, "Via", 3,
 	    m->h_version == 10 ? "1.0 akgateway" : "1.1 akgateway");
 	switch (c->c_x->x_req_body.b_kind) {

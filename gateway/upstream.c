@@ -296,11 +296,10 @@ upstream_connect(struct upstream *up)
 	 * as one that fails later; only a socket that cannot be made fails
 	 * here.
 	 */
-	if ((fd != -1 ? stream_connect_fd(up->u_stream, fd,
-			    (struct sockaddr *)&ss, sslen)
+	if ((fd != -1 ? stream_connect_fd(
+			    up->u_stream, fd, (struct sockaddr *)&ss, sslen)
 		      : stream_connect(up->u_stream, (struct sockaddr *)&ss,
-			    sslen)) !=
-	    0) {
+			    sslen)) != 0) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
@@ -692,7 +691,7 @@ upstream_read_body(struct upstream *up)
 				b->b_left -= n;
 			b->b_total += n;
 			if (up->u_owner->uo_body(up, in, n, up->u_owner_arg) !=
-			    0 ||
+				0 ||
 			    up->u_r != resp)
 				return (-1); /* the owner ended it (released) */
 			if (b->b_kind == HTTP1_BODY_LENGTH && b->b_left == 0) {
@@ -773,7 +772,8 @@ upstream_read_head(struct upstream *up)
 				    "upstream %s sent %u interim responses "
 				    "(%llu bytes) for one request; cut off",
 				    up->u_key, up->u_r->r_interim,
-				    (unsigned long long)up->u_r->r_interim_bytes);
+				    (unsigned long long)
+					up->u_r->r_interim_bytes);
 				snprintf(why, sizeof why,
 				    "Sandbox '%s' port %d sent more interim "
 				    "(1xx) responses than the %d (or %d bytes) "
@@ -798,7 +798,8 @@ upstream_read_head(struct upstream *up)
 		/* Kept for the owner, who may pass them on (uo_trailers). */
 		http1_trailers_reset(&up->u_r->r_trailers);
 		if (m->m_body == HTTP1_BODY_CHUNKED)
-			up->u_r->r_body.b_chunked.ck_keep = &up->u_r->r_trailers;
+			up->u_r->r_body.b_chunked.ck_keep =
+			    &up->u_r->r_trailers;
 		if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0 ||
 		    m->m_body == HTTP1_BODY_EOF)
 			up->u_flags |= UP_F_NO_REUSE;

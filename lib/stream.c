@@ -65,8 +65,8 @@ static __thread unsigned char stream_scratch[64 * 1024];
 static void stream_q_run_cb(evutil_socket_t, short, void *);
 static void stream_destroy(struct stream *);
 static void stream_wev_new(struct stream *);
-static void stream_in_cb(
-    struct evbuffer *, const struct evbuffer_cb_info *, void *);
+static void
+stream_in_cb(struct evbuffer *, const struct evbuffer_cb_info *, void *);
 
 /* The queue of base on this thread, with a reference for a new stream. */
 static struct stream_q *
@@ -260,8 +260,8 @@ stream_update_force(struct stream *s, int force)
 		clock_msec_to_tv(s->s_rto_ms, &rtv);
 	if (f & STREAM_F_WTV)
 		clock_msec_to_tv(s->s_wto_ms, &wtv);
-	stream_event_set(s->s_rev, &s->s_ron, r,
-	    (f & STREAM_F_RTV) ? &rtv : NULL, force);
+	stream_event_set(
+	    s->s_rev, &s->s_ron, r, (f & STREAM_F_RTV) ? &rtv : NULL, force);
 	/*
 	 * The write event is made the first time a write waits for the
 	 * socket (or a connect, a handshake): most writes of a keep-alive

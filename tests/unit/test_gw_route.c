@@ -485,8 +485,7 @@ test_conn_peer_ip(void **state)
 {
 	static const struct {
 		const char *peer, *ip;
-	} cases[] = { { "127.0.0.1:8080", "127.0.0.1" },
-		{ "[::1]:443", "::1" },
+	} cases[] = { { "127.0.0.1:8080", "127.0.0.1" }, { "[::1]:443", "::1" },
 		{ "[::ffff:255.255.255.255]:65535", "::ffff:255.255.255.255" },
 		{ "unknown", "unknown" } };
 	struct conn c;
