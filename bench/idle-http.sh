@@ -24,13 +24,14 @@ gw=""
 bk=""
 idle=""
 cleanup() {
+	set +e
 	[ -n "$idle" ] && kill "$idle" 2>/dev/null
 	[ -n "$gw" ] && kill "$gw" 2>/dev/null
 	[ -n "$bk" ] && kill "$bk" 2>/dev/null
 	wait 2>/dev/null || true
 	rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT INT TERM PIPE
 
 # Waits on a port with a bounded number of tries.
 wait_port() {

@@ -20,12 +20,13 @@ TOKEN="akbench-tunnel-token-$$-0123456789"
 gw=""
 idle=""
 cleanup() {
+	set +e
 	[ -n "$idle" ] && kill "$idle" 2>/dev/null
 	[ -n "$gw" ] && kill "$gw" 2>/dev/null
 	wait 2>/dev/null || true
 	rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT INT TERM PIPE
 
 # Waits on a port with a bounded number of tries.
 wait_port() {
