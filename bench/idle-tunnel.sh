@@ -7,6 +7,9 @@
 #   BUILD=build N=1000 sh bench/idle-tunnel.sh
 #
 # Prints "idle tunnel: X.XX KiB per tunnel (RSS a -> b KiB, n=N)".
+# INUSE=1 also prints malloc's bytes in use and heap per tunnel (gdb
+# calls malloc_stats() in the gateway), WRAP="heaptrack -o FILE" runs the
+# gateway under a tool, as in bench/idle-http.sh.
 set -eu
 BUILD=${BUILD:-build}
 N=${N:-1000}
@@ -17,12 +20,13 @@ TOKEN="akbench-tunnel-token-$$-0123456789"
 gw=""
 idle=""
 cleanup() {
+	set +e
 	[ -n "$idle" ] && kill "$idle" 2>/dev/null
 	[ -n "$gw" ] && kill "$gw" 2>/dev/null
 	wait 2>/dev/null || true
 	rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT INT TERM PIPE
 
 # Waits on a port with a bounded number of tries.
 wait_port() {
@@ -56,14 +60,25 @@ sandboxes:
 $(cat "$T/sb.yaml")
 EOF
 ulimit -n 65536 2>/dev/null || true
-"$BUILD/akgateway" -c "$T/gw.yaml" >"$T/gw.log" 2>&1 &
+${WRAP:-} "$BUILD/akgateway" -c "$T/gw.yaml" >"$T/gw.log" 2>&1 &
 gw=$!
 wait_port "$port" && wait_port $((base + N - 1)) || {
 	cat "$T/gw.log"
 	exit 1
 }
 sleep 0.5
+# Bytes malloc has in use, from malloc_stats() (it prints to the log).
+inuse() {
+	gdb -q -batch -p "$gw" -ex 'call (void)malloc_stats()' >/dev/null 2>&1
+	sleep 0.2
+	sed -n 's/^in use bytes *= *//p' "$T/gw.log" | tail -n 1
+}
+# malloc's heap (system bytes): in use, plus what is free inside it.
+heap() {
+	sed -n 's/^system bytes *= *//p' "$T/gw.log" | tail -n 1
+}
 before=$($UTIL rss "$gw")
+[ -z "${INUSE:-}" ] || { ibefore=$(inuse); hbefore=$(heap); }
 "$BUILD/bench/akbench-idle" --url "ws://127.0.0.1:$port/tunnel/sb%d" \
     --connections "$N" --mode tunnel --hold 600 --header "X-Auth: $TOKEN" \
     >"$T/idle.log" 2>&1 &
@@ -80,6 +95,13 @@ grep -q "^ready $N" "$T/idle.log" || {
 }
 sleep 1
 after=$($UTIL rss "$gw")
+[ -z "${INUSE:-}" ] || { iafter=$(inuse); hafter=$(heap); }
 awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
 	printf "idle tunnel: %.2f KiB per tunnel (RSS %d -> %d KiB, n=%d)\n",
 	    (a - b) / n, b, a, n }'
+[ -z "${INUSE:-}" ] || awk -v a="$iafter" -v b="$ibefore" -v n="$N" 'BEGIN {
+	printf "malloc in use: %.0f bytes per tunnel (%d -> %d)\n",
+	    (a - b) / n, b, a }'
+[ -z "${INUSE:-}" ] || awk -v a="$hafter" -v b="$hbefore" -v n="$N" 'BEGIN {
+	printf "malloc heap: %.0f bytes per tunnel (%d -> %d)\n",
+	    (a - b) / n, b, a }'

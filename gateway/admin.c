@@ -758,7 +758,6 @@ admin_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	a->a_nconns++;
 	ac->ac_h1s = h1s_new(g->g_base, x, &a->a_h1conf, &admin_hooks, ac,
 	    ++a->a_ids, ac->ac_peer);
-	h1x_stream_name(x, "admin", a->a_ids, ac->ac_peer);
 }
 
 /* accept(2) failed: pause for a second when out of descriptors. */

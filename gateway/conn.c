@@ -112,6 +112,29 @@ conn_reset_exchange(struct conn *c)
 	free(x);
 }
 
+/*
+ * The client's address without its port (what c_peer holds before the
+ * last ':', without the brackets of an IPv6 one), in buf; returns buf.
+ */
+const char *
+conn_peer_ip(const struct conn *c, char *buf, size_t len)
+{
+	const char *p = c->c_peer, *end;
+	size_t n;
+
+	if (*p == '[') {
+		p++;
+		end = strchr(p, ']');
+	} else
+		end = strrchr(p, ':');
+	n = end != NULL ? (size_t)(end - p) : strlen(p);
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	return (buf);
+}
+
 /* Print c's state, flags and exchange into buf, for debug logs. */
 void
 conn_print(const struct conn *c, char *buf, size_t len)
@@ -239,6 +262,7 @@ conn_log_access(struct conn *c, const char *close)
 	struct gw_metrics *m = &c->c_gw->g_metrics;
 	struct gw_xchg *x = c->c_x;
 	uint64_t now = clock_mono_usec(), us = now - x->x_start_us;
+	char ip[INET6_ADDRSTRLEN];
 	struct log_field f[14];
 
 	x->x_flags |= XCHG_F_LOGGED;
@@ -248,7 +272,7 @@ conn_log_access(struct conn *c, const char *close)
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
 	f[0] = log_fint("conn", (int64_t)c->c_id);
-	f[1] = log_fstr("client", c->c_peer_ip);
+	f[1] = log_fstr("client", conn_peer_ip(c, ip, sizeof ip));
 	f[2] = log_fstr(
 	    "request_id", x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
 	f[3] = log_fstr("method", x->x_method);
@@ -339,6 +363,7 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	va_list ap;
 	char *msg;
 	const char *code;
+	char ip[INET6_ADDRSTRLEN];
 	int status;
 
 	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR ||
@@ -358,7 +383,7 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	x->x_err_code = code;
 	if (x->x_flags & XCHG_F_RESP_STARTED) {
 		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
-		    c->c_peer_ip, code, msg);
+		    conn_peer_ip(c, ip, sizeof ip), code, msg);
 		conn_close(c, code);
 		free(msg);
 		return;
@@ -378,7 +403,8 @@ conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
 	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
 	    ERRPAGE_F_KEEPALIVE;
 	log_debug("conn %llu %s: refused %d %s: %s",
-	    (unsigned long long)c->c_id, c->c_peer_ip, status, code, msg);
+	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip), status,
+	    code, msg);
 	(void)errpage_send(h1s_sink(c->c_h1), &ep);
 	free(msg);
 	conn_xchg_done(c);
@@ -742,7 +768,6 @@ conn_handoff(struct conn *c, int listen_port)
 	nc->c_id = c->c_id;
 	nc->c_flags = c->c_flags & CONN_F_TLS;
 	memcpy(nc->c_peer, c->c_peer, sizeof nc->c_peer);
-	memcpy(nc->c_peer_ip, c->c_peer_ip, sizeof nc->c_peer_ip);
 	nc->c_local_port = c->c_local_port;
 	c->c_flags |= CONN_F_HANDED;
 	c->c_x->x_up = upstream_pipe(
@@ -1056,6 +1081,7 @@ conn_on_log(struct h1s *h, void *arg, const struct h1s_refusal *r)
 {
 	struct conn *c = arg;
 	struct gw_xchg *x;
+	char ip[INET6_ADDRSTRLEN];
 
 	(void)h;
 	x = conn_xchg(c);
@@ -1064,8 +1090,8 @@ conn_on_log(struct h1s *h, void *arg, const struct h1s_refusal *r)
 	x->x_status = r->hr_status;
 	x->x_err_code = r->hr_code;
 	log_debug("conn %llu %s: refused %d %s: %s",
-	    (unsigned long long)c->c_id, c->c_peer_ip, r->hr_status, r->hr_code,
-	    r->hr_message);
+	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip),
+	    r->hr_status, r->hr_code, r->hr_message);
 	conn_log_access(c, "close");
 }
 
@@ -1249,7 +1275,6 @@ conn_setup(struct gw *g, struct conn *c, struct stream *s)
 	if (high < 64 * 1024)
 		high = 64 * 1024;
 	x = h1x_stream_new(s, high, CONN_LOW);
-	h1x_stream_name(x, "conn", c->c_id, c->c_peer_ip);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
 	c->c_state = CONN_S_HEAD;
@@ -1290,7 +1315,6 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	    : ++g->g_conn_ids;
 	c->c_local_port = gl->gl_port;
 	addr_format(sa, c->c_peer, sizeof c->c_peer);
-	addr_format_ip(sa, c->c_peer_ip, sizeof c->c_peer_ip);
 	if (ssl != NULL)
 		c->c_flags |= CONN_F_TLS;
 	conn_setup(g, c, s);

@@ -369,13 +369,16 @@ struct gw_xchg {
  * A client connection on a public listener: the HTTP/1 engine (h1s.c)
  * over its socket, and after a 101 the relay's two ends.
  */
+/* "[" ip6 "]:" port and a NUL: the longest addr_format writes. */
+#define CONN_PEER_LEN 56
+
 struct conn {
 	TAILQ_ENTRY(conn) c_entry;
 	struct gw *c_gw;
 	uint64_t c_id;
-	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
 	struct h1s *c_h1; /* the engine, or NULL once released (relay) */
 	struct stream *c_stream; /* the client's: the engine's, then ours */
+	int c_refcnt; /* the engine's and the open connection's (conn_unref) */
 	enum conn_state c_state;
 	int c_flags;
 #define CONN_F_CLIENT_EOF 0x04 /* client shut its side */
@@ -386,20 +389,19 @@ struct conn {
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
 #define CONN_F_CLOSED 0x8000 /* conn_closed ran */
-	char c_peer[64]; /* ip:port */
-	char c_peer_ip[48];
 	int c_local_port;
-	struct event *c_timer; /* header deadline, idle */
-	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
-	uint64_t c_active_ms; /* last byte moved, upgraded connections */
-	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
-	struct splicer *c_spl[2];
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
 #define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
 #define RELAY_F_UP_SHUT 0x02 /* ... passed on: upstream's write side shut */
 #define RELAY_F_DOWN_EOF 0x04 /* the upstream ended its stream */
 #define RELAY_F_DOWN_SHUT 0x08 /* ... passed on: client's write side shut */
 #define RELAY_F_CLIENT_FIRST 0x10 /* the client ended first, for the log */
+	struct event *c_timer; /* header deadline, idle */
+	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
+	uint64_t c_active_ms; /* last byte moved, upgraded connections */
+	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
+	struct splicer *c_spl[2];
+	char c_peer[CONN_PEER_LEN]; /* ip:port or [ip6]:port (conn_peer_ip) */
 };
 
 enum upstream_state {
@@ -490,20 +492,26 @@ struct upstream {
 	char *u_key; /* identity, for the log */
 	int u_port;
 	struct gw_sandbox *u_sandbox; /* referenced */
-	struct sockaddr_storage u_addr;
-	socklen_t u_addrlen;
 	int u_attempt;
 	struct event *u_timer; /* retry, idle, response */
 	const struct upstream_owner *u_owner; /* NULL: none (pooled, dead) */
 	void *u_owner_arg;
-	struct http1_msg u_resp;
-	struct gw_body u_body; /* the response body, as the upstream frames it */
-	struct http1_trailers u_trailers; /* a chunked body's, for uo_trailers */
+	struct upstream_resp *u_r; /* from upstream_read_response to release */
 	struct evbuffer *u_chunks; /* a chunked body's data, de-framed */
 	struct splicer *u_spl; /* the body moving to the owner by splice(2) */
 	uint64_t u_spliced; /* body bytes moved so */
-	unsigned u_interim; /* interim (1xx) responses this request */
-	uint64_t u_interim_bytes; /* ... and their head bytes */
+};
+
+/*
+ * The response an upstream reads, made per response so that a pooled
+ * connection holds none of it.
+ */
+struct upstream_resp {
+	struct http1_msg r_resp;
+	struct gw_body r_body; /* the response body, as the upstream frames it */
+	struct http1_trailers r_trailers; /* a chunked body's, for uo_trailers */
+	unsigned r_interim; /* interim (1xx) responses this request */
+	uint64_t r_interim_bytes; /* ... and their head bytes */
 };
 
 /* admin.c */
@@ -606,6 +614,7 @@ void conn_close_all(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
+const char *conn_peer_ip(const struct conn *, char *, size_t);
 void conn_upgrade(struct conn *);
 void conn_timer_set(struct conn *, uint64_t ms);
 
@@ -912,6 +921,7 @@ void upstream_pool_init(struct gw *);
 void upstream_pool_flush_sandbox(struct gw *, const char *id);
 void upstream_release(struct upstream *, int reusable);
 void upstream_close(struct upstream *, const char *);
+void upstream_addr_format(const struct upstream *, char *, size_t);
 void upstream_pool_flush(struct gw *);
 void upstream_pool_flush_stale(struct gw *);
 struct upstream *upstream_pipe(struct gw *, struct gw_sandbox *, int fd,
@@ -1025,6 +1035,7 @@ void hfield_set(struct hfield *, const char *name, const char *value);
 struct h1x;
 #define H1X_EV_EOF 1 /* the peer ended its stream */
 #define H1X_EV_ERROR 2 /* the connection failed; why says how */
+#define H1X_EV_TLS_FAILED 3 /* the TLS handshake failed; why: OpenSSL's */
 struct h1x_ops {
 	void (*xo_read)(struct h1x *, int on); /* reading on or off */
 	int (*xo_hold)(struct h1x *); /* input full: stop reading (1) */
@@ -1061,7 +1072,6 @@ struct h1x {
 	void *hx_cb_arg;
 };
 struct h1x *h1x_stream_new(struct stream *, size_t in_high, size_t out_low);
-void h1x_stream_name(struct h1x *, const char *name, uint64_t id, const char *);
 struct h1x_mem; /* the peer's end of an in-memory transport */
 struct h1x *h1x_mem_new(
     struct event_base *, size_t in_high, size_t out_low, struct h1x_mem **peer);

@@ -28,6 +28,7 @@
 #include "clock.h"
 #include "evb.h"
 #include "gw.h"
+#include "tq.h"
 
 /* The sink is full at this much output unless the owner says. */
 #define H1S_OUT_HIGH (256 * 1024)
@@ -57,12 +58,15 @@ struct h1s_req {
 	struct head r_head; /* r_msg's, while an exchange has it */
 	struct http1_chunked r_chunked;
 	uint64_t r_left; /* Content-Length body bytes still to come */
+	uint64_t r_started_us; /* the head's first byte, monotonic */
+	enum h1_frame r_frame; /* the response body's framing */
+	int r_status; /* final status sent */
+	uint64_t r_resp_left; /* H1_FRAME_LENGTH: body bytes still to send */
 	struct evbuffer *r_stage; /* a small response put together, or NULL */
 	struct h1s_req *r_next; /* in the pool */
 };
 
 struct h1s {
-	struct event_base *hs_base;
 	struct h1x *hs_x; /* NULL once released */
 	const struct h1s_conf *hs_conf;
 	const struct h1s_hooks *hs_hooks;
@@ -85,17 +89,14 @@ struct h1s {
 #define H1S_F_REFUSED 0x0800 /* the engine answered this request itself */
 #define H1S_F_DEADLINE 0x1000 /* the idle timer is the head's deadline */
 #define H1S_F_STAGED 0x2000 /* the response waits in r_stage (BODY_NOW) */
-	struct event *hs_timer; /* idle, head, body, write or linger */
+	struct tq *hs_tq; /* this loop's timer queue */
+	struct tq_timer hs_timer; /* idle, head, body, write or linger */
 	struct event *hs_kick; /* parse a waiting head, from the loop */
 	struct h1s_req *hs_r; /* from the request's first byte, or NULL */
 	uint64_t hs_body_in; /* request body bytes handed to the owner */
 	struct sink hs_sink;
-	enum h1_frame hs_rframe; /* the response body's framing */
-	uint64_t hs_rleft; /* H1_FRAME_LENGTH: body bytes still to send */
 	uint64_t hs_body_out; /* response body bytes sent */
-	int hs_status; /* final status sent */
 	unsigned hs_nreq; /* requests parsed */
-	uint64_t hs_started_us; /* the current head's first byte, monotonic */
 	struct evbuffer_cb_entry *hs_sent_cb; /* h1s_count_sent's, or NULL */
 	uint64_t hs_sent; /* output bytes the transport took */
 };
@@ -170,10 +171,7 @@ h1s_print(const struct h1s *h, char *buf, size_t len)
 static void
 h1s_timer_set(struct h1s *h, uint64_t ms)
 {
-	struct timeval tv;
-
-	clock_msec_to_tv(ms, &tv);
-	evtimer_add(h->hs_timer, &tv);
+	tq_timer_set(h->hs_tq, &h->hs_timer, ms);
 }
 
 /* Output bytes not written yet. */
@@ -276,9 +274,6 @@ static void
 h1s_reset_request(struct h1s *h)
 {
 	h1s_req_put(h);
-	h->hs_rframe = H1_FRAME_NONE;
-	h->hs_rleft = 0;
-	h->hs_status = 0;
 	h->hs_flags &= ~(H1S_F_KEEPALIVE | H1S_F_HTTP10 | H1S_F_HEAD_REQ |
 	    H1S_F_BODY_DONE | H1S_F_CONTINUE | H1S_F_RESP_STARTED |
 	    H1S_F_RESP_DONE | H1S_F_TRAILERS | H1S_F_XCHG | H1S_F_REFUSED |
@@ -298,7 +293,8 @@ h1s_free_cb(evutil_socket_t fd, short events, void *arg)
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_free(h->hs_x);
 	h1s_req_put(h);
-	event_free(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
+	tq_put(h->hs_tq);
 	if (h->hs_kick != NULL)
 		event_free(h->hs_kick);
 	free(h);
@@ -321,14 +317,14 @@ h1s_close(struct h1s *h, const char *reason)
 	    (unsigned long long)h->hs_id, h->hs_peer,
 	    h1s_print(h, st, sizeof st), reason);
 	h->hs_state = H1S_S_DEAD;
-	evtimer_del(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
 	if (h->hs_kick != NULL)
 		event_del(h->hs_kick);
 	if (h->hs_x != NULL)
 		h->hs_x->hx_ops->xo_read(h->hs_x, 0);
 	if (h->hs_hooks->on_close != NULL)
 		h->hs_hooks->on_close(h, h->hs_arg, reason);
-	event_base_once(h->hs_base, -1, EV_TIMEOUT, h1s_free_cb, h, &tv);
+	event_base_once(tq_base(h->hs_tq), -1, EV_TIMEOUT, h1s_free_cb, h, &tv);
 }
 
 /* The exchange ended without the owner's end: tell it once. */
@@ -401,7 +397,7 @@ h1s_next(struct h1s *h)
 		/* Made on first use: most connections never pipeline. */
 		if (h->hs_kick == NULL)
 			h->hs_kick = event_new(
-			    h->hs_base, -1, 0, h1s_kick_cb, h);
+			    tq_base(h->hs_tq), -1, 0, h1s_kick_cb, h);
 		event_active(h->hs_kick, EV_TIMEOUT, 1);
 	}
 }
@@ -528,14 +524,14 @@ h1s_read_head(struct h1s *h)
 	if (h->hs_state == H1S_S_IDLE) {
 		/* A whole-head deadline from the first byte, not an idle timer. */
 		h->hs_state = H1S_S_HEAD;
-		h->hs_started_us = clock_mono_usec();
+		rq->r_started_us = clock_mono_usec();
 		if (!(h->hs_flags & H1S_F_DEADLINE))
 			h1s_timer_set(h, h->hs_conf->hc_head_ms);
 	}
 	r = http1_parse_request(in, h->hs_conf->hc_limits, &rq->r_msg, &err);
 	if (r == 0)
 		return;
-	evtimer_del(h->hs_timer);
+	tq_timer_stop(&h->hs_timer);
 	h->hs_flags &= ~H1S_F_DEADLINE;
 	if (r < 0) {
 		http1_msg_reset(&rq->r_msg);
@@ -639,9 +635,18 @@ static void
 h1s_event_cb(void *arg, int what, const char *why)
 {
 	struct h1s *h = arg;
+	char tlswhy[160];
 
 	if (h->hs_state == H1S_S_DEAD)
 		return;
+	if (what == H1X_EV_TLS_FAILED) {
+		log_info("%s %llu %s: TLS handshake failed: %s",
+		    h->hs_conf->hc_name, (unsigned long long)h->hs_id,
+		    h->hs_peer, why);
+		snprintf(tlswhy, sizeof tlswhy, "TLS error: %s", why);
+		why = tlswhy;
+		what = H1X_EV_ERROR;
+	}
 	if (what == H1X_EV_ERROR) {
 		h1s_lost(h, why);
 		h1s_close(h, why);
@@ -679,12 +684,10 @@ h1s_event_cb(void *arg, int what, const char *why)
 
 /* The idle, head, body, write or linger timer fired. */
 static void
-h1s_timer_cb(evutil_socket_t fd, short events, void *arg)
+h1s_timer_cb(void *arg)
 {
 	struct h1s *h = arg;
 
-	(void)fd;
-	(void)events;
 	switch (h->hs_state) {
 	case H1S_S_IDLE:
 		if (!(h->hs_flags & H1S_F_DEADLINE)) {
@@ -736,6 +739,7 @@ static int
 h1s_sink_head(struct sink *s, const struct head *rh)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 	enum h1_frame fr;
 	int conn, nobody;
 
@@ -749,6 +753,8 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		}
 		return (0);
 	}
+	/* A refusal before any request byte has its state made here. */
+	r = h1s_req(h);
 	/* Answered before the body was asked for: it will not come. */
 	if (h->hs_flags & H1S_F_CONTINUE)
 		h->hs_flags &= ~(H1S_F_CONTINUE | H1S_F_KEEPALIVE);
@@ -759,7 +765,7 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		fr = H1_FRAME_NONE;
 	else if (rh->h_flags & HEAD_F_LENGTH) {
 		fr = H1_FRAME_LENGTH;
-		h->hs_rleft = rh->h_length;
+		r->r_resp_left = rh->h_length;
 	} else if (!(h->hs_flags & H1S_F_HTTP10))
 		fr = H1_FRAME_CHUNKED;
 	else
@@ -775,8 +781,8 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 		conn = H1_CONN_KEEPALIVE;
 	else
 		conn = H1_CONN_KEEP;
-	h->hs_rframe = fr;
-	h->hs_status = rh->h_status;
+	r->r_frame = fr;
+	r->r_status = rh->h_status;
 	h->hs_flags |= H1S_F_RESP_STARTED;
 	/*
 	 * All of a small body follows at once: over TLS the head waits for
@@ -785,9 +791,7 @@ h1s_sink_head(struct sink *s, const struct head *rh)
 	if ((rh->h_flags & HEAD_F_BODY_NOW) &&
 	    h->hs_x->hx_ops->xo_write_now != NULL && h1s_outlen(h) == 0 &&
 	    (fr == H1_FRAME_NONE ||
-		(fr == H1_FRAME_LENGTH && h->hs_rleft <= H1S_STAGE_MAX))) {
-		struct h1s_req *r = h1s_req(h);
-
+		(fr == H1_FRAME_LENGTH && r->r_resp_left <= H1S_STAGE_MAX))) {
 		if (r->r_stage == NULL)
 			r->r_stage = evbuffer_new();
 		h->hs_flags |= H1S_F_STAGED;
@@ -815,24 +819,26 @@ static int
 h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 	struct evbuffer *out;
 	size_t have = evbuffer_get_length(buf), n;
 
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
-	out = (h->hs_flags & H1S_F_STAGED) ? h->hs_r->r_stage : h->hs_x->hx_out;
+	r = h->hs_r; /* made by h1s_sink_head */
+	out = (h->hs_flags & H1S_F_STAGED) ? r->r_stage : h->hs_x->hx_out;
 	if (len > have)
 		len = have;
 	n = len;
-	switch (h->hs_rframe) {
+	switch (r->r_frame) {
 	case H1_FRAME_NONE:
 		n = 0;
 		break;
 	case H1_FRAME_LENGTH:
-		if (n > h->hs_rleft)
-			n = (size_t)h->hs_rleft;
-		h->hs_rleft -= n;
+		if (n > r->r_resp_left)
+			n = (size_t)r->r_resp_left;
+		r->r_resp_left -= n;
 		break;
 	case H1_FRAME_CHUNKED:
 	case H1_FRAME_EOF:
@@ -841,10 +847,10 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	while (n > 0) {
 		size_t piece = n > H1S_READ_MAX ? H1S_READ_MAX : n;
 
-		if (h->hs_rframe == H1_FRAME_CHUNKED)
+		if (r->r_frame == H1_FRAME_CHUNKED)
 			http1_chunk_header(out, piece);
 		evb_take(buf, out, piece);
-		if (h->hs_rframe == H1_FRAME_CHUNKED)
+		if (r->r_frame == H1_FRAME_CHUNKED)
 			http1_chunk_trailer(out);
 		h->hs_body_out += piece;
 		n -= piece;
@@ -852,7 +858,7 @@ h1s_sink_body(struct sink *s, struct evbuffer *buf, size_t len)
 	}
 	/* Past the declared length, or for no body: dropped. */
 	evbuffer_drain(buf, len);
-	if ((h->hs_flags & H1S_F_STAGED) && h->hs_rleft == 0)
+	if ((h->hs_flags & H1S_F_STAGED) && r->r_resp_left == 0)
 		h1s_unstage(h);
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	return (0);
@@ -867,7 +873,7 @@ h1s_sink_trailers(struct sink *s, const struct hfield *f, size_t n)
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & (H1S_F_RESP_DONE | H1S_F_TRAILERS)))
 		return (-1);
-	if (h->hs_rframe != H1_FRAME_CHUNKED)
+	if (h->hs_r->r_frame != H1_FRAME_CHUNKED)
 		return (0);
 	h1_trailers_put(h->hs_x->hx_out, f, n);
 	h->hs_flags |= H1S_F_TRAILERS;
@@ -882,18 +888,20 @@ static int
 h1s_sink_end(struct sink *s)
 {
 	struct h1s *h = h1s_of(s);
+	struct h1s_req *r;
 
 	if (h == NULL || !(h->hs_flags & H1S_F_RESP_STARTED) ||
 	    (h->hs_flags & H1S_F_RESP_DONE))
 		return (-1);
 	h1s_unstage(h);
-	if (h->hs_status == 101) {
+	r = h->hs_r; /* made by h1s_sink_head */
+	if (r->r_status == 101) {
 		h->hs_flags |= H1S_F_RESP_DONE;
 		return (0);
 	}
-	if (h->hs_rframe == H1_FRAME_CHUNKED && !(h->hs_flags & H1S_F_TRAILERS))
+	if (r->r_frame == H1_FRAME_CHUNKED && !(h->hs_flags & H1S_F_TRAILERS))
 		http1_chunk_last(h->hs_x->hx_out);
-	if (h->hs_rframe == H1_FRAME_LENGTH && h->hs_rleft > 0)
+	if (r->r_frame == H1_FRAME_LENGTH && r->r_resp_left > 0)
 		h->hs_flags &= ~H1S_F_KEEPALIVE;
 	h->hs_x->hx_ops->xo_flush(h->hs_x);
 	h1s_response_end(h);
@@ -1006,7 +1014,7 @@ h1s_body_read(
 	h->hs_body_in += n;
 	if ((h->hs_flags & H1S_F_BODY_DONE) && h->hs_conf->hc_body_ms != 0 &&
 	    !(h->hs_flags & H1S_F_RESP_STARTED))
-		evtimer_del(h->hs_timer);
+		tq_timer_stop(&h->hs_timer);
 	if (n > 0 || (h->hs_flags & H1S_F_BODY_DONE))
 		x->hx_ops->xo_unhold(x);
 	return ((ssize_t)n);
@@ -1153,7 +1161,6 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	struct h1s *h;
 
 	h = xcalloc(1, sizeof *h);
-	h->hs_base = base;
 	h->hs_x = x;
 	h->hs_conf = conf;
 	h->hs_hooks = hooks;
@@ -1162,7 +1169,8 @@ h1s_new(struct event_base *base, struct h1x *x, const struct h1s_conf *conf,
 	h->hs_peer = peer;
 	h->hs_sink.sk_ops = &h1s_sink_ops;
 	h->hs_sink.sk_arg = h;
-	h->hs_timer = evtimer_new(base, h1s_timer_cb, h);
+	h->hs_tq = tq_get(base);
+	tq_timer_init(&h->hs_timer, h1s_timer_cb, h);
 	x->hx_cb_read = h1s_read_cb;
 	x->hx_cb_write = h1s_write_cb;
 	x->hx_cb_event = h1s_event_cb;
@@ -1217,7 +1225,8 @@ h1s_splice_fd(struct h1s *h)
 	struct h1x *x = h->hs_x;
 
 	if (h->hs_state != H1S_S_XCHG || x == NULL ||
-	    x->hx_ops->xo_fd == NULL || h->hs_rframe != H1_FRAME_LENGTH ||
+	    x->hx_ops->xo_fd == NULL || h->hs_r == NULL ||
+	    h->hs_r->r_frame != H1_FRAME_LENGTH ||
 	    (h->hs_flags & (H1S_F_STAGED | H1S_F_RESP_DONE)))
 		return (-1);
 	return (x->hx_ops->xo_fd(x));
@@ -1227,11 +1236,13 @@ h1s_splice_fd(struct h1s *h)
 void
 h1s_body_sent(struct h1s *h, uint64_t n)
 {
-	if (h->hs_rframe != H1_FRAME_LENGTH)
+	struct h1s_req *r = h->hs_r;
+
+	if (r == NULL || r->r_frame != H1_FRAME_LENGTH)
 		return;
-	if (n > h->hs_rleft)
-		n = h->hs_rleft;
-	h->hs_rleft -= n;
+	if (n > r->r_resp_left)
+		n = r->r_resp_left;
+	r->r_resp_left -= n;
 	h->hs_body_out += n;
 }
 
@@ -1239,5 +1250,5 @@ h1s_body_sent(struct h1s *h, uint64_t n)
 uint64_t
 h1s_started_us(const struct h1s *h)
 {
-	return (h->hs_started_us);
+	return (h->hs_r != NULL ? h->hs_r->r_started_us : 0);
 }

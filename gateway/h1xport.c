@@ -32,9 +32,6 @@ struct h1x_stream {
 	int xs_flags;
 #define H1X_STREAM_F_LENT 0x01 /* the socket is lent to splice(2) */
 #define H1X_STREAM_F_TLS_UP 0x02 /* the TLS handshake completed */
-	const char *xs_name; /* "conn", "admin": for the log */
-	const char *xs_peer; /* the owner's, which outlives the transport */
-	uint64_t xs_id;
 };
 
 /*
@@ -89,11 +86,11 @@ h1x_stream_event_cb(struct stream *s, short what, void *arg)
 	}
 	if ((what & STREAM_EV_ERROR) && (e = stream_tls_error(s)) != 0) {
 		tls_error_string(e, tlserr, sizeof tlserr);
+		if (!(xs->xs_flags & H1X_STREAM_F_TLS_UP)) {
+			x->hx_cb_event(x->hx_cb_arg, H1X_EV_TLS_FAILED, tlserr);
+			return;
+		}
 		snprintf(why, sizeof why, "TLS error: %s", tlserr);
-		if (!(xs->xs_flags & H1X_STREAM_F_TLS_UP))
-			log_info("%s %llu %s: TLS handshake failed: %s",
-			    xs->xs_name, (unsigned long long)xs->xs_id,
-			    xs->xs_peer, tlserr);
 		x->hx_cb_event(x->hx_cb_arg, H1X_EV_ERROR, why);
 	} else if (what & STREAM_EV_ERROR) {
 		snprintf(why, sizeof why, "client error: %s",
@@ -268,20 +265,6 @@ static const struct h1x_ops h1x_stream_ops = {
 };
 
 /*
- * Name the transport's connection in its log lines (TLS failures); peer
- * is the owner's string, which must outlive the transport.
- */
-void
-h1x_stream_name(struct h1x *x, const char *name, uint64_t id, const char *peer)
-{
-	struct h1x_stream *xs = (struct h1x_stream *)x;
-
-	xs->xs_name = name;
-	xs->xs_id = id;
-	xs->xs_peer = peer;
-}
-
-/*
  * A transport on stream s, which it owns from now on: reading stops with
  * in_high bytes in the input (a head, or a body the owner does not take
  * yet) and starts again by itself as the input drains, and the user
@@ -294,8 +277,6 @@ h1x_stream_new(struct stream *s, size_t in_high, size_t out_low)
 	struct h1x_stream *xs;
 
 	xs = xcalloc(1, sizeof *xs);
-	xs->xs_name = "conn";
-	xs->xs_peer = "";
 	xs->xs_s = s;
 	xs->xs_x.hx_ops = &h1x_stream_ops;
 	xs->xs_x.hx_in = stream_input(s);

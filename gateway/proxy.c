@@ -3,6 +3,8 @@
  * connection: request head rewriting, bodies streamed in both directions
  * with watermarks, and response framing chosen for the client.
  */
+#include <netinet/in.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,7 +235,7 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	struct strbuf *sb = &c->c_gw->g_head;
 	const char *p;
 	size_t i, nconn = proxy_nconnection(m);
-	char *cookie;
+	char *cookie, ip[INET6_ADDRSTRLEN];
 
 	strbuf_reset(sb);
 	strbuf_add(sb, m->h_method, m->h_method_len);
@@ -298,7 +300,8 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
 	else
 		strbuf_adds(sb, "X-Forwarded-Proto: http\r\n");
-	proxy_add_list(sb, m, "X-Forwarded-For", 15, c->c_peer_ip);
+	proxy_add_list(
+	    sb, m, "X-Forwarded-For", 15, conn_peer_ip(c, ip, sizeof ip));
 	proxy_add_list(sb, m, "Via", 3,
 	    m->h_version == 10 ? "1.0 akgateway" : "1.1 akgateway");
 	switch (c->c_x->x_req_body.b_kind) {
@@ -1039,7 +1042,7 @@ proxy_upstream_failed(
 	struct gw *g = up->u_gw;
 	char addr[ADDR_STRLEN];
 
-	addr_format((struct sockaddr *)&up->u_addr, addr, sizeof addr);
+	upstream_addr_format(up, addr, sizeof addr);
 	upstream_close(up, why);
 	if (e == gw_err_sandbox_unreachable)
 		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",

@@ -1102,7 +1102,6 @@ tunnel_dconn_accept(struct tunnel *t, int fd, struct sockaddr *sa)
 	hx = h1x_stream_new(
 	    stream_new(t->t_gw->g_base, fd, NULL, STREAM_O_CLOSE),
 	    TDC_READ_HIGH, TDC_OUT_LOW);
-	h1x_stream_name(hx, "tunnel conn", d->d_id, d->d_peer);
 	TAILQ_INSERT_TAIL(&t->t_dconns, d, d_entry);
 	d->d_flags |= TDC_F_LISTED;
 	t->t_ndconns++;

@@ -263,7 +263,6 @@ tsrv_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	x = h1x_stream_new(
 	    stream_new(srv->ts_gw.g_base, fd, NULL, STREAM_O_CLOSE),
 	    TSRV_HEAD_MAX + 1024, 0);
-	h1x_stream_name(x, "tunnel-server", srv->ts_ids + 1, sc->sc_peer);
 	srv->ts_npending++;
 	sc->sc_h1s = h1s_new(srv->ts_gw.g_base, x, &tsrv_h1conf, &tsrv_hooks,
 	    sc, ++srv->ts_ids, sc->sc_peer);

@@ -100,6 +100,20 @@ upstream_failed(struct upstream *up, const struct gw_error *e, const char *why)
 static int upstream_read_event(struct upstream *, short);
 static void upstream_write_cb(struct stream *, void *);
 
+/* Forget the response read, if any. */
+static void
+upstream_resp_free(struct upstream *up)
+{
+	struct upstream_resp *r = up->u_r;
+
+	if (r == NULL)
+		return;
+	http1_msg_reset(&r->r_resp);
+	http1_trailers_reset(&r->r_trailers);
+	free(r);
+	up->u_r = NULL;
+}
+
 /* Free an upstream; only from outside its own callbacks' use of it. */
 static void
 upstream_free(struct upstream *up)
@@ -110,8 +124,7 @@ upstream_free(struct upstream *up)
 	stream_free(up->u_stream);
 	if (up->u_timer != NULL)
 		event_free(up->u_timer);
-	http1_msg_reset(&up->u_resp);
-	http1_trailers_reset(&up->u_trailers);
+	upstream_resp_free(up);
 	sandbox_unref(up->u_sandbox);
 	free(up->u_key);
 	free(up);
@@ -222,18 +235,46 @@ upstream_connect_error(struct upstream *up, int err)
 	upstream_attempt_failed(up, why);
 }
 
+/*
+ * The address up connects to: its sandbox's with its port (kept there,
+ * not in each connection).  ss_family is AF_UNSPEC without a sandbox.
+ */
+static socklen_t
+upstream_addr(const struct upstream *up, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	if (up->u_sandbox == NULL)
+		return (0);
+	memcpy(ss, &up->u_sandbox->sb_addr, up->u_sandbox->sb_addrlen);
+	addr_set_port(ss, up->u_port);
+	return (up->u_sandbox->sb_addrlen);
+}
+
+/* Print the address up connects to (ip:port), for the log. */
+void
+upstream_addr_format(const struct upstream *up, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+
+	(void)upstream_addr(up, &ss);
+	addr_format((struct sockaddr *)&ss, buf, len);
+}
+
 /* Start a connection attempt; runs from the timer, never from the caller. */
 static void
 upstream_connect(struct upstream *up)
 {
 	struct gw *g = up->u_gw;
+	struct sockaddr_storage ss;
 	struct timeval tv;
+	socklen_t sslen;
 	int fd = -1;
 	char *cause;
 
 	up->u_attempt++;
+	sslen = upstream_addr(up, &ss);
 	if (up->u_sandbox->sb_netns != NULL) {
-		fd = netns_socket(up->u_sandbox->sb_netns, up->u_addr.ss_family,
+		fd = netns_socket(up->u_sandbox->sb_netns, ss.ss_family,
 		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &cause);
 		if (fd == -1) {
 			log_warn("upstream %s: %s", up->u_key, cause);
@@ -255,11 +296,10 @@ upstream_connect(struct upstream *up)
 	 * as one that fails later; only a socket that cannot be made fails
 	 * here.
 	 */
-	if ((fd != -1 ? stream_connect_fd(up->u_stream, fd,
-			    (struct sockaddr *)&up->u_addr, up->u_addrlen)
-		      : stream_connect(up->u_stream,
-			    (struct sockaddr *)&up->u_addr, up->u_addrlen)) !=
-	    0) {
+	if ((fd != -1 ? stream_connect_fd(
+			    up->u_stream, fd, (struct sockaddr *)&ss, sslen)
+		      : stream_connect(up->u_stream, (struct sockaddr *)&ss,
+			    sslen)) != 0) {
 		upstream_attempt_failed(up, strerror(errno));
 		return;
 	}
@@ -438,8 +478,6 @@ upstream_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 	up->u_state = UP_S_CONNECTING;
 	up->u_sandbox = sb;
 	sandbox_ref(sb);
-	memcpy(&up->u_addr, &ss, sizeof ss);
-	up->u_addrlen = sb->sb_addrlen;
 	up->u_timer = evtimer_new(g->g_base, upstream_timer_cb, up);
 	/* Connect from the loop so the caller never sees a callback. */
 	tv.tv_sec = tv.tv_usec = 0;
@@ -477,10 +515,7 @@ upstream_release(struct upstream *up, int reusable)
 	upstream_detach(up);
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
-	http1_msg_reset(&up->u_resp);
-	http1_trailers_reset(&up->u_trailers);
-	up->u_interim = 0;
-	up->u_interim_bytes = 0;
+	upstream_resp_free(up);
 	if (!reusable || (up->u_flags & UP_F_NO_REUSE) ||
 	    g->g_conf->cf_upstream_idle == 0 ||
 	    g->g_conf->cf_max_idle_upstreams == 0 ||
@@ -600,10 +635,10 @@ upstream_read_error(
 static void
 upstream_read_done(struct upstream *up)
 {
-	struct http1_trailers *t = &up->u_trailers;
+	struct http1_trailers *t = &up->u_r->r_trailers;
 
 	up->u_flags &= ~UP_F_READING;
-	up->u_body.b_done = 1;
+	up->u_r->r_body.b_done = 1;
 	evtimer_del(up->u_timer);
 	if (t->tr_nfields > 0 && up->u_owner != NULL &&
 	    up->u_owner->uo_trailers != NULL)
@@ -623,7 +658,8 @@ static int
 upstream_read_body(struct upstream *up)
 {
 	struct evbuffer *in = stream_input(up->u_stream);
-	struct gw_body *b = &up->u_body;
+	struct upstream_resp *resp = up->u_r;
+	struct gw_body *b = &resp->r_body;
 	enum http1_err err = HTTP1_E_NONE;
 	size_t n, moved;
 	char why[160];
@@ -655,8 +691,9 @@ upstream_read_body(struct upstream *up)
 				b->b_left -= n;
 			b->b_total += n;
 			if (up->u_owner->uo_body(up, in, n, up->u_owner_arg) !=
-			    0)
-				return (-1);
+				0 ||
+			    up->u_r != resp)
+				return (-1); /* the owner ended it (released) */
 			if (b->b_kind == HTTP1_BODY_LENGTH && b->b_left == 0) {
 				upstream_read_done(up);
 				return (0);
@@ -677,9 +714,10 @@ upstream_read_body(struct upstream *up)
 			}
 			b->b_total += moved;
 			if (moved > 0 &&
-			    up->u_owner->uo_body(
-				up, up->u_chunks, moved, up->u_owner_arg) != 0)
-				return (-1);
+			    (up->u_owner->uo_body(up, up->u_chunks, moved,
+				 up->u_owner_arg) != 0 ||
+				up->u_r != resp))
+				return (-1); /* the owner ended it (released) */
 			if (r == 1) {
 				upstream_read_done(up);
 				return (0);
@@ -701,7 +739,8 @@ static int
 upstream_read_head(struct upstream *up)
 {
 	struct evbuffer *in = stream_input(up->u_stream);
-	struct http1_msg *m = &up->u_resp;
+	struct upstream_resp *resp = up->u_r;
+	struct http1_msg *m = &resp->r_resp;
 	enum http1_err err = HTTP1_E_NONE;
 	char why[256];
 	int r;
@@ -725,15 +764,16 @@ upstream_read_head(struct upstream *up)
 		up->u_flags |= UP_F_GOT_BYTES;
 		if (m->m_status >= 100 && m->m_status < 200 &&
 		    m->m_status != 101) {
-			up->u_interim++;
-			up->u_interim_bytes += m->m_head_len;
-			if (up->u_interim > UP_INTERIM_MAX ||
-			    up->u_interim_bytes > UP_INTERIM_BYTES) {
+			up->u_r->r_interim++;
+			up->u_r->r_interim_bytes += m->m_head_len;
+			if (up->u_r->r_interim > UP_INTERIM_MAX ||
+			    up->u_r->r_interim_bytes > UP_INTERIM_BYTES) {
 				log_warn(
 				    "upstream %s sent %u interim responses "
 				    "(%llu bytes) for one request; cut off",
-				    up->u_key, up->u_interim,
-				    (unsigned long long)up->u_interim_bytes);
+				    up->u_key, up->u_r->r_interim,
+				    (unsigned long long)
+					up->u_r->r_interim_bytes);
 				snprintf(why, sizeof why,
 				    "Sandbox '%s' port %d sent more interim "
 				    "(1xx) responses than the %d (or %d bytes) "
@@ -745,19 +785,21 @@ upstream_read_head(struct upstream *up)
 				return (-1);
 			}
 			if (up->u_owner->uo_interim(up, m, up->u_owner_arg) !=
-			    0)
-				return (-1);
+				0 ||
+			    up->u_r != resp)
+				return (-1); /* the owner ended it (released) */
 			http1_msg_reset(m);
 			continue;
 		}
 		up->u_flags |= UP_F_HEAD_DONE;
-		memset(&up->u_body, 0, sizeof up->u_body);
-		up->u_body.b_kind = m->m_body;
-		up->u_body.b_left = m->m_content_length;
+		memset(&up->u_r->r_body, 0, sizeof up->u_r->r_body);
+		up->u_r->r_body.b_kind = m->m_body;
+		up->u_r->r_body.b_left = m->m_content_length;
 		/* Kept for the owner, who may pass them on (uo_trailers). */
-		http1_trailers_reset(&up->u_trailers);
+		http1_trailers_reset(&up->u_r->r_trailers);
 		if (m->m_body == HTTP1_BODY_CHUNKED)
-			up->u_body.b_chunked.ck_keep = &up->u_trailers;
+			up->u_r->r_body.b_chunked.ck_keep =
+			    &up->u_r->r_trailers;
 		if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0 ||
 		    m->m_body == HTTP1_BODY_EOF)
 			up->u_flags |= UP_F_NO_REUSE;
@@ -766,6 +808,8 @@ upstream_read_head(struct upstream *up)
 				up->u_flags &= ~UP_F_READING;
 			return (r);
 		}
+		if (up->u_r != resp)
+			return (-1); /* the owner ended it (released) */
 	}
 	return (0);
 }
@@ -775,7 +819,7 @@ static void
 upstream_read(struct upstream *up)
 {
 	if (up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
-	    up->u_owner == NULL || up->u_spl != NULL)
+	    up->u_owner == NULL || up->u_spl != NULL || up->u_r == NULL)
 		return;
 	if (upstream_read_head(up) != 0 || !(up->u_flags & UP_F_HEAD_DONE))
 		return;
@@ -811,7 +855,7 @@ static int
 upstream_read_event(struct upstream *up, short what)
 {
 	if (!(what & STREAM_EV_EOF) || !(up->u_flags & UP_F_HEAD_DONE) ||
-	    up->u_body.b_kind != HTTP1_BODY_EOF)
+	    up->u_r == NULL || up->u_r->r_body.b_kind != HTTP1_BODY_EOF)
 		return (0);
 	up->u_flags |= UP_F_EOF;
 	upstream_read(up);
@@ -829,9 +873,11 @@ upstream_read_response(struct upstream *up, int head_request)
 	up->u_flags &= ~(
 	    UP_F_HEAD_DONE | UP_F_PAUSED | UP_F_HEAD_REQ | UP_F_EOF);
 	up->u_flags |= UP_F_READING | (head_request ? UP_F_HEAD_REQ : 0);
-	http1_msg_reset(&up->u_resp);
-	memset(&up->u_body, 0, sizeof up->u_body);
-	http1_trailers_reset(&up->u_trailers);
+	if (up->u_r == NULL)
+		up->u_r = xcalloc(1, sizeof *up->u_r);
+	http1_msg_reset(&up->u_r->r_resp);
+	memset(&up->u_r->r_body, 0, sizeof up->u_r->r_body);
+	http1_trailers_reset(&up->u_r->r_trailers);
 	up->u_spliced = 0;
 	stream_setcb(up->u_stream, upstream_read_cb, upstream_write_cb,
 	    upstream_event_cb, up);
@@ -869,8 +915,8 @@ upstream_splice_progress(void *arg, size_t n)
 {
 	struct upstream *up = arg;
 
-	up->u_body.b_left -= n;
-	up->u_body.b_total += n;
+	up->u_r->r_body.b_left -= n;
+	up->u_r->r_body.b_total += n;
 	up->u_spliced += n;
 }
 
@@ -883,12 +929,12 @@ upstream_splice_done(void *arg, int error)
 
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
-	if (error == 0 && up->u_body.b_left == 0) {
+	if (error == 0 && up->u_r->r_body.b_left == 0) {
 		upstream_read_done(up);
 		return;
 	}
 	snprintf(why, sizeof why, "the body ended %llu bytes early: %s",
-	    (unsigned long long)up->u_body.b_left,
+	    (unsigned long long)up->u_r->r_body.b_left,
 	    error == ETIMEDOUT   ? "idle timeout"
 		: error == EPIPE ? "upstream closed"
 				 : strerror(error));
@@ -912,16 +958,17 @@ upstream_splice_body(struct upstream *up, int fd)
 
 	if (g->g_splice == NULL || up->u_spl != NULL ||
 	    up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
-	    !(up->u_flags & UP_F_HEAD_DONE) ||
-	    up->u_body.b_kind != HTTP1_BODY_LENGTH || up->u_body.b_done ||
-	    up->u_body.b_left < UPSTREAM_SPLICE_MIN ||
+	    !(up->u_flags & UP_F_HEAD_DONE) || up->u_r == NULL ||
+	    up->u_r->r_body.b_kind != HTTP1_BODY_LENGTH ||
+	    up->u_r->r_body.b_done ||
+	    up->u_r->r_body.b_left < UPSTREAM_SPLICE_MIN ||
 	    evbuffer_get_length(stream_input(up->u_stream)) != 0 ||
 	    (sfd = stream_getfd(up->u_stream)) == -1)
 		return (0);
 	/* The socket's reading only: a request body may still be written. */
 	stream_disable(up->u_stream, EV_READ);
 	up->u_spl = splicer_new(g->g_base, g->g_splice, sfd, fd,
-	    up->u_body.b_left, g->g_conf->cf_idle_timeout, &cbs, up);
+	    up->u_r->r_body.b_left, g->g_conf->cf_idle_timeout, &cbs, up);
 	splicer_start(up->u_spl);
 	return (1);
 }

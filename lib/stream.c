@@ -40,6 +40,7 @@
 #include <event2/event.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "stream.h"
 #include "stream_int.h"
 #include "tls.h"
@@ -63,6 +64,9 @@ static __thread unsigned char stream_scratch[64 * 1024];
 
 static void stream_q_run_cb(evutil_socket_t, short, void *);
 static void stream_destroy(struct stream *);
+static void stream_wev_new(struct stream *);
+static void
+stream_in_cb(struct evbuffer *, const struct evbuffer_cb_info *, void *);
 
 /* The queue of base on this thread, with a reference for a new stream. */
 static struct stream_q *
@@ -233,6 +237,7 @@ stream_event_set(struct event *ev, unsigned char *on, int want,
 static void
 stream_update_force(struct stream *s, int force)
 {
+	struct timeval rtv, wtv;
 	int r = 0, w = 0, f = s->s_flags;
 
 	if (s->s_rev == NULL)
@@ -258,10 +263,22 @@ stream_update_force(struct stream *s, int force)
 			break;
 		}
 	}
-	stream_event_set(s->s_rev, &s->s_ron, r,
-	    (f & STREAM_F_RTV) ? &s->s_rtv : NULL, force);
-	stream_event_set(s->s_wev, &s->s_won, w,
-	    (f & STREAM_F_WTV) ? &s->s_wtv : NULL, force);
+	if (f & STREAM_F_RTV)
+		clock_msec_to_tv(s->s_rto_ms, &rtv);
+	if (f & STREAM_F_WTV)
+		clock_msec_to_tv(s->s_wto_ms, &wtv);
+	stream_event_set(
+	    s->s_rev, &s->s_ron, r, (f & STREAM_F_RTV) ? &rtv : NULL, force);
+	/*
+	 * The write event is made the first time a write waits for the
+	 * socket (or a connect, a handshake): most writes of a keep-alive
+	 * connection go at once, and an idle one then holds no such event.
+	 */
+	if (w && s->s_wev == NULL)
+		stream_wev_new(s);
+	if (s->s_wev != NULL)
+		stream_event_set(s->s_wev, &s->s_won, w,
+		    (f & STREAM_F_WTV) ? &wtv : NULL, force);
 }
 
 /* Make the added events match s's state. */
@@ -271,21 +288,33 @@ stream_update(struct stream *s)
 	stream_update_force(s, 0);
 }
 
-/* The input reached the read high watermark: stop reading until it drains. */
+/*
+ * The input reached the read high watermark: stop reading until it
+ * drains, which the input's callback sees.  The callback is there only
+ * while the input is full, so that most streams never hold one.
+ */
 static void
 stream_full(struct stream *s)
 {
 	s->s_flags |= STREAM_F_FULL;
-	evbuffer_cb_set_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
+	if (s->s_incb == NULL &&
+	    (s->s_incb = evbuffer_add_cb(s->s_in, stream_in_cb, s)) == NULL)
+		abort(); /* allocation failure, as with xmalloc */
 	stream_update(s);
 }
 
-/* The input may take more again: read on (OpenSSL may hold records). */
+/*
+ * The input may take more again: read on (OpenSSL may hold records).
+ * From the input's callback too, which libevent lets remove itself.
+ */
 static void
 stream_unfull(struct stream *s)
 {
 	s->s_flags &= ~STREAM_F_FULL;
-	evbuffer_cb_clear_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
+	if (s->s_incb != NULL) {
+		evbuffer_remove_cb_entry(s->s_in, s->s_incb);
+		s->s_incb = NULL;
+	}
 	stream_update(s);
 	if (s->s_ssl != NULL && s->s_state == STREAM_S_OPEN)
 		stream_queue(s, STREAM_W_READ);
@@ -643,15 +672,23 @@ stream_q_run_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(q->q_ev, 0, 0);
 }
 
-/* Make s's events, once it has a socket. */
+/* Make s's read event, once it has a socket (the write event waits). */
 static void
 stream_events_new(struct stream *s)
 {
 	s->s_rev = event_new(
 	    s->s_base, s->s_fd, EV_READ | EV_PERSIST, stream_read_cb, s);
+	if (s->s_rev == NULL)
+		abort(); /* allocation failure, as with xmalloc */
+}
+
+/* Make s's write event, the first time it is needed (stream_update). */
+static void
+stream_wev_new(struct stream *s)
+{
 	s->s_wev = event_new(
 	    s->s_base, s->s_fd, EV_WRITE | EV_PERSIST, stream_write_cb, s);
-	if (s->s_rev == NULL || s->s_wev == NULL)
+	if (s->s_wev == NULL)
 		abort(); /* allocation failure, as with xmalloc */
 }
 
@@ -680,10 +717,8 @@ stream_new(struct event_base *base, int fd, SSL *ssl, int flags)
 		s->s_flags |= STREAM_F_ACCEPT;
 	if ((s->s_in = evbuffer_new()) == NULL ||
 	    (s->s_out = evbuffer_new()) == NULL ||
-	    (s->s_incb = evbuffer_add_cb(s->s_in, stream_in_cb, s)) == NULL ||
 	    (s->s_outcb = evbuffer_add_cb(s->s_out, stream_out_cb, s)) == NULL)
 		abort(); /* allocation failure, as with xmalloc */
-	evbuffer_cb_clear_flags(s->s_in, s->s_incb, EVBUFFER_CB_ENABLED);
 	s->s_q = stream_q_get(base);
 	if (fd == -1)
 		return (s);
@@ -720,10 +755,10 @@ stream_destroy(struct stream *s)
 		stream_write(s);
 		s->s_depth--;
 	}
-	if (s->s_rev != NULL) {
+	if (s->s_rev != NULL)
 		event_free(s->s_rev);
+	if (s->s_wev != NULL)
 		event_free(s->s_wev);
-	}
 	evbuffer_free(s->s_in);
 	evbuffer_free(s->s_out);
 	if (s->s_ssl != NULL)
@@ -838,12 +873,25 @@ stream_setwatermark(struct stream *s, short what, size_t lo, size_t hi)
 		stream_unfull(s);
 }
 
+/* A timeout in whole milliseconds, rounded up, at most UINT32_MAX. */
+static uint32_t
+stream_tv_ms(const struct timeval *tv)
+{
+	uint64_t ms;
+
+	if (tv->tv_sec < 0 || (tv->tv_sec == 0 && tv->tv_usec <= 0))
+		return (0);
+	ms = (uint64_t)tv->tv_sec * 1000 + ((uint64_t)tv->tv_usec + 999) / 1000;
+	return (ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
+}
+
 /*
  * Timeouts on the loop's monotonic clock (NULL: none): rd while the
  * stream waits for input the owner reads, wr while output waits for the
  * socket (and for a connect).  An open stream that times out stops that
  * direction and says STREAM_EV_TIMEOUT; a connect or handshake fails.
- * Setting them again starts them again.
+ * Setting them again starts them again.  They are kept in whole
+ * milliseconds (rounded up; at most 49 days), 8 bytes instead of 32.
  */
 void
 stream_set_timeouts(
@@ -851,11 +899,11 @@ stream_set_timeouts(
 {
 	s->s_flags &= ~(STREAM_F_RTV | STREAM_F_WTV);
 	if (rd != NULL) {
-		s->s_rtv = *rd;
+		s->s_rto_ms = stream_tv_ms(rd);
 		s->s_flags |= STREAM_F_RTV;
 	}
 	if (wr != NULL) {
-		s->s_wtv = *wr;
+		s->s_wto_ms = stream_tv_ms(wr);
 		s->s_flags |= STREAM_F_WTV;
 	}
 	stream_update_force(s, 1);

@@ -11,6 +11,7 @@
 #include <sys/time.h>
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <openssl/ssl.h>
 
@@ -40,6 +41,7 @@ struct stream {
 	struct event_base *s_base;
 	struct stream_q *s_q;
 	int s_fd;
+	int s_errno;
 	SSL *s_ssl;
 	enum stream_state s_state;
 	int s_flags;
@@ -58,8 +60,8 @@ struct stream {
 #define STREAM_F_HS_WRITE 0x1000 /* the handshake waits for writable */
 #define STREAM_F_RD_WANTS_W 0x2000 /* SSL_read waits for writable */
 #define STREAM_F_WR_WANTS_R 0x4000 /* SSL_write waits for readable */
-#define STREAM_F_RTV 0x8000 /* s_rtv is set */
-#define STREAM_F_WTV 0x10000 /* s_wtv is set */
+#define STREAM_F_RTV 0x8000 /* s_rto_ms is set */
+#define STREAM_F_WTV 0x10000 /* s_wto_ms is set */
 #define STREAM_F_FLUSH 0x20000 /* freed with a write queued: make it */
 	short s_enabled; /* the owner's EV_READ | EV_WRITE */
 	short s_pending; /* STREAM_EV_* to tell the event callback */
@@ -79,18 +81,17 @@ struct stream {
 	unsigned int s_qgen; /* q_gen when it was queued */
 	TAILQ_ENTRY(stream) s_qentry;
 	struct event *s_rev;
-	struct event *s_wev;
-	struct timeval s_rtv;
-	struct timeval s_wtv;
+	struct event *s_wev; /* made when a write first waits */
+	uint32_t s_rto_ms; /* the read timeout, while STREAM_F_RTV */
+	uint32_t s_wto_ms; /* the write timeout, while STREAM_F_WTV */
 	struct evbuffer *s_in;
 	struct evbuffer *s_out;
-	struct evbuffer_cb_entry *s_incb;
+	struct evbuffer_cb_entry *s_incb; /* only while STREAM_F_FULL */
 	struct evbuffer_cb_entry *s_outcb;
 	size_t s_rlo;
 	size_t s_rhi; /* 0: none */
 	size_t s_wlo;
 	size_t s_tls_wlen; /* an SSL_write to offer again, this long */
-	int s_errno;
 	unsigned long s_tlserr;
 	stream_data_cb s_readcb;
 	stream_data_cb s_writecb;

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -478,6 +479,31 @@ test_find_port(void **state)
 	conf_free(cf);
 }
 
+/* The client's address without its port, as the access line and XFF say. */
+static void
+test_conn_peer_ip(void **state)
+{
+	static const struct {
+		const char *peer, *ip;
+	} cases[] = { { "127.0.0.1:8080", "127.0.0.1" }, { "[::1]:443", "::1" },
+		{ "[::ffff:255.255.255.255]:65535", "::ffff:255.255.255.255" },
+		{ "unknown", "unknown" } };
+	struct conn c;
+	char ip[48];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		memset(&c, 0, sizeof c);
+		snprintf(c.c_peer, sizeof c.c_peer, "%s", cases[i].peer);
+		assert_string_equal(
+		    conn_peer_ip(&c, ip, sizeof ip), cases[i].ip);
+	}
+	/* A short buffer cuts the address, always terminated. */
+	snprintf(c.c_peer, sizeof c.c_peer, "192.168.100.200:1");
+	assert_string_equal(conn_peer_ip(&c, ip, 8), "192.168");
+}
+
 int
 main(void)
 {
@@ -493,6 +519,7 @@ main(void)
 		cmocka_unit_test(test_path_form),
 		cmocka_unit_test(test_tunnel_path),
 		cmocka_unit_test(test_find_port),
+		cmocka_unit_test(test_conn_peer_ip),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
