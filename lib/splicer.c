@@ -7,11 +7,17 @@
  * pipe holds and what is left of the limit), then from the pipe to the
  * destination, until one side would block; it then waits for that side.
  * The pipe is the only buffer, so memory is bounded by its size.
+ *
+ * A source of known length that is fast only wakes the loop once it holds
+ * SPLICER_LOWAT bytes (SO_RCVLOWAT), or within SPLICER_LOWAT_MS of the
+ * wait: fewer, larger moves, and fewer wake-ups for the sender to pay.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include <sys/socket.h>
 
 #include <event2/event.h>
 
@@ -27,6 +33,15 @@
 #define SPLICER_RETRY_MS 100
 /* Pipe-fuls one pump moves before letting the loop run others. */
 #define SPLICER_BUDGET 4
+/*
+ * A fast source of a known length wakes the loop only once it holds this
+ * much (SO_RCVLOWAT): its sender then pays fewer wake-ups of our thread.
+ * Kept below half the default receive buffer so that the kernel does not
+ * clamp the window to it.
+ */
+#define SPLICER_LOWAT (32 * 1024)
+/* A source short of the mark for this long is read as it is. */
+#define SPLICER_LOWAT_MS 2
 
 struct splice_pipe {
 	int p_fd[2]; /* read end, write end */
@@ -49,11 +64,14 @@ struct splicer {
 	int s_eof; /* the source ended */
 	int s_short; /* the last read took less than asked: drained */
 	int s_rarmed; /* s_rev is added (it persists) */
+	int s_lowat; /* SO_RCVLOWAT of the source; 0 or 1: the default */
+	int s_slow; /* the source fell short of the mark: no mark */
 	uint64_t s_idle_ms;
 	uint64_t s_active; /* monotonic ms of the last byte moved */
 	struct event *s_rev; /* source readable; persistent */
 	struct event *s_wev; /* destination writable */
 	struct event *s_retry; /* later: out of pipes or of budget; lazily */
+	struct event *s_lowev; /* the mark's deadline; lazily */
 	struct splicer_cbs s_cbs;
 	void *s_arg;
 };
@@ -61,6 +79,7 @@ struct splicer {
 static void splicer_pump(struct splicer *);
 static void splicer_finish(struct splicer *, int);
 static void splicer_read_off(struct splicer *);
+static void splicer_set_lowat(struct splicer *, int);
 
 /* A pool of pipes for one loop. */
 struct splice_pool *
@@ -129,6 +148,8 @@ splicer_event_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv;
 	uint64_t now, idle;
 
+	if (fd == s->s_in && s->s_lowev != NULL)
+		event_del(s->s_lowev);
 	/* fd is -1 for the retry timer, which has no deadline of its own. */
 	if ((what & EV_TIMEOUT) && s->s_idle_ms != 0 && fd != -1) {
 		now = clock_mono_msec();
@@ -142,6 +163,22 @@ splicer_event_cb(evutil_socket_t fd, short what, void *arg)
 		event_add(fd == s->s_in ? s->s_rev : s->s_wev, &tv);
 		return;
 	}
+	splicer_pump(s);
+}
+
+/*
+ * The source stayed short of its mark: read what it has, and wait for no
+ * mark until it is fast again.
+ */
+static void
+splicer_lowat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct splicer *s = arg;
+
+	(void)fd;
+	(void)what;
+	s->s_slow = 1;
+	splicer_set_lowat(s, 1);
 	splicer_pump(s);
 }
 
@@ -187,7 +224,10 @@ splicer_left(const struct splicer *s)
 	return (s->s_left);
 }
 
-/* Stop and free; bytes still in the pipe are dropped with it. */
+/*
+ * Stop and free; bytes still in the pipe are dropped with it.  The source
+ * gets its default low-water mark back, so free before closing it.
+ */
 void
 splicer_free(struct splicer *s)
 {
@@ -197,6 +237,9 @@ splicer_free(struct splicer *s)
 	event_free(s->s_wev);
 	if (s->s_retry != NULL)
 		event_free(s->s_retry);
+	if (s->s_lowev != NULL)
+		event_free(s->s_lowev);
+	splicer_set_lowat(s, 1);
 	if (s->s_pipe != NULL) {
 		if (s->s_inpipe == 0)
 			splice_pipe_put(s->s_pool, s->s_pipe);
@@ -231,13 +274,42 @@ splicer_finish(struct splicer *s, int error)
 	event_del(s->s_wev);
 	if (s->s_retry != NULL)
 		event_del(s->s_retry);
+	/* The socket goes back to its owner as it came. */
+	splicer_set_lowat(s, 1);
 	s->s_cbs.done(s->s_arg, error);
 }
 
-/* Wait for the source (it stays armed until a write blocks). */
+/* Set the source's SO_RCVLOWAT to n (best effort), if it is not n. */
+static void
+splicer_set_lowat(struct splicer *s, int n)
+{
+	if (s->s_lowat == n || (s->s_lowat == 0 && n == 1))
+		return;
+	setsockopt(s->s_in, SOL_SOCKET, SO_RCVLOWAT, &n, sizeof n);
+	s->s_lowat = n;
+}
+
+/*
+ * Wait for the source (it stays armed until a write blocks).  A fast
+ * source of known length wakes us at the mark, or at most the bytes left,
+ * with a deadline so that a slowing one is not held back for long.
+ */
 static void
 splicer_read_on(struct splicer *s)
 {
+	struct timeval tv;
+	int mark = 1;
+
+	if (!s->s_slow && s->s_left != SPLICER_TO_EOF)
+		mark = s->s_left < SPLICER_LOWAT ? (int)s->s_left
+						 : SPLICER_LOWAT;
+	splicer_set_lowat(s, mark);
+	if (mark > 1) {
+		if (s->s_lowev == NULL)
+			s->s_lowev = evtimer_new(s->s_base, splicer_lowat_cb, s);
+		clock_msec_to_tv(SPLICER_LOWAT_MS, &tv);
+		evtimer_add(s->s_lowev, &tv);
+	}
 	if (!s->s_rarmed) {
 		splicer_wait(s, s->s_rev);
 		s->s_rarmed = 1;
@@ -252,6 +324,8 @@ splicer_read_off(struct splicer *s)
 		event_del(s->s_rev);
 		s->s_rarmed = 0;
 	}
+	if (s->s_lowev != NULL)
+		event_del(s->s_lowev);
 }
 
 /*
@@ -357,6 +431,8 @@ splicer_pump(struct splicer *s)
 		if (n > 0) {
 			s->s_inpipe = (size_t)n;
 			s->s_short = (size_t)n < want;
+			if (n >= SPLICER_LOWAT)
+				s->s_slow = 0;
 			if (s->s_left != SPLICER_TO_EOF)
 				s->s_left -= (uint64_t)n;
 			continue;

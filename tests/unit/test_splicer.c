@@ -585,6 +585,18 @@ fixture_teardown(void **state)
 	return (0);
 }
 
+/* The SO_RCVLOWAT of fd. */
+static int
+rcvlowat(int fd)
+{
+	socklen_t len;
+	int v = -1;
+
+	len = sizeof v;
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len), 0);
+	return (v);
+}
+
 /* A limited move leaves what follows the limit in the source. */
 static void
 limit_leaves_rest(struct fixture *f, enum kind kind)
@@ -611,6 +623,8 @@ limit_leaves_rest(struct fixture *f, enum kind kind)
 	n = read(m.m_in, buf, sizeof buf);
 	assert_int_equal(n, -1);
 	assert_int_equal(errno, EAGAIN);
+	/* The source's low-water mark is back to the default. */
+	assert_int_equal(rcvlowat(m.m_in), 1);
 	move_close(&m);
 }
 
@@ -762,6 +776,32 @@ test_idle_from_last_byte(void **state)
 	assert_true(took >= 4 * 80 + 200 - 40);
 	assert_true(m.m_done_ms - m.m_trickle_ms >= 200);
 	assert_true(m.m_done_ms - m.m_trickle_ms < 2000);
+	move_close(&m);
+}
+
+/*
+ * A long body sent slowly is not held back until the source holds the
+ * splicer's low-water mark: ten bytes every 30 ms all arrive while the
+ * move goes on, and the mark is gone once the splicer is.
+ */
+static void
+test_slow_long_body(void **state)
+{
+	struct fixture *f = *state;
+	struct move m;
+
+	move_open(&m, f->f_base, f->f_pool, KIND_TCP);
+	m.m_feed_total = 40;
+	m.m_trickle_bytes = 10;
+	m.m_trickle_every = 30;
+	move_start(&m, MIB, 0);
+	move_run_for(&m, 4 * 30 + 200);
+	assert_int_equal(m.m_done, 0);
+	assert_int_equal(m.m_got, 40);
+	assert_int_equal(m.m_progress, 40);
+	splicer_free(m.m_spl);
+	m.m_spl = NULL;
+	assert_int_equal(rcvlowat(m.m_in), 1);
 	move_close(&m);
 }
 
@@ -1074,6 +1114,7 @@ main(void)
 		T(test_no_pipe),
 		T(test_idle_without_pipe),
 		cmocka_unit_test(test_pool_reuse),
+		T(test_slow_long_body),
 		T(test_free_mid_move),
 	};
 
