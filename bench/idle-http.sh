@@ -20,29 +20,7 @@ N=${N:-1000}
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 UTIL="python3 $TOP/bench/lib/util.py"
 T=$(mktemp -d /tmp/akbench-idle-http.XXXXXX)
-gw=""
-bk=""
-idle=""
-cleanup() {
-	set +e
-	[ -n "$idle" ] && kill "$idle" 2>/dev/null
-	[ -n "$gw" ] && kill "$gw" 2>/dev/null
-	[ -n "$bk" ] && kill "$bk" 2>/dev/null
-	wait 2>/dev/null || true
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM PIPE
-
-# Waits on a port with a bounded number of tries.
-wait_port() {
-	i=0
-	while [ $i -lt 300 ]; do
-		python3 -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1', $1)))" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
+. "$TOP/bench/lib/idle.sh"
 
 ulimit -n 65536 2>/dev/null || true
 set -- $($UTIL ports 3 41000 41999)
@@ -69,46 +47,19 @@ url="http://127.0.0.1:$port/bench/$bport"
 # A few requests first, so the baseline is a warmed process (as w7).
 timeout 20 wrk -t1 -c8 -d1s "$url/size/1024" >/dev/null 2>&1
 sleep 0.5
-# Bytes malloc has in use, from malloc_stats() (it prints to the log).
-inuse() {
-	gdb -q -batch -p "$gw" -ex 'call (void)malloc_stats()' >/dev/null 2>&1
-	sleep 0.2
-	sed -n 's/^in use bytes *= *//p' "$T/gw.log" | tail -n 1
-}
-# malloc's heap (system bytes): in use, plus what is free inside it.
-heap() {
-	sed -n 's/^system bytes *= *//p' "$T/gw.log" | tail -n 1
-}
 before=$($UTIL rss "$gw")
 [ -z "${HOOK:-}" ] || $HOOK before "$gw" "$T"
 [ -z "${INUSE:-}" ] || { ibefore=$(inuse); hbefore=$(heap); }
 "$BUILD/bench/akbench-idle" --url "$url/size/0" --connections "$N" \
     --mode http --hold 600 >"$T/idle.log" 2>&1 &
 idle=$!
-i=0
-while [ $i -lt 600 ] && ! grep -q '^ready' "$T/idle.log"; do
-	kill -0 "$idle" 2>/dev/null || break
-	sleep 0.1
-	i=$((i + 1))
-done
-grep -q "^ready $N" "$T/idle.log" || {
-	echo "akbench-idle: $(tail -n 3 "$T/idle.log")"
-	exit 1
-}
+wait_idle_ready
 sleep 1
 after=$($UTIL rss "$gw")
 [ -z "${HOOK:-}" ] || $HOOK after "$gw" "$T"
 [ -z "${INUSE:-}" ] || { iafter=$(inuse); hafter=$(heap); }
 # Pooled upstream connections (a fixed cost the ramp leaves): for the report.
 nup=$(ss -Htn state established "( dport = :$bport )" 2>/dev/null | wc -l)
-awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
-	printf "idle http: %.2f KiB per connection (RSS %d -> %d KiB, n=%d)\n",
-	    (a - b) / n, b, a, n }'
-[ -z "${INUSE:-}" ] || awk -v a="$iafter" -v b="$ibefore" -v n="$N" 'BEGIN {
-	printf "malloc in use: %.0f bytes per connection (%d -> %d)\n",
-	    (a - b) / n, b, a }'
-[ -z "${INUSE:-}" ] || awk -v a="$hafter" -v b="$hbefore" -v n="$N" 'BEGIN {
-	printf "malloc heap: %.0f bytes per connection (%d -> %d)\n",
-	    (a - b) / n, b, a }'
+idle_report "idle http" connection
 echo "upstream connections open: $nup"
 [ -z "${HOLD:-}" ] || { echo "gateway $gw, akbench-idle $idle: holding ${HOLD}s"; sleep "$HOLD"; }

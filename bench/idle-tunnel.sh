@@ -17,27 +17,7 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 UTIL="python3 $TOP/bench/lib/util.py"
 T=$(mktemp -d /tmp/akbench-idle-tunnel.XXXXXX)
 TOKEN="akbench-tunnel-token-$$-0123456789"
-gw=""
-idle=""
-cleanup() {
-	set +e
-	[ -n "$idle" ] && kill "$idle" 2>/dev/null
-	[ -n "$gw" ] && kill "$gw" 2>/dev/null
-	wait 2>/dev/null || true
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM PIPE
-
-# Waits on a port with a bounded number of tries.
-wait_port() {
-	i=0
-	while [ $i -lt 300 ]; do
-		python3 -c "import socket,sys; s=socket.socket(); s.settimeout(0.2); sys.exit(s.connect_ex(('127.0.0.1', $1)))" && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
+. "$TOP/bench/lib/idle.sh"
 
 set -- $($UTIL ports 2)
 port=$1
@@ -67,41 +47,14 @@ wait_port "$port" && wait_port $((base + N - 1)) || {
 	exit 1
 }
 sleep 0.5
-# Bytes malloc has in use, from malloc_stats() (it prints to the log).
-inuse() {
-	gdb -q -batch -p "$gw" -ex 'call (void)malloc_stats()' >/dev/null 2>&1
-	sleep 0.2
-	sed -n 's/^in use bytes *= *//p' "$T/gw.log" | tail -n 1
-}
-# malloc's heap (system bytes): in use, plus what is free inside it.
-heap() {
-	sed -n 's/^system bytes *= *//p' "$T/gw.log" | tail -n 1
-}
 before=$($UTIL rss "$gw")
 [ -z "${INUSE:-}" ] || { ibefore=$(inuse); hbefore=$(heap); }
 "$BUILD/bench/akbench-idle" --url "ws://127.0.0.1:$port/tunnel/sb%d" \
     --connections "$N" --mode tunnel --hold 600 --header "X-Auth: $TOKEN" \
     >"$T/idle.log" 2>&1 &
 idle=$!
-i=0
-while [ $i -lt 600 ] && ! grep -q '^ready' "$T/idle.log"; do
-	kill -0 "$idle" 2>/dev/null || break
-	sleep 0.1
-	i=$((i + 1))
-done
-grep -q "^ready $N" "$T/idle.log" || {
-	echo "akbench-idle: $(tail -n 3 "$T/idle.log")"
-	exit 1
-}
+wait_idle_ready
 sleep 1
 after=$($UTIL rss "$gw")
 [ -z "${INUSE:-}" ] || { iafter=$(inuse); hafter=$(heap); }
-awk -v a="$after" -v b="$before" -v n="$N" 'BEGIN {
-	printf "idle tunnel: %.2f KiB per tunnel (RSS %d -> %d KiB, n=%d)\n",
-	    (a - b) / n, b, a, n }'
-[ -z "${INUSE:-}" ] || awk -v a="$iafter" -v b="$ibefore" -v n="$N" 'BEGIN {
-	printf "malloc in use: %.0f bytes per tunnel (%d -> %d)\n",
-	    (a - b) / n, b, a }'
-[ -z "${INUSE:-}" ] || awk -v a="$hafter" -v b="$hbefore" -v n="$N" 'BEGIN {
-	printf "malloc heap: %.0f bytes per tunnel (%d -> %d)\n",
-	    (a - b) / n, b, a }'
+idle_report "idle tunnel" tunnel
