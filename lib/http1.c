@@ -648,7 +648,8 @@ http1_count_lf(struct evbuffer *in, size_t len)
 	if (evbuffer_ptr_set(in, &ptr, 0, EVBUFFER_PTR_SET) != 0)
 		return (0);
 	while (len > 0 && evbuffer_peek(in, len, &ptr, &v, 1) >= 1) {
-		n = v.iov_len < len ? v.iov_len : len;
+		if ((n = v.iov_len < len ? v.iov_len : len) == 0)
+			break;
 		for (p = v.iov_base; (q = memchr(p, '\n',
 			 n - (size_t)(p - (const char *)v.iov_base))) != NULL;
 		     p = q + 1)
