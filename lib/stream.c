@@ -570,12 +570,12 @@ stream_read_cb(evutil_socket_t fd, short what, void *arg)
 	struct stream *s = arg;
 
 	(void)fd;
-	s->s_depth++;
 	what = stream_timeout_stale(s->s_rev, s->s_ron, what,
 	    (s->s_flags & STREAM_F_RTV) != 0);
 	if (what == 0)
-		;
-	else if (what & EV_TIMEOUT) {
+		return; /* only a timeout no longer wanted */
+	s->s_depth++;
+	if (what & EV_TIMEOUT) {
 		/* As a bufferevent: an open stream stops reading, and says. */
 		if (s->s_state == STREAM_S_OPEN) {
 			s->s_enabled &= ~EV_READ;
@@ -606,12 +606,12 @@ stream_write_cb(evutil_socket_t fd, short what, void *arg)
 	struct stream *s = arg;
 
 	(void)fd;
-	s->s_depth++;
 	what = stream_timeout_stale(s->s_wev, s->s_won, what,
 	    (s->s_flags & STREAM_F_WTV) != 0);
 	if (what == 0)
-		;
-	else if (what & EV_TIMEOUT) {
+		return; /* only a timeout no longer wanted */
+	s->s_depth++;
+	if (what & EV_TIMEOUT) {
 		if (s->s_state == STREAM_S_OPEN) {
 			s->s_enabled &= ~EV_WRITE;
 			s->s_pending |= STREAM_EV_TIMEOUT | STREAM_EV_WRITING;
