@@ -164,6 +164,7 @@ assert_contains "resumed" "info  tunnel msg reconnected (connection 2, session r
 # One target failure, one line (no -v): the 502 carries the sentence.
 code=$(curl -sS -o "$T/fail.out" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$LP/fail")
 assert_eq "target down: status" 502 "$code"
+wait_log "$T/tun.log" "cannot connect to the target 127.0.0.1:$DEAD"
 n=$(grep -c "cannot connect to the target 127.0.0.1:$DEAD" "$T/tun.log")
 assert_eq "lines about one target failure" 1 "$n"
 assert_contains "the target failure" "warn  cannot connect to the target 127.0.0.1:$DEAD: Connection refused" "$(cat "$T/tun.log")"
