@@ -35,9 +35,8 @@ static void conn_read_cb(struct stream *, void *);
 static void conn_timer_cb(evutil_socket_t, short, void *);
 static void conn_write_cb(struct stream *, void *);
 static void conn_event_cb(struct stream *, short, void *);
-static void conn_log_access(struct conn *, const char *);
-static void conn_route(struct conn *);
 static const struct h1s_hooks conn_hooks;
+static const struct xchg_ops conn_xops;
 
 /* Name of a state, for debug logs. */
 const char *
@@ -46,10 +45,6 @@ conn_state_name(enum conn_state s)
 	switch (s) {
 	case CONN_S_HEAD:
 		return ("head");
-	case CONN_S_BODY:
-		return ("body");
-	case CONN_S_WAIT:
-		return ("wait");
 	case CONN_S_UPGRADED:
 		return ("upgraded");
 	case CONN_S_ERROR:
@@ -77,13 +72,10 @@ conn_timer_set(struct conn *c, uint64_t ms)
 static struct gw_xchg *
 conn_xchg(struct conn *c)
 {
-	uint64_t t;
-
-	if (c->c_x == NULL) {
-		c->c_x = xcalloc(1, sizeof *c->c_x);
-		t = c->c_h1 != NULL ? h1s_started_us(c->c_h1) : 0;
-		c->c_x->x_start_us = t != 0 ? t : clock_mono_usec();
-	}
+	if (c->c_x == NULL)
+		c->c_x = xchg_new(c, &conn_xops, NULL,
+		    c->c_h1 != NULL ? h1s_sink(c->c_h1) : NULL,
+		    c->c_h1 != NULL ? h1s_started_us(c->c_h1) : 0);
 	return (c->c_x);
 }
 
@@ -93,23 +85,8 @@ conn_reset_exchange(struct conn *c)
 {
 	struct gw_xchg *x = c->c_x;
 
-	if (x == NULL)
-		return;
 	c->c_x = NULL;
-	if (x->x_up != NULL)
-		upstream_close(x->x_up, "exchange ended");
-	free(x->x_target);
-	free(x->x_host);
-	free(x->x_method);
-	free(x->x_path);
-	free(x->x_prefix);
-	if (x->x_sandbox != NULL) {
-		if (x->x_flags & XCHG_F_COUNTED)
-			__atomic_sub_fetch(
-			    &x->x_sandbox->sb_nconns, 1, __ATOMIC_RELAXED);
-		sandbox_unref(x->x_sandbox);
-	}
-	free(x);
+	xchg_free(x);
 }
 
 /*
@@ -139,24 +116,17 @@ conn_peer_ip(const struct conn *c, char *buf, size_t len)
 void
 conn_print(const struct conn *c, char *buf, size_t len)
 {
-	const struct gw_xchg *x = c->c_x;
-	char eng[160];
+	char eng[160], xs[160];
 
 	if (c->c_h1 != NULL)
 		h1s_print(c->c_h1, eng, sizeof eng);
 	else
 		snprintf(eng, sizeof eng, "released");
-	snprintf(buf, len,
-	    "conn %llu %s state=%s flags=%#x relay=%#x [%s] xchg=%s%s%s "
-	    "flags=%#x status=%d up=%s",
+	xchg_print(c->c_x, xs, sizeof xs);
+	snprintf(buf, len, "conn %llu %s state=%s flags=%#x relay=%#x [%s] "
+	    "xchg=%s",
 	    (unsigned long long)c->c_id, c->c_peer, conn_state_name(c->c_state),
-	    (unsigned)c->c_flags, (unsigned)c->c_relay, eng,
-	    x != NULL ? "" : "none",
-	    x != NULL && x->x_method != NULL ? x->x_method : "",
-	    x != NULL && x->x_path != NULL ? x->x_path : "",
-	    x != NULL ? (unsigned)x->x_flags : 0u, x != NULL ? x->x_status : 0,
-	    x != NULL && x->x_up != NULL ? upstream_state_name(x->x_up->u_state)
-					 : "none");
+	    (unsigned)c->c_flags, (unsigned)c->c_relay, eng, xs);
 }
 
 /*
@@ -215,7 +185,7 @@ conn_closed(struct conn *c, const char *reason)
 	 */
 	if (x != NULL && x->x_method != NULL && !(x->x_flags & XCHG_F_LOGGED) &&
 	    !(c->c_flags & CONN_F_HANDED))
-		conn_log_access(c, reason);
+		xchg_log_access(x, reason);
 	c->c_flags &= ~CONN_F_UPGRADED;
 	relay_end(c);
 	if (x != NULL && x->x_up != NULL)
@@ -252,72 +222,6 @@ conn_close(struct conn *c, const char *reason)
 }
 
 /*
- * Log one access line for a finished request and count it.  close says
- * what happens to the connection next ("keep-alive", or why it closes).
- * The query string is never logged.
- */
-static void
-conn_log_access(struct conn *c, const char *close)
-{
-	struct gw_metrics *m = &c->c_gw->g_metrics;
-	struct gw_xchg *x = c->c_x;
-	uint64_t now = clock_mono_usec(), us = now - x->x_start_us;
-	char ip[INET6_ADDRSTRLEN];
-	struct log_field f[14];
-
-	x->x_flags |= XCHG_F_LOGGED;
-	metrics_request(c->c_gw, x->x_status, x->x_err_code, us);
-	GW_ADD(m->m_bytes_in, x->x_req_body.b_total);
-	GW_ADD(m->m_bytes_out, x->x_resp_body.b_total);
-	if (!log_enabled(LOG_LVL_INFO))
-		return;
-	f[0] = log_fint("conn", (int64_t)c->c_id);
-	f[1] = log_fstr("client", conn_peer_ip(c, ip, sizeof ip));
-	f[2] = log_fstr(
-	    "request_id", x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
-	f[3] = log_fstr("method", x->x_method);
-	f[4] = log_fstr("path", x->x_path);
-	f[5] = log_fint("status", x->x_status);
-	f[6] = log_fstr(
-	    "sandbox", x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL);
-	f[7] = x->x_port != 0 ? log_fint("port", x->x_port) : log_fnull("port");
-	f[8] = log_fint("bytes_in", (int64_t)x->x_req_body.b_total);
-	f[9] = log_fint("bytes_out", (int64_t)x->x_resp_body.b_total);
-	f[10] = log_fms("ms", us);
-	f[11] = x->x_up_start_us != 0
-	    ? log_fms("upstream_ms", now - x->x_up_start_us)
-	    : log_fnull("upstream_ms");
-	f[12] = log_fstr("error", x->x_err_code);
-	f[13] = log_fstr("close", close);
-	log_fields(LOG_LVL_INFO, "access", f, sizeof f / sizeof f[0]);
-}
-
-/*
- * The exchange's answer is about to end: its access line, with what
- * happens to the connection next (the engine keeps it when the request
- * was read in full and both sides allow it).
- */
-static void
-conn_xchg_log(struct conn *c)
-{
-	int keep = c->c_h1 != NULL && h1s_keeps(c->c_h1) &&
-	    h1s_body_done(c->c_h1);
-
-	if (c->c_stream != NULL && c->c_h1 != NULL)
-		stream_set_timeouts(c->c_stream, NULL, NULL);
-	conn_log_access(c, keep ? "keep-alive" : "close");
-}
-
-/* The exchange ended: let it go; the engine has the connection. */
-static void
-conn_xchg_done(struct conn *c)
-{
-	conn_reset_exchange(c);
-	if (c->c_state != CONN_S_DEAD)
-		c->c_state = CONN_S_HEAD;
-}
-
-/*
  * Finish with a relayed connection (after a 101): once the output has
  * drained, shut down our side and drain the client's input for a moment,
  * so the last bytes are not destroyed by a reset.  While the engine has
@@ -338,354 +242,6 @@ conn_finish(struct conn *c)
 	stream_disable(c->c_stream, EV_READ);
 	if (evbuffer_get_length(stream_output(c->c_stream)) == 0)
 		conn_write_cb(c->c_stream, c);
-}
-
-/* Is the request a browser navigation, which gets HTML errors? */
-static int
-conn_wants_html(const struct conn *c)
-{
-	if (c->c_x == NULL || c->c_x->x_head.h_method == NULL)
-		return (0);
-	return (errpage_wants_html(&c->c_x->x_head));
-}
-
-/*
- * Answer the current request with a gateway error: e gives status and code,
- * or, when e is NULL, the parser error err (the connection then closes).
- * The request never reaches (or no longer uses) the upstream.
- */
-void
-conn_refuse(struct conn *c, const struct gw_error *e, enum http1_err err,
-    const char *fmt, ...)
-{
-	struct errpage ep;
-	struct gw_xchg *x;
-	va_list ap;
-	char *msg;
-	const char *code;
-	char ip[INET6_ADDRSTRLEN];
-	int status;
-
-	if (c->c_state == CONN_S_DEAD || c->c_state == CONN_S_ERROR ||
-	    c->c_h1 == NULL)
-		return;
-	x = conn_xchg(c); /* a refusal at accept has its line too */
-	memset(&ep, 0, sizeof ep);
-	va_start(ap, fmt);
-	xvasprintf(&msg, fmt, ap);
-	va_end(ap);
-	status = e != NULL ? e->e_status : http1_err_status(err);
-	code = e != NULL ? e->e_code : http1_err_code(err);
-	if (x->x_up != NULL) {
-		x->x_up->u_flags |= UP_F_NO_REUSE;
-		upstream_close(x->x_up, "request refused");
-	}
-	x->x_err_code = code;
-	if (x->x_flags & XCHG_F_RESP_STARTED) {
-		log_warn("conn %llu %s: %s: %s", (unsigned long long)c->c_id,
-		    conn_peer_ip(c, ip, sizeof ip), code, msg);
-		conn_close(c, code);
-		free(msg);
-		return;
-	}
-	if (e == NULL)
-		h1s_no_keep(c->c_h1);
-	x->x_status = status;
-	/* Refused heads too: a 400, 408, 429 or 431 leaves its line. */
-	conn_xchg_log(c);
-	ep.ep_request_id = x->x_request_id[0] != '\0' ? x->x_request_id : NULL;
-	ep.ep_status = status;
-	ep.ep_code = code;
-	ep.ep_message = msg;
-	ep.ep_sandbox = x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL;
-	ep.ep_port = x->x_port;
-	/* The engine keeps the connection only when it may. */
-	ep.ep_flags = (conn_wants_html(c) ? ERRPAGE_F_HTML : 0) |
-	    ERRPAGE_F_KEEPALIVE;
-	log_debug("conn %llu %s: refused %d %s: %s",
-	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip), status,
-	    code, msg);
-	(void)errpage_send(h1s_sink(c->c_h1), &ep);
-	free(msg);
-	conn_xchg_done(c);
-}
-
-/* The response was relayed in full: the engine has its end. */
-void
-conn_response_done(struct conn *c)
-{
-	struct gw_xchg *x = c->c_x;
-	struct upstream *up = x->x_up;
-	int reusable;
-
-	reusable = h1s_body_done(c->c_h1) && x->x_resp_body.b_done;
-	conn_xchg_log(c);
-	if (up != NULL)
-		upstream_release(up, reusable);
-	(void)sink_end(h1s_sink(c->c_h1));
-	conn_xchg_done(c);
-}
-
-/* Copy the path of a target without its query, for the log. */
-static char *
-conn_log_path(const char *target)
-{
-	return (xstrndup(target, strcspn(target, "?")));
-}
-
-/* Take the target and host of a request; -1 if the target is refused. */
-static int
-conn_target(struct conn *c)
-{
-	const struct http1_msg *m = c->c_x->x_req;
-	const struct hfield *h;
-	const char *t = m->m_target, *slash;
-	size_t tlen = m->m_target_len;
-
-	if (tlen > 7 && strncasecmp(t, "http://", 7) == 0) {
-		/* absolute-form: the authority replaces Host. */
-		slash = memchr(t + 7, '/', tlen - 7);
-		if (slash == NULL)
-			slash = t + tlen;
-		c->c_x->x_host = xstrndup(t + 7, (size_t)(slash - t - 7));
-		if (slash == t + tlen)
-			c->c_x->x_target = xstrdup("/");
-		else
-			c->c_x->x_target = xstrndup(
-			    slash, (size_t)(t + tlen - slash));
-	} else if (*t == '/' ||
-	    (tlen == 1 && *t == '*' &&
-		strcmp(c->c_x->x_method, "OPTIONS") == 0)) {
-		c->c_x->x_target = xstrndup(t, tlen);
-		if ((h = http1_msg_find(m, "host")) != NULL)
-			c->c_x->x_host = xstrndup(h->value, h->value_len);
-	} else {
-		c->c_x->x_path = xstrdup("-");
-		conn_fail(c, gw_err_bad_target,
-		    "The request target must be "
-		    "a path such as /index.html.");
-		return (-1);
-	}
-	c->c_x->x_path = conn_log_path(c->c_x->x_target);
-	return (0);
-}
-
-/* "/{id}/{port}", without printf: it is on every path-form request. */
-static char *
-conn_path_prefix(const char *id, int port)
-{
-	size_t idlen = strlen(id), n;
-	char *p;
-
-	p = xmalloc(idlen + 24);
-	p[0] = '/';
-	memcpy(p + 1, id, idlen);
-	p[idlen + 1] = '/';
-	n = fmt_u64(p + idlen + 2, (uint64_t)port);
-	p[idlen + 2 + n] = '\0';
-	return (p);
-}
-
-/*
- * A request's address, parsed once for the tunnel routes and the port
- * routes: the host form, and the path form when the host is not a port
- * URL.  Ids and rest are xmalloc'd; whoever takes one sets it NULL.
- */
-struct conn_addr {
-	enum route_result ca_host;
-	struct route_host ca_rh; /* the host form's readings */
-	enum route_result ca_path;
-	char *ca_path_id;
-	int ca_path_port;
-	char *ca_rest;
-};
-
-static void
-conn_addr_parse(struct conn *c, struct conn_addr *a)
-{
-	const struct gw_config *cf = c->c_gw->g_conf;
-
-	memset(a, 0, sizeof *a);
-	a->ca_host = a->ca_path = ROUTE_NONE;
-	if (c->c_x->x_host != NULL)
-		a->ca_host = route_parse_host(c->c_x->x_host,
-		    strlen(c->c_x->x_host), cf->cf_domains,
-		    cf->cf_domain_formats, cf->cf_ndomains, &a->ca_rh);
-	if (a->ca_host == ROUTE_NONE)
-		a->ca_path = route_parse_path(c->c_x->x_target, &a->ca_path_id,
-		    &a->ca_path_port, &a->ca_rest);
-}
-
-static void
-conn_addr_clear(struct conn_addr *a)
-{
-	route_host_clear(&a->ca_rh);
-	free(a->ca_path_id);
-	free(a->ca_rest);
-}
-
-/*
- * Choose between the readings of a host-form label ({port}-{id} and
- * {id}-{port}): the one whose sandbox publishes its port; when both do,
- * the host is ambiguous (400); when neither does, the first whose sandbox
- * exists, else the first, so the refusal names what is missing.  Returns
- * the id (xmalloc'd) with c_port set, or NULL after refusing.
- */
-static char *
-conn_host_reading(struct conn *c, struct route_host *rh)
-{
-	struct gw *g = c->c_gw;
-	struct gw_directory *d = gw_dir(g);
-	struct gw_sandbox *sb;
-	size_t i, pick = 0, npub = 0, known = rh->rh_n;
-	char *id;
-
-	for (i = rh->rh_n; rh->rh_n > 1 && i-- > 0;) {
-		if ((sb = directory_find(d, rh->rh_id[i])) == NULL)
-			continue;
-		known = i;
-		if (route_find_port(g, sb, rh->rh_port[i]) != NULL) {
-			npub++;
-			pick = i;
-		}
-	}
-	if (npub > 1) {
-		conn_fail(c, gw_err_ambiguous_host,
-		    "The host '%s' names port %d of sandbox '%s' and port %d "
-		    "of sandbox '%s'; give the domain a host_format, or use "
-		    "the path form /{sandbox}/{port}/.",
-		    c->c_x->x_host, rh->rh_port[0], rh->rh_id[0],
-		    rh->rh_port[1], rh->rh_id[1]);
-		return (NULL);
-	}
-	if (npub == 0)
-		pick = known < rh->rh_n ? known : 0;
-	c->c_x->x_port = rh->rh_port[pick];
-	id = rh->rh_id[pick];
-	rh->rh_id[pick] = NULL;
-	return (id);
-}
-
-/*
- * Find which sandbox and port the request is for: the host form first,
- * then the path form, whose prefix is stripped.  Returns the id
- * (xmalloc'd) or NULL after refusing the request.
- */
-static char *
-conn_find_route(struct conn *c, struct conn_addr *a)
-{
-	struct gw *g = c->c_gw;
-	const char *dom = g->g_conf->cf_domains[0];
-	enum route_result r = a->ca_host;
-	char *id, port[16];
-	int tls;
-
-	if (r == ROUTE_OK)
-		return (conn_host_reading(c, &a->ca_rh));
-	if (r == ROUTE_BAD) {
-		conn_fail(c, gw_err_bad_host,
-		    "The host '%s' is not a port "
-		    "URL: write it as {port}-{sandbox}.%s or "
-		    "{sandbox}-{port}.%s, for example 8000-mysandbox.%s.",
-		    c->c_x->x_host, dom, dom, dom);
-		return (NULL);
-	}
-	switch (a->ca_path) {
-	case ROUTE_OK:
-		/* The upstream sees the rest; the prefix travels apart. */
-		c->c_x->x_port = a->ca_path_port;
-		id = a->ca_path_id;
-		a->ca_path_id = NULL;
-		c->c_x->x_prefix = conn_path_prefix(id, c->c_x->x_port);
-		/* "/{id}/{port}" or "/{id}/{port}?q": no slash after it. */
-		if (c->c_x->x_target[strlen(c->c_x->x_prefix)] != '/')
-			c->c_x->x_flags |= XCHG_F_NO_SLASH;
-		free(c->c_x->x_target);
-		c->c_x->x_target = a->ca_rest;
-		a->ca_rest = NULL;
-		return (id);
-	case ROUTE_BAD:
-		conn_fail(c, gw_err_bad_path,
-		    "The path '%s' is not a port "
-		    "URL: write it as /{sandbox}/{port}/..., with a port from "
-		    "1 to 65535.",
-		    c->c_x->x_path);
-		return (NULL);
-	case ROUTE_RESERVED:
-		conn_fail(c, gw_err_no_route,
-		    "The path '%s' is reserved for "
-		    "the control plane.",
-		    c->c_x->x_path);
-		return (NULL);
-	default:
-		/* The listener's own scheme and port, so the example works. */
-		tls = (c->c_flags & CONN_F_TLS) != 0;
-		if (c->c_local_port == (tls ? 443 : 80))
-			port[0] = '\0';
-		else
-			snprintf(port, sizeof port, ":%d", c->c_local_port);
-		conn_fail(c, gw_err_no_route,
-		    "This gateway serves sandbox "
-		    "ports at %s://%s.%s%s/ and "
-		    "/{sandbox}/{port}/; '%s%s' is not such an address.",
-		    tls ? "https" : "http",
-		    g->g_conf->cf_domain_formats[0] == ROUTE_HF_ID_PORT
-			? "{sandbox}-{port}"
-			: "{port}-{sandbox}",
-		    dom, port, c->c_x->x_host != NULL ? c->c_x->x_host : "",
-		    c->c_x->x_path);
-		return (NULL);
-	}
-}
-
-/*
- * Check credentials for the routed port.  Returns 0 to go on (the target
- * may lose its access_token), or -1 after answering: a refusal, or for a
- * browser that brought a token in the query, a 303 that moves it into a
- * cookie.
- */
-static int
-conn_auth(struct conn *c)
-{
-	struct gw *g = c->c_gw;
-	struct auth_req aq;
-	struct auth_result ar;
-	int r, page;
-
-	memset(&aq, 0, sizeof aq);
-	aq.aq_head = &c->c_x->x_head;
-	aq.aq_target = c->c_x->x_target;
-	aq.aq_host = c->c_x->x_host;
-	aq.aq_prefix = c->c_x->x_prefix;
-	aq.aq_now = (uint64_t)time(NULL);
-	aq.aq_flags = (c->c_flags & CONN_F_TLS ? AUTH_F_TLS : 0) |
-	    (conn_wants_html(c) ? AUTH_F_NAVIGATION : 0);
-	r = auth_check(g->g_conf, c->c_x->x_sandbox, c->c_x->x_port,
-	    c->c_x->x_rule, &aq, &ar);
-	if (r < 0) {
-		conn_fail(c, ar.ar_err, "%s", ar.ar_message);
-		auth_result_free(&ar);
-		return (-1);
-	}
-	if (r > 0) {
-		/* A page has a body, which HEAD must not get: a 303 then. */
-		page = (ar.ar_flags & AUTH_R_F_PAGE) &&
-		    !(c->c_x->x_flags & XCHG_F_HEAD_REQ);
-		c->c_x->x_status = page ? 200 : 303;
-		conn_xchg_log(c);
-		(void)errpage_redirect(h1s_sink(c->c_h1), c->c_x->x_request_id,
-		    ar.ar_location, ar.ar_set_cookie, page, 1);
-		auth_result_free(&ar);
-		conn_xchg_done(c);
-		return (-1);
-	}
-	if (ar.ar_target != NULL) {
-		free(c->c_x->x_target);
-		c->c_x->x_target = ar.ar_target;
-		ar.ar_target = NULL;
-	}
-	auth_result_free(&ar);
-	return (0);
 }
 
 /*
@@ -722,7 +278,7 @@ conn_steal_stream(struct conn *c)
 	struct stream *s;
 
 	c->c_x->x_status = 101;
-	conn_log_access(c, "tunnel");
+	xchg_log_access(c->c_x, "tunnel");
 	s = conn_release(c);
 	c->c_stream = NULL;
 	conn_close(c, "handed to the tunnel");
@@ -749,7 +305,7 @@ conn_upgrade(struct conn *c)
  * 101 and runs the tunnel; this loop relays the bytes and keeps the
  * client (and its TLS).
  */
-static void
+void
 conn_handoff(struct conn *c, int listen_port)
 {
 	struct conn *nc;
@@ -758,7 +314,7 @@ conn_handoff(struct conn *c, int listen_port)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		sv) == -1) {
 		h1s_no_keep(c->c_h1);
-		conn_fail(c, gw_err_no_resources,
+		xchg_fail(c->c_x, gw_err_no_resources,
 		    "The gateway cannot open a channel to its main loop "
 		    "(%s); try again shortly.",
 		    strerror(errno));
@@ -771,7 +327,7 @@ conn_handoff(struct conn *c, int listen_port)
 	nc->c_local_port = c->c_local_port;
 	c->c_flags |= CONN_F_HANDED;
 	c->c_x->x_up = upstream_pipe(
-	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c);
+	    c->c_gw, c->c_x->x_sandbox, sv[0], &proxy_owner, c->c_x);
 	/* The request as it came; what the client sent after it follows. */
 	h1_request_put(stream_output(c->c_x->x_up->u_stream), &c->c_x->x_head);
 	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
@@ -780,263 +336,16 @@ conn_handoff(struct conn *c, int listen_port)
 	relay_start(c);
 }
 
-/*
- * Check the credential on a tunnel route: X-Auth or Authorization: Bearer
- * carrying the sandbox's tunnel token or an access token of scope
- * "tunnel".  With neither configured the route is open.  Returns 0, or -1
- * after refusing.
- */
-static int
-conn_tunnel_auth(struct conn *c, struct gw_sandbox *sb)
-{
-	const struct gw_config *cf = c->c_gw->g_conf;
-	const struct hfield *h;
-	const char *tok = NULL;
-	size_t len = 0;
-
-	if ((h = head_find(&c->c_x->x_head, "x-auth")) != NULL) {
-		tok = h->value;
-		len = h->value_len;
-	} else if ((h = head_find(&c->c_x->x_head, "authorization")) != NULL &&
-	    h->value_len > 7 && strncasecmp(h->value, "bearer ", 7) == 0) {
-		tok = h->value + 7;
-		len = h->value_len - 7;
-	}
-	if (sb->sb_tunnel_token == NULL && cf->cf_auth_secret == NULL)
-		return (0);
-	if (tok == NULL) {
-		conn_fail(c, gw_err_unauthorized,
-		    "The tunnel of sandbox '%s' "
-		    "needs a token in X-Auth or Authorization: Bearer.",
-		    sb->sb_id);
-		return (-1);
-	}
-	if (cf->cf_require_tls_creds && !(c->c_flags & CONN_F_TLS)) {
-		conn_fail(c, gw_err_credentials_need_tls,
-		    "Tunnel tokens are "
-		    "accepted over TLS only on this gateway.");
-		return (-1);
-	}
-	if (sb->sb_tunnel_token != NULL &&
-	    token_secret_equal(
-		tok, len, sb->sb_tunnel_token, strlen(sb->sb_tunnel_token)))
-		return (0);
-	if (cf->cf_auth_secret != NULL &&
-	    token_verify(cf->cf_auth_secret, cf->cf_auth_secret_len, tok, len,
-		sb->sb_id, sb->sb_safe_id, "tunnel",
-		(uint64_t)time(NULL)) == TOKEN_OK)
-		return (0);
-	conn_fail(c, gw_err_forbidden,
-	    "The token does not open the tunnel of "
-	    "sandbox '%s'.",
-	    sb->sb_id);
-	return (-1);
-}
-
-/* The port-URL rule a forward-mode tunnel WebSocket is proxied with. */
-static const struct gw_port_rule conn_forward_rule = { 0, 0, 0, NULL };
-
-/*
- * Serve a tunnel route: /tunnel/{id}[/{ws_port}] or /{id}/{reverse_port}.
- * Returns 0 when the request is not a tunnel route, 1 when it was handled
- * (attached, proxied or refused).
- */
-static int
-conn_tunnel_route(struct conn *c, const struct conn_addr *a)
-{
-	struct gw *g = c->c_gw;
-	struct gw_sandbox *sb = NULL;
-	char *id = NULL;
-	int ws_port = 0, lp = 0;
-	size_t i;
-
-	/* A host-form port URL keeps its whole path, /tunnel/ included. */
-	if (a->ca_host != ROUTE_NONE)
-		return (0);
-	switch (route_parse_tunnel(c->c_x->x_target, &id, &ws_port)) {
-	case ROUTE_OK:
-		break;
-	case ROUTE_BAD:
-		conn_fail(c, gw_err_bad_path,
-		    "A tunnel path is "
-		    "/tunnel/{sandbox}[/{port}].");
-		return (1);
-	default:
-		/* /{id}/{reverse_port}: only when that sandbox has it. */
-		if (a->ca_path != ROUTE_OK)
-			return (0);
-		ws_port = a->ca_path_port;
-		sb = directory_find(gw_dir(g), a->ca_path_id);
-		for (i = 0; sb != NULL && i < sb->sb_ntunnel_ports; i++) {
-			if (sb->sb_tunnel_ports[i] - 1 == ws_port)
-				lp = sb->sb_tunnel_ports[i];
-		}
-		if (lp == 0)
-			return (0);
-		break; /* sb is the sandbox */
-	}
-	if (id != NULL && (sb = directory_find(gw_dir(g), id)) == NULL) {
-		conn_fail(c, gw_err_sandbox_not_found,
-		    "No sandbox '%s' is "
-		    "known to this gateway.",
-		    id);
-		free(id);
-		return (1);
-	}
-	free(id);
-	sandbox_ref(sb);
-	c->c_x->x_sandbox = sb;
-	for (i = 0; lp == 0 && i < sb->sb_ntunnel_ports; i++) {
-		if (ws_port == 0 || sb->sb_tunnel_ports[i] - 1 == ws_port)
-			lp = sb->sb_tunnel_ports[i];
-	}
-	if (lp == 0) {
-		conn_fail(c, gw_err_tunnel_not_configured,
-		    ws_port == 0 ? "Sandbox '%s' has no reverse tunnel."
-				 : "Sandbox '%s' has "
-				   "no reverse tunnel on port %d.",
-		    sb->sb_id, ws_port);
-		return (1);
-	}
-	c->c_x->x_port = lp - 1;
-	if (conn_tunnel_auth(c, sb) != 0)
-		return (1);
-	if (sb->sb_tunnel_mode == GW_TUNNEL_FORWARD) {
-		/* The in-sandbox tunnel server takes the WebSocket on "/". */
-		free(c->c_x->x_target);
-		c->c_x->x_target = xstrdup("/");
-		c->c_x->x_rule = &conn_forward_rule;
-		__atomic_add_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED);
-		c->c_x->x_flags |= XCHG_F_COUNTED;
-		proxy_start(c);
-		return (1);
-	}
-	if (g->g_index != 0) {
-		/* Terminate-mode tunnels live on the main loop. */
-		conn_handoff(c, lp);
-		return (1);
-	}
-	tunnel_attach(c, sb, lp);
-	return (1);
-}
-
-/*
- * A path-form GET or HEAD without the slash after the port,
- * "/{id}/{port}" (and a query): send the browser to "/{id}/{port}/" with
- * 308, so relative links resolve under the prefix.
- */
-static void
-conn_slash_redirect(struct conn *c)
-{
-	char *loc;
-
-	/* c_target is "/" then the query, if any. */
-	xasprintf(&loc, "%s/%s", c->c_x->x_prefix, c->c_x->x_target + 1);
-	c->c_x->x_status = 308;
-	conn_xchg_log(c);
-	(void)errpage_moved(
-	    h1s_sink(c->c_h1), c->c_x->x_request_id, 308, loc, 1);
-	free(loc);
-	conn_xchg_done(c);
-}
-
-/* Route a parsed request to a sandbox port, or refuse it. */
-static void
-conn_route(struct conn *c)
-{
-	struct gw *g = c->c_gw;
-	const struct http1_msg *m = c->c_x->x_req;
-	struct gw_sandbox *sb;
-	struct conn_addr a;
-	uint64_t limit;
-	char *id;
-
-	c->c_x->x_method = xstrndup(m->m_method, m->m_method_len);
-	proxy_request_id(c);
-	if (conn_target(c) != 0)
-		return;
-	conn_addr_parse(c, &a);
-	if (conn_tunnel_route(c, &a)) {
-		conn_addr_clear(&a);
-		return;
-	}
-	id = conn_find_route(c, &a);
-	conn_addr_clear(&a);
-	if (id == NULL)
-		return;
-	if ((sb = directory_find(gw_dir(g), id)) == NULL) {
-		conn_fail(c, gw_err_sandbox_not_found,
-		    "No sandbox '%s' is "
-		    "known to this gateway.",
-		    id);
-		free(id);
-		return;
-	}
-	free(id);
-	sandbox_ref(sb);
-	c->c_x->x_sandbox = sb;
-	if ((c->c_x->x_rule = route_find_port(g, sb, c->c_x->x_port)) == NULL) {
-		conn_fail(c, gw_err_port_not_published,
-		    "Sandbox '%s' does not publish port %d.", sb->sb_id,
-		    c->c_x->x_port);
-		return;
-	}
-	/* Browsers follow it; an upgrade or a POST goes on as to "/". */
-	if ((c->c_x->x_flags & XCHG_F_NO_SLASH) &&
-	    !(m->m_flags & HTTP1_F_UPGRADE) &&
-	    (strcmp(c->c_x->x_method, "GET") == 0 ||
-		strcmp(c->c_x->x_method, "HEAD") == 0)) {
-		conn_slash_redirect(c);
-		return;
-	}
-	if (conn_auth(c) != 0)
-		return;
-	limit = sb->sb_max_connections != 0
-	    ? sb->sb_max_connections
-	    : g->g_conf->cf_max_connections_per_sandbox;
-	/* Counted before the check: workers count concurrently. */
-	if (__atomic_add_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED) > limit &&
-	    limit != 0) {
-		__atomic_sub_fetch(&sb->sb_nconns, 1, __ATOMIC_RELAXED);
-		conn_fail(c, gw_err_too_many_connections,
-		    "Sandbox '%s' is at "
-		    "its limit of %llu connections; try again shortly.",
-		    sb->sb_id, (unsigned long long)limit);
-		return;
-	}
-	c->c_x->x_flags |= XCHG_F_COUNTED;
-	if (g->g_conf->cf_max_body_size != 0 &&
-	    m->m_body == HTTP1_BODY_LENGTH &&
-	    m->m_content_length > g->g_conf->cf_max_body_size) {
-		h1s_no_keep(c->c_h1);
-		conn_fail(c, gw_err_body_too_large,
-		    "The request body of %llu "
-		    "bytes is larger than the %llu bytes this gateway accepts.",
-		    (unsigned long long)m->m_content_length,
-		    (unsigned long long)g->g_conf->cf_max_body_size);
-		return;
-	}
-	proxy_start(c);
-}
-
 /* The engine parsed a request head: its exchange starts, routed. */
 static void
 conn_on_head(struct h1s *h, void *arg, const struct head *head,
     const struct http1_msg *m)
 {
 	struct conn *c = arg;
-	struct gw_xchg *x;
 
 	(void)h;
 	conn_reset_exchange(c); /* none should be left; to be sure */
-	x = conn_xchg(c);
-	x->x_req = m;
-	x->x_head = *head;
-	if (head_method_is(head, "HEAD"))
-		x->x_flags |= XCHG_F_HEAD_REQ;
-	if (h1s_body_done(c->c_h1))
-		x->x_flags |= XCHG_F_REQ_WHOLE;
-	conn_route(c);
+	xchg_start(conn_xchg(c), head, m, m->m_body, m->m_content_length);
 }
 
 /* Request body bytes wait in the engine's input. */
@@ -1044,12 +353,13 @@ static void
 conn_on_body(struct h1s *h, void *arg)
 {
 	struct conn *c = arg;
+	struct gw_xchg *x = c->c_x;
 
 	(void)h;
-	if (c->c_state == CONN_S_BODY) {
-		proxy_request_body(c);
-		if (c->c_state == CONN_S_BODY)
-			proxy_request_splice_try(c);
+	if (x != NULL && x->x_state == XCHG_S_BODY) {
+		proxy_request_body(x);
+		if (x->x_state == XCHG_S_BODY)
+			proxy_request_splice_try(x);
 	}
 }
 
@@ -1057,8 +367,11 @@ conn_on_body(struct h1s *h, void *arg)
 static void
 conn_on_drain(struct h1s *h, void *arg)
 {
+	struct conn *c = arg;
+
 	(void)h;
-	proxy_client_drained(arg);
+	if (c->c_x != NULL)
+		proxy_client_drained(c->c_x);
 }
 
 /*
@@ -1092,7 +405,7 @@ conn_on_log(struct h1s *h, void *arg, const struct h1s_refusal *r)
 	log_debug("conn %llu %s: refused %d %s: %s",
 	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip),
 	    r->hr_status, r->hr_code, r->hr_message);
-	conn_log_access(c, "close");
+	xchg_log_access(x, "close");
 }
 
 /* The engine closes the connection (unless it lets go of the socket). */
@@ -1118,6 +431,117 @@ conn_on_free(void *arg)
 	c->c_h1 = NULL;
 	conn_unref(c); /* the engine's */
 }
+
+/*
+ * The exchange's side of the HTTP/1 engine: one exchange at a time, in
+ * c_x, carried by the connection's engine.
+ */
+static ssize_t
+conn_x_body_read(struct gw_xchg *x, struct evbuffer *dst, size_t max,
+    enum http1_err *err)
+{
+	return (h1s_body_read(x->x_conn->c_h1, dst, max, err));
+}
+
+static int
+conn_x_body_done(const struct gw_xchg *x)
+{
+	return (x->x_conn->c_h1 != NULL && h1s_body_done(x->x_conn->c_h1));
+}
+
+static uint64_t
+conn_x_body_left(const struct gw_xchg *x)
+{
+	const struct conn *c = x->x_conn;
+
+	if (c->c_h1 == NULL || (c->c_flags & CONN_F_TLS))
+		return (0);
+	return (h1s_body_left(c->c_h1));
+}
+
+static void
+conn_x_body_skip(struct gw_xchg *x, uint64_t n)
+{
+	if (x->x_conn->c_h1 != NULL)
+		h1s_body_skip(x->x_conn->c_h1, n);
+}
+
+static int
+conn_x_splice_fd(struct gw_xchg *x)
+{
+	const struct conn *c = x->x_conn;
+
+	if (c->c_h1 == NULL || (c->c_flags & CONN_F_TLS))
+		return (-1);
+	return (h1s_splice_fd(c->c_h1));
+}
+
+static void
+conn_x_body_sent(struct gw_xchg *x, uint64_t n)
+{
+	if (x->x_conn->c_h1 != NULL)
+		h1s_body_sent(x->x_conn->c_h1, n);
+}
+
+static int
+conn_x_keeps(const struct gw_xchg *x)
+{
+	return (x->x_conn->c_h1 != NULL && h1s_keeps(x->x_conn->c_h1));
+}
+
+static void
+conn_x_no_keep(struct gw_xchg *x)
+{
+	if (x->x_conn->c_h1 != NULL)
+		h1s_no_keep(x->x_conn->c_h1);
+}
+
+/* The client must keep sending (its body) and reading (the answer). */
+static void
+conn_x_timeouts(struct gw_xchg *x, int reading, int writing)
+{
+	struct conn *c = x->x_conn;
+	struct timeval tv;
+
+	if (c->c_stream == NULL || c->c_h1 == NULL)
+		return;
+	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+	stream_set_timeouts(
+	    c->c_stream, reading ? &tv : NULL, writing ? &tv : NULL);
+}
+
+static void
+conn_x_abort(struct gw_xchg *x, const char *why)
+{
+	conn_close(x->x_conn, why);
+}
+
+/* The exchange is done: the engine has the connection again. */
+static void
+conn_x_done(struct gw_xchg *x)
+{
+	struct conn *c = x->x_conn;
+
+	if (c->c_x == x)
+		c->c_x = NULL;
+	if (c->c_state != CONN_S_DEAD)
+		c->c_state = CONN_S_HEAD;
+}
+
+static const struct xchg_ops conn_xops = {
+	.xo_proto = "h1",
+	.xo_body_read = conn_x_body_read,
+	.xo_body_done = conn_x_body_done,
+	.xo_body_left = conn_x_body_left,
+	.xo_body_skip = conn_x_body_skip,
+	.xo_splice_fd = conn_x_splice_fd,
+	.xo_body_sent = conn_x_body_sent,
+	.xo_keeps = conn_x_keeps,
+	.xo_no_keep = conn_x_no_keep,
+	.xo_timeouts = conn_x_timeouts,
+	.xo_abort = conn_x_abort,
+	.xo_done = conn_x_done,
+};
 
 static const struct h1s_hooks conn_hooks = {
 	.on_head = conn_on_head,
@@ -1326,7 +750,7 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	    : g->g_nconns;
 	memtrim_count(g, n);
 	if (n > g->g_conf->cf_max_connections)
-		conn_fail(c, gw_err_too_many_connections,
+		xchg_fail(conn_xchg(c), gw_err_too_many_connections,
 		    "The gateway is at "
 		    "its limit of %llu connections; try again shortly.",
 		    (unsigned long long)g->g_conf->cf_max_connections);

@@ -41,6 +41,8 @@ const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
 const struct gw_error gw_err_upstream_unreachable[] = { { 502,
     "upstream_unreachable" } };
 const struct gw_error gw_err_bad_target[] = { { 400, "bad_request_target" } };
+const struct gw_error gw_err_tunnel_needs_http1[] = { { 400,
+    "tunnel_needs_http1" } };
 
 /*
  * Send head h with body, whose length it gets, through sink s (the HTTP/1

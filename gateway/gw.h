@@ -171,6 +171,7 @@ struct gw_error {
 };
 
 extern const struct gw_error gw_err_no_route[];
+extern const struct gw_error gw_err_tunnel_needs_http1[];
 extern const struct gw_error gw_err_bad_host[];
 extern const struct gw_error gw_err_ambiguous_host[];
 extern const struct gw_error gw_err_sandbox_not_found[];
@@ -205,6 +206,7 @@ extern const struct gw_error gw_err_no_resources[];
 struct gw_metrics {
 	uint64_t m_conns_accepted;
 	uint64_t m_requests[6]; /* by status class: [1] 1xx .. [5] 5xx */
+	uint64_t m_requests_proto[2]; /* by protocol: [0] HTTP/1, [1] HTTP/2 */
 	const char *m_codes[GW_METRIC_CODES]; /* gateway error codes seen */
 	uint64_t m_code_counts[GW_METRIC_CODES];
 	uint64_t m_upstream_connect_failures;
@@ -263,6 +265,10 @@ struct upstream_pool {
 	size_t p_count;
 };
 
+/* Exchanges (struct gw_xchg, below) in a list. */
+struct gw_xchg;
+TAILQ_HEAD(gw_xchgs, gw_xchg);
+
 /*
  * One event loop: the main one (worker 0, which also runs the admin API,
  * signals and terminate-mode tunnels) or a worker thread.  Each has its
@@ -295,6 +301,8 @@ struct gw {
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 	struct memtrim *g_memtrim; /* main loop: memory back after load */
 	struct h1s_conf *g_h1conf; /* how port URLs are served (conn.c) */
+	struct gw_xchgs g_xdead; /* exchanges done, freed from the loop */
+	struct event *g_xreap; /* ... by this event, made active */
 };
 
 /* A listening socket. */
@@ -308,9 +316,7 @@ struct gw_listener {
 };
 
 enum conn_state {
-	CONN_S_HEAD = 0, /* reading a request head */
-	CONN_S_BODY, /* relaying the request body */
-	CONN_S_WAIT, /* request sent, waiting for the response */
+	CONN_S_HEAD = 0, /* the engine serves it (HTTP/1 or HTTP/2) */
 	CONN_S_UPGRADED, /* relaying raw bytes after 101 */
 	CONN_S_ERROR, /* writing a gateway error, then closing */
 	CONN_S_DEAD, /* closed; freed from the loop */
@@ -326,15 +332,58 @@ struct gw_body {
 	int b_done;
 };
 
+enum xchg_state {
+	XCHG_S_ROUTE = 0, /* routing, auth: no upstream yet */
+	XCHG_S_BODY, /* relaying the request body */
+	XCHG_S_WAIT, /* request sent, waiting for the response */
+	XCHG_S_DONE, /* answered or cut short; freed from the loop */
+};
+
 /*
- * One request and its response on a client connection: the route, the
- * credentials' outcome, both bodies, the upstream and what the access
- * line says.  Made when a request head begins and freed when its
- * response ends, so an idle kept-alive connection holds none.
+ * What an exchange asks of the transport that carries its request: the
+ * HTTP/1 engine of a connection (conn.c) or a stream of an HTTP/2 session
+ * (conn_h2.c).  The answer goes through x_sink.
+ */
+struct xchg_ops {
+	const char *xo_proto; /* "h1", "h2": the access line, metrics */
+	/* Request body bytes, de-framed, into dst; -1 at an error (*err). */
+	ssize_t (*xo_body_read)(
+	    struct gw_xchg *, struct evbuffer *, size_t max, enum http1_err *);
+	int (*xo_body_done)(const struct gw_xchg *); /* all of it was read */
+	/* Body bytes splice(2) may move from the client's socket; 0: none. */
+	uint64_t (*xo_body_left)(const struct gw_xchg *);
+	void (*xo_body_skip)(struct gw_xchg *, uint64_t); /* spliced in */
+	int (*xo_splice_fd)(struct gw_xchg *); /* response splice; -1: none */
+	void (*xo_body_sent)(struct gw_xchg *, uint64_t); /* spliced out */
+	int (*xo_keeps)(const struct gw_xchg *); /* the transport goes on */
+	void (*xo_no_keep)(struct gw_xchg *); /* ... or closes after it */
+	/* The client must keep sending (reading) and receiving (writing). */
+	void (*xo_timeouts)(struct gw_xchg *, int reading, int writing);
+	/* Cut the exchange short (HTTP/1: close; HTTP/2: reset the stream). */
+	void (*xo_abort)(struct gw_xchg *, const char *why);
+	/* The exchange is done: the transport lets go of it. */
+	void (*xo_done)(struct gw_xchg *);
+};
+
+/*
+ * One request and its response: the route, the credentials' outcome, both
+ * bodies, the upstream and what the access line says.  Made when a
+ * request head begins (on an HTTP/2 stream: its head) and done when its
+ * response ends, so an idle kept-alive connection holds none; freed from
+ * the loop, so a callback chain that ends it can still read it.
  */
 struct gw_xchg {
-	const struct http1_msg *x_req; /* as parsed: the engine's */
-	struct head x_head; /* the request as the core reads it (x_req's) */
+	TAILQ_ENTRY(gw_xchg) x_entry; /* its session's, then the dead list */
+	struct conn *x_conn; /* the client connection carrying it */
+	const struct xchg_ops *x_ops;
+	void *x_tr; /* the transport's: the HTTP/2 stream, or NULL */
+	struct sink *x_sink; /* where the answer goes */
+	const struct http1_msg *x_req; /* HTTP/1: as parsed, else NULL */
+	struct head x_head; /* the request as the core reads it */
+	enum xchg_state x_state;
+	enum http1_body x_req_kind; /* how the request body is framed */
+	uint64_t x_req_length; /* ... its length with HTTP1_BODY_LENGTH */
+	uint32_t x_stream; /* the HTTP/2 stream id, 0 for HTTP/1 */
 	int x_flags;
 #define XCHG_F_RESP_STARTED 0x002 /* response head sent to the client */
 #define XCHG_F_HEAD_REQ 0x004 /* the request is HEAD */
@@ -345,6 +394,7 @@ struct gw_xchg {
 #define XCHG_F_REQ_WHOLE 0x080 /* the request, body included, was read */
 #define XCHG_F_LOGGED 0x100 /* the access line is written */
 #define XCHG_F_NO_SLASH 0x200 /* path form without "/" after the port */
+#define XCHG_F_UPGRADED 0x400 /* HTTP/1: the connection relays after 101 */
 	struct gw_body x_req_body;
 	struct gw_body x_resp_body;
 	struct upstream *x_up;
@@ -357,14 +407,11 @@ struct gw_xchg {
 	char x_request_id[40]; /* X-Request-Id sent upstream */
 	uint64_t x_start_us;
 	uint64_t x_up_start_us; /* upstream asked for, for upstream_ms */
-	unsigned x_interim; /* interim (1xx) responses relayed */
-	uint64_t x_interim_bytes; /* ... and their head bytes */
 	int x_status; /* status sent, for the log */
 	const char *x_err_code; /* gateway error code sent, or NULL */
 	char *x_method;
 	char *x_path; /* without the query */
 };
-
 /*
  * A client connection on a public listener: the HTTP/1 engine (h1s.c)
  * over its socket, and after a 101 the relay's two ends.
@@ -604,10 +651,6 @@ void listener_take_tls(struct gw *);
 void
 conn_accept(struct gw *, int fd, struct sockaddr *, int, struct gw_listener *);
 void conn_close(struct conn *, const char *reason);
-void conn_refuse(struct conn *, const struct gw_error *, enum http1_err,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-#define conn_fail(c, e, ...) conn_refuse(c, e, HTTP1_E_NONE, __VA_ARGS__)
-void conn_response_done(struct conn *);
 void conn_finish(struct conn *);
 struct stream *conn_steal_stream(struct conn *);
 void conn_close_all(struct gw *);
@@ -616,15 +659,40 @@ const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
 const char *conn_peer_ip(const struct conn *, char *, size_t);
 void conn_upgrade(struct conn *);
+void conn_handoff(struct conn *, int listen_port);
 void conn_timer_set(struct conn *, uint64_t ms);
 
+/* xchg.c: an exchange from its head to its end, whatever carries it. */
+struct gw_xchg *xchg_new(struct conn *, const struct xchg_ops *, void *tr,
+    struct sink *, uint64_t start_us);
+void xchg_free(struct gw_xchg *);
+void xchg_start(struct gw_xchg *, const struct head *,
+    const struct http1_msg *, enum http1_body, uint64_t length);
+void xchg_refuse(struct gw_xchg *, const struct gw_error *, enum http1_err,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define xchg_fail(x, e, ...) xchg_refuse(x, e, HTTP1_E_NONE, __VA_ARGS__)
+void xchg_response_done(struct gw_xchg *);
+void xchg_log_access(struct gw_xchg *, const char *close);
+void xchg_log_end(struct gw_xchg *);
+void xchg_done(struct gw_xchg *);
+void xchg_abort(struct gw_xchg *, const char *why);
+void xchg_lost(struct gw_xchg *, const char *why);
+void xchg_print(const struct gw_xchg *, char *, size_t);
+void xchg_reap_start(struct gw *);
+void xchg_reap_stop(struct gw *);
+static inline int
+xchg_is_h1(const struct gw_xchg *x)
+{
+	return (x->x_tr == NULL);
+}
+
 /* proxy.c */
-void proxy_start(struct conn *);
-void proxy_request_id(struct conn *);
-void proxy_request_body(struct conn *);
-void proxy_client_drained(struct conn *);
+void proxy_start(struct gw_xchg *);
+void proxy_request_id(struct gw_xchg *);
+void proxy_request_body(struct gw_xchg *);
+void proxy_client_drained(struct gw_xchg *);
 extern const struct upstream_owner proxy_owner;
-void proxy_request_splice_try(struct conn *);
+void proxy_request_splice_try(struct gw_xchg *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
@@ -646,7 +714,7 @@ void memtrim_stop(struct gw *);
 
 /* metrics.c */
 void metrics_request(
-    struct gw *, int status, const char *code, uint64_t duration_us);
+    struct gw *, int status, const char *code, uint64_t duration_us, int h2);
 void metrics_code(struct gw *, const char *code);
 void metrics_render(const struct gw *, struct evbuffer *);
 

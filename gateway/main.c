@@ -191,6 +191,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "akgateway: cannot create the event loop\n");
 		return (1);
 	}
+	xchg_reap_start(&g);
 	signal(SIGPIPE, SIG_IGN);
 	g.g_sigint = evsignal_new(g.g_base, SIGINT, main_signal_cb, &g);
 	g.g_sigterm = evsignal_new(g.g_base, SIGTERM, main_signal_cb, &g);
@@ -235,6 +236,7 @@ main(int argc, char **argv)
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
 	event_free(g.g_sigusr1);
+	xchg_reap_stop(&g);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);

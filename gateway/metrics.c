@@ -40,13 +40,14 @@ metrics_code(struct gw *g, const char *code)
  */
 void
 metrics_request(
-    struct gw *g, int status, const char *code, uint64_t duration_us)
+    struct gw *g, int status, const char *code, uint64_t duration_us, int h2)
 {
 	struct gw_metrics *m = &g->g_metrics;
 	size_t i;
 
 	if (status >= 100 && status < 600)
 		GW_ADD(m->m_requests[status / 100], 1);
+	GW_ADD(m->m_requests_proto[h2 != 0], 1);
 	metrics_code(g, code);
 	for (i = 0; i < GW_DURATION_BUCKETS; i++) {
 		if ((double)duration_us / 1e6 <= metrics_bounds[i])
@@ -129,6 +130,13 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 		evbuffer_add_printf(out,
 		    "akgw_requests_total{class=\"%zuxx\"} %llu\n", i,
 		    (unsigned long long)m->m_requests[i]);
+	metrics_head(out, "akgw_requests_by_protocol_total", "counter",
+	    "Requests answered, by the client's protocol.");
+	evbuffer_add_printf(out,
+	    "akgw_requests_by_protocol_total{protocol=\"http1\"} %llu\n"
+	    "akgw_requests_by_protocol_total{protocol=\"h2\"} %llu\n",
+	    (unsigned long long)m->m_requests_proto[0],
+	    (unsigned long long)m->m_requests_proto[1]);
 	metrics_head(out, "akgw_gateway_errors_total", "counter",
 	    "Requests the gateway answered itself, by error code.");
 	for (i = 0; i < GW_METRIC_CODES && m->m_codes[i] != NULL; i++)

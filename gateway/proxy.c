@@ -35,7 +35,7 @@
 /* Request bodies with less than this left are not worth a splice(2). */
 #define PROXY_SPLICE_MIN UPSTREAM_SPLICE_MIN
 
-static void proxy_splice_try(struct conn *, struct upstream *);
+static void proxy_splice_try(struct gw_xchg *, struct upstream *);
 static void proxy_upstream_ready(struct upstream *, void *);
 static void proxy_upstream_failed(
     struct upstream *, const struct gw_error *, const char *, void *);
@@ -174,20 +174,20 @@ proxy_add_upgrade(const struct head *m, struct strbuf *sb)
  * characters), else make one: 32 random hex digits.
  */
 void
-proxy_request_id(struct conn *c)
+proxy_request_id(struct gw_xchg *x)
 {
 	static uint64_t seed, counter;
 	const struct hfield *h;
 	uint64_t n, v;
 	size_t i;
 
-	h = head_find(&c->c_x->x_head, "x-request-id");
+	h = head_find(&x->x_head, "x-request-id");
 	if (h != NULL && h->value_len > 0 &&
-	    h->value_len < sizeof c->c_x->x_request_id &&
+	    h->value_len < sizeof x->x_request_id &&
 	    strspn(h->value,
 		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
 		"YZ0123456789-_.:") == h->value_len) {
-		memcpy(c->c_x->x_request_id, h->value, h->value_len + 1);
+		memcpy(x->x_request_id, h->value, h->value_len + 1);
 		return;
 	}
 	/*
@@ -204,12 +204,12 @@ proxy_request_id(struct conn *c)
 	v = __atomic_load_n(&seed, __ATOMIC_RELAXED);
 	n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < 16; i++) {
-		c->c_x->x_request_id[i] =
+		x->x_request_id[i] =
 		    "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
-		c->c_x->x_request_id[16 + i] =
+		x->x_request_id[16 + i] =
 		    "0123456789abcdef"[(n >> (60 - 4 * i)) & 0xf];
 	}
-	c->c_x->x_request_id[32] = '\0';
+	x->x_request_id[32] = '\0';
 }
 
 /* Is the request a WebSocket upgrade (GET, Connection: upgrade, websocket)? */
@@ -227,11 +227,12 @@ proxy_is_websocket(const struct head *m)
 
 /* Write the request head for the upstream. */
 static void
-proxy_write_request_head(struct conn *c, struct evbuffer *out)
+proxy_write_request_head(struct gw_xchg *x, struct evbuffer *out)
 {
-	const struct head *m = &c->c_x->x_head;
+	const struct head *m = &x->x_head;
 	const struct hfield *h;
-	const struct gw_port_rule *pr = c->c_x->x_rule;
+	const struct gw_port_rule *pr = x->x_rule;
+	struct conn *c = x->x_conn;
 	struct strbuf *sb = &c->c_gw->g_head;
 	const char *p;
 	size_t i, nconn = proxy_nconnection(m);
@@ -240,16 +241,16 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	strbuf_reset(sb);
 	strbuf_add(sb, m->h_method, m->h_method_len);
 	strbuf_add(sb, " ", 1);
-	strbuf_adds(sb, c->c_x->x_target);
+	strbuf_adds(sb, x->x_target);
 	strbuf_add(sb, " HTTP/1.1\r\n", 11);
 	/*
 	 * Host is the gateway's to write: the authority of an absolute-form
 	 * target replaces the client's field (RFC 9112 section 3.2.2), and
 	 * a Connection field naming Host cannot remove it.
 	 */
-	if (pr->pr_host_rewrite == NULL && c->c_x->x_host != NULL)
+	if (pr->pr_host_rewrite == NULL && x->x_host != NULL)
 		strbuf_add_header(
-		    sb, "Host", 4, c->c_x->x_host, strlen(c->c_x->x_host));
+		    sb, "Host", 4, x->x_host, strlen(x->x_host));
 	for (i = 0; i < m->h_nfields; i++) {
 		h = &m->h_fields[i];
 		if (proxy_is_hop(m, h, nconn))
@@ -275,27 +276,27 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 		strbuf_add_header(
 		    sb, h->name, h->name_len, h->value, h->value_len);
 	}
-	if (c->c_x->x_flags & XCHG_F_WS_REQ)
+	if (x->x_flags & XCHG_F_WS_REQ)
 		proxy_add_upgrade(m, sb);
-	strbuf_add_header(sb, "X-Request-Id", 12, c->c_x->x_request_id,
-	    strlen(c->c_x->x_request_id));
-	if (c->c_x->x_prefix != NULL)
+	strbuf_add_header(sb, "X-Request-Id", 12, x->x_request_id,
+	    strlen(x->x_request_id));
+	if (x->x_prefix != NULL)
 		strbuf_add_header(sb, "X-Forwarded-Prefix", 18,
-		    c->c_x->x_prefix, strlen(c->c_x->x_prefix));
+		    x->x_prefix, strlen(x->x_prefix));
 	if (pr->pr_host_rewrite != NULL) {
 		strbuf_add(sb, "Host: ", 6);
 		if ((p = strstr(pr->pr_host_rewrite, "${port}")) != NULL) {
 			strbuf_add(sb, pr->pr_host_rewrite,
 			    (size_t)(p - pr->pr_host_rewrite));
-			strbuf_add_u64(sb, (uint64_t)c->c_x->x_port);
+			strbuf_add_u64(sb, (uint64_t)x->x_port);
 			strbuf_adds(sb, p + 7);
 		} else
 			strbuf_adds(sb, pr->pr_host_rewrite);
 		strbuf_add(sb, "\r\n", 2);
 	}
-	if (c->c_x->x_host != NULL)
-		strbuf_add_header(sb, "X-Forwarded-Host", 16, c->c_x->x_host,
-		    strlen(c->c_x->x_host));
+	if (x->x_host != NULL)
+		strbuf_add_header(sb, "X-Forwarded-Host", 16, x->x_host,
+		    strlen(x->x_host));
 	if (c->c_flags & CONN_F_TLS)
 		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
 	else
@@ -303,8 +304,10 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
 	proxy_add_list(
 	    sb, m, "X-Forwarded-For", 15, conn_peer_ip(c, ip, sizeof ip));
 	proxy_add_list(sb, m, "Via", 3,
-	    m->h_version == 10 ? "1.0 akgateway" : "1.1 akgateway");
-	switch (c->c_x->x_req_body.b_kind) {
+	    m->h_version == 10	 ? "1.0 akgateway"
+		: m->h_version == 20 ? "2 akgateway"
+				     : "1.1 akgateway");
+	switch (x->x_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
 		strbuf_add(sb, "Content-Length: ", 16);
 		strbuf_add_u64(sb, m->h_length);
@@ -330,9 +333,9 @@ proxy_write_request_head(struct conn *c, struct evbuffer *out)
  * or -1 with *err set.
  */
 static int
-proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
+proxy_check_buffered_chunks(struct gw_xchg *x, enum http1_err *err)
 {
-	struct evbuffer *in = stream_input(c->c_stream), *copy, *sink;
+	struct evbuffer *in = stream_input(x->x_conn->c_stream), *copy, *sink;
 	struct evbuffer_iovec iov[8];
 	struct http1_chunked ck;
 	size_t moved, before;
@@ -368,50 +371,49 @@ proxy_check_buffered_chunks(struct conn *c, enum http1_err *err)
 
 /* Begin relaying the current request of conn c. */
 void
-proxy_start(struct conn *c)
+proxy_start(struct gw_xchg *x)
 {
-	struct gw_body *b = &c->c_x->x_req_body;
+	struct conn *c = x->x_conn;
+	struct gw_body *b = &x->x_req_body;
 	enum http1_err err = HTTP1_E_NONE;
-	struct timeval tv;
 
-	if (c->c_x->x_req->m_body == HTTP1_BODY_CHUNKED &&
-	    !(c->c_x->x_flags & XCHG_F_RETRIED) &&
-	    proxy_check_buffered_chunks(c, &err) != 0) {
-		conn_refuse(c, NULL, err, "%s", http1_err_message(err));
+	if (x->x_req_kind == HTTP1_BODY_CHUNKED && xchg_is_h1(x) &&
+	    !(x->x_flags & XCHG_F_RETRIED) &&
+	    proxy_check_buffered_chunks(x, &err) != 0) {
+		xchg_refuse(x, NULL, err, "%s", http1_err_message(err));
 		return;
 	}
 	memset(b, 0, sizeof *b);
-	b->b_kind = c->c_x->x_req->m_body;
-	b->b_left = c->c_x->x_req->m_content_length;
+	b->b_kind = x->x_req_kind;
+	b->b_left = x->x_req_length;
 	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
-	c->c_state = CONN_S_BODY;
-	if (proxy_is_websocket(&c->c_x->x_head))
-		c->c_x->x_flags |= XCHG_F_WS_REQ;
+	x->x_state = XCHG_S_BODY;
+	if (proxy_is_websocket(&x->x_head))
+		x->x_flags |= XCHG_F_WS_REQ;
 	/*
 	 * The client must keep sending a body, and keep reading the answer.
 	 * Once its request is whole it owes us nothing (proxy_request_body).
 	 */
-	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-	stream_set_timeouts(
-	    c->c_stream, b->b_kind != HTTP1_BODY_NONE ? &tv : NULL, &tv);
-	if (c->c_x->x_up_start_us == 0)
-		c->c_x->x_up_start_us = clock_mono_usec();
-	c->c_x->x_up = upstream_get(c->c_gw, c->c_x->x_sandbox, c->c_x->x_port,
-	    c->c_x->x_flags & XCHG_F_RETRIED, &proxy_owner, c);
-	if (c->c_x->x_up->u_state == UP_S_ACTIVE)
-		proxy_upstream_ready(c->c_x->x_up, c);
+	x->x_ops->xo_timeouts(x, b->b_kind != HTTP1_BODY_NONE, 1);
+	if (x->x_up_start_us == 0)
+		x->x_up_start_us = clock_mono_usec();
+	x->x_up = upstream_get(c->c_gw, x->x_sandbox, x->x_port,
+	    x->x_flags & XCHG_F_RETRIED, &proxy_owner, x);
+	if (x->x_up->u_state == UP_S_ACTIVE)
+		proxy_upstream_ready(x->x_up, x);
 }
 
 /* The upstream is connected (or came from the pool): send the request. */
 static void
 proxy_upstream_ready(struct upstream *up, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
 	struct timeval tv;
 
 	up->u_flags |= UP_F_SENT;
-	proxy_write_request_head(c, stream_output(up->u_stream));
-	upstream_read_response(up, c->c_x->x_flags & XCHG_F_HEAD_REQ);
+	proxy_write_request_head(x, stream_output(up->u_stream));
+	upstream_read_response(up, x->x_flags & XCHG_F_HEAD_REQ);
 	stream_setwatermark(up->u_stream, EV_WRITE, PROXY_LOW, 0);
 	/* No progress either way for this long ends the exchange. */
 	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
@@ -421,7 +423,7 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 		evtimer_add(up->u_timer, &tv);
 	}
 	stream_enable(up->u_stream, EV_READ | EV_WRITE);
-	proxy_request_body(c);
+	proxy_request_body(x);
 }
 
 /*
@@ -432,45 +434,46 @@ proxy_upstream_ready(struct upstream *up, void *arg)
  * resumes it.
  */
 void
-proxy_request_body(struct conn *c)
+proxy_request_body(struct gw_xchg *x)
 {
-	struct upstream *up = c->c_x->x_up;
-	struct gw_body *b = &c->c_x->x_req_body;
+	struct conn *c = x->x_conn;
+	struct upstream *up = x->x_up;
+	struct gw_body *b = &x->x_req_body;
 	enum http1_err err = HTTP1_E_NONE;
 	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
 	struct evbuffer *out, *tmp = NULL;
-	struct timeval tv;
 	ssize_t n;
 
-	if (c->c_state != CONN_S_BODY || up == NULL ||
-	    up->u_state != UP_S_ACTIVE || c->c_spl[0] != NULL)
+	if (x->x_state != XCHG_S_BODY || up == NULL ||
+	    up->u_state != UP_S_ACTIVE ||
+	    (xchg_is_h1(x) && c->c_spl[0] != NULL))
 		return; /* or splice(2) has the rest of the body */
 	out = stream_output(up->u_stream);
-	while (!h1s_body_done(c->c_h1)) {
+	while (!x->x_ops->xo_body_done(x)) {
 		if (evbuffer_get_length(out) >= PROXY_HIGH)
 			break; /* resumed by proxy_upstream_drained */
 		if (b->b_out_chunked) {
 			if (tmp == NULL)
 				tmp = evbuffer_new();
-			n = h1s_body_read(c->c_h1, tmp, PROXY_STEP, &err);
+			n = x->x_ops->xo_body_read(x, tmp, PROXY_STEP, &err);
 			if (n > 0) {
 				http1_chunk_header(out, (size_t)n);
 				evbuffer_add_buffer(out, tmp);
 				http1_chunk_trailer(out);
 			}
 		} else
-			n = h1s_body_read(c->c_h1, out, PROXY_STEP, &err);
+			n = x->x_ops->xo_body_read(x, out, PROXY_STEP, &err);
 		if (n < 0) {
 			up->u_flags |= UP_F_NO_REUSE;
 			if (err != HTTP1_E_NONE)
-				conn_refuse(
-				    c, NULL, err, "%s", http1_err_message(err));
+				xchg_refuse(
+				    x, NULL, err, "%s", http1_err_message(err));
 			break;
 		}
 		b->b_total += (uint64_t)n;
 		if (max != 0 && b->b_total > max) {
 			up->u_flags |= UP_F_NO_REUSE;
-			conn_refuse(c, gw_err_body_too_large, 0,
+			xchg_refuse(x, gw_err_body_too_large, 0,
 			    "The request "
 			    "body is larger than the %llu bytes this gateway "
 			    "accepts.",
@@ -482,7 +485,7 @@ proxy_request_body(struct conn *c)
 	}
 	if (tmp != NULL)
 		evbuffer_free(tmp);
-	if (c->c_state != CONN_S_BODY || !h1s_body_done(c->c_h1))
+	if (x->x_state != XCHG_S_BODY || !x->x_ops->xo_body_done(x))
 		return;
 	if (b->b_out_chunked)
 		http1_chunk_last(out);
@@ -491,52 +494,51 @@ proxy_request_body(struct conn *c)
 	 * Reading goes on: pipelined requests wait in the input buffer (up
 	 * to its high watermark), and a client that goes away is noticed.
 	 */
-	c->c_state = CONN_S_WAIT;
-	c->c_x->x_flags |= XCHG_F_REQ_WHOLE;
-	if (b->b_kind != HTTP1_BODY_NONE) {
-		/* A silent client is no longer idle: it is waiting. */
-		clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
-		stream_set_timeouts(c->c_stream, NULL, &tv);
-	}
+	x->x_state = XCHG_S_WAIT;
+	x->x_flags |= XCHG_F_REQ_WHOLE;
+	/* A silent client is no longer idle: it is waiting. */
+	if (b->b_kind != HTTP1_BODY_NONE)
+		x->x_ops->xo_timeouts(x, 0, 1);
 }
 
 /* The upstream's output drained below the low watermark: more body. */
 static void
 proxy_upstream_drained(struct upstream *up, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
 
-	proxy_request_body(c);
-	if (c->c_x != NULL && c->c_x->x_up == up)
-		proxy_request_splice_try(c);
+	proxy_request_body(x);
+	if (x->x_state != XCHG_S_DONE && x->x_up == up)
+		proxy_request_splice_try(x);
 }
 
 /* Bytes of a request body went to the upstream in the kernel. */
 static void
 proxy_request_splice_progress(void *arg, size_t n)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
 
-	h1s_body_skip(c->c_h1, n);
-	c->c_x->x_req_body.b_total += n;
+	x->x_ops->xo_body_skip(x, n);
+	x->x_req_body.b_total += n;
 }
 
 /* The spliced part of a request body ended. */
 static void
 proxy_request_splice_done(void *arg, int error)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
 
 	relay_splice_stop_one(c, 0);
-	if (error == 0 && c->c_h1 != NULL && h1s_body_done(c->c_h1)) {
-		if (c->c_state != CONN_S_BODY)
+	if (error == 0 && x->x_ops->xo_body_done(x)) {
+		if (x->x_state != XCHG_S_BODY)
 			return;
 		/* Reading on, as after any whole request. */
 		stream_enable(c->c_stream, EV_READ);
-		proxy_request_body(c);
+		proxy_request_body(x);
 		return;
 	}
-	conn_close(c,
+	xchg_abort(x,
 	    error == ETIMEDOUT   ? "idle timeout mid-body"
 		: error == EPIPE ? "client closed mid-body"
 				 : "error relaying the request body");
@@ -549,18 +551,19 @@ proxy_request_splice_done(void *arg, int error)
  * The client's socket stops reading meanwhile.
  */
 void
-proxy_request_splice_try(struct conn *c)
+proxy_request_splice_try(struct gw_xchg *x)
 {
 	static const struct splicer_cbs cbs = { proxy_request_splice_progress,
 		proxy_request_splice_done };
-	struct upstream *up = c->c_x->x_up;
+	struct conn *c = x->x_conn;
+	struct upstream *up = x->x_up;
 	uint64_t left;
 	int sfd, dfd;
 
-	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL || up == NULL ||
-	    up->u_state != UP_S_ACTIVE || (c->c_flags & CONN_F_TLS) ||
-	    c->c_state != CONN_S_BODY || c->c_x->x_req_body.b_out_chunked ||
-	    (left = h1s_body_left(c->c_h1)) < PROXY_SPLICE_MIN)
+	if (c->c_gw->g_splice == NULL || !xchg_is_h1(x) ||
+	    c->c_spl[0] != NULL || up == NULL || up->u_state != UP_S_ACTIVE ||
+	    x->x_state != XCHG_S_BODY || x->x_req_body.b_out_chunked ||
+	    (left = x->x_ops->xo_body_left(x)) < PROXY_SPLICE_MIN)
 		return;
 	/*
 	 * What the pass queued for the upstream goes first.  Only the
@@ -574,22 +577,22 @@ proxy_request_splice_try(struct conn *c)
 		return;
 	stream_disable(c->c_stream, EV_READ);
 	c->c_spl[0] = splicer_new(c->c_gw->g_base, c->c_gw->g_splice, sfd, dfd,
-	    left, c->c_gw->g_conf->cf_idle_timeout, &cbs, c);
+	    left, c->c_gw->g_conf->cf_idle_timeout, &cbs, x);
 	splicer_start(c->c_spl[0]);
 }
 
 /* The client output drained below the low watermark: read on. */
 void
-proxy_client_drained(struct conn *c)
+proxy_client_drained(struct gw_xchg *x)
 {
 	struct upstream *up;
 
-	if (c->c_x == NULL || (up = c->c_x->x_up) == NULL ||
+	if (x->x_state == XCHG_S_DONE || (up = x->x_up) == NULL ||
 	    up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_SENT))
 		return;
 	upstream_read_resume(up);
-	if (c->c_x != NULL && c->c_x->x_up == up)
-		proxy_splice_try(c, up);
+	if (x->x_state != XCHG_S_DONE && x->x_up == up)
+		proxy_splice_try(x, up);
 }
 
 /*
@@ -597,17 +600,17 @@ proxy_client_drained(struct conn *c)
  * client's.  xmalloc'd, or NULL when there was none.
  */
 static char *
-proxy_upstream_host(const struct conn *c)
+proxy_upstream_host(const struct gw_xchg *x)
 {
-	const char *rw = c->c_x->x_rule->pr_host_rewrite, *p;
+	const char *rw = x->x_rule->pr_host_rewrite, *p;
 	char *s;
 
 	if (rw == NULL)
 		return (
-		    c->c_x->x_host != NULL ? xstrdup(c->c_x->x_host) : NULL);
+		    x->x_host != NULL ? xstrdup(x->x_host) : NULL);
 	if ((p = strstr(rw, "${port}")) == NULL)
 		return (xstrdup(rw));
-	xasprintf(&s, "%.*s%d%s", (int)(p - rw), rw, c->c_x->x_port, p + 7);
+	xasprintf(&s, "%.*s%d%s", (int)(p - rw), rw, x->x_port, p + 7);
 	return (s);
 }
 
@@ -617,9 +620,9 @@ proxy_upstream_host(const struct conn *c)
  * the port?
  */
 static int
-proxy_own_authority(const struct conn *c, const char *a, size_t len)
+proxy_own_authority(const struct gw_xchg *x, const char *a, size_t len)
 {
-	char *host = proxy_upstream_host(c), own[32];
+	char *host = proxy_upstream_host(x), own[32];
 	int r = 0;
 	size_t n;
 
@@ -627,10 +630,10 @@ proxy_own_authority(const struct conn *c, const char *a, size_t len)
 	    strncasecmp(host, a, len) == 0)
 		r = 1;
 	free(host);
-	n = (size_t)snprintf(own, sizeof own, "localhost:%d", c->c_x->x_port);
+	n = (size_t)snprintf(own, sizeof own, "localhost:%d", x->x_port);
 	if (n == len && strncasecmp(own, a, len) == 0)
 		r = 1;
-	n = (size_t)snprintf(own, sizeof own, "127.0.0.1:%d", c->c_x->x_port);
+	n = (size_t)snprintf(own, sizeof own, "127.0.0.1:%d", x->x_port);
 	if (n == len && memcmp(own, a, len) == 0)
 		r = 1;
 	return (r);
@@ -643,15 +646,15 @@ proxy_own_authority(const struct conn *c, const char *a, size_t len)
  * Returns an xmalloc'd value, or NULL to keep the path.
  */
 static char *
-proxy_prefix_path(const struct conn *c, const char *path, size_t len)
+proxy_prefix_path(const struct gw_xchg *x, const char *path, size_t len)
 {
-	size_t plen = strlen(c->c_x->x_prefix);
+	size_t plen = strlen(x->x_prefix);
 	char *s;
 
-	if (len >= plen && memcmp(path, c->c_x->x_prefix, plen) == 0 &&
+	if (len >= plen && memcmp(path, x->x_prefix, plen) == 0 &&
 	    (len == plen || strchr("/?#", path[plen]) != NULL))
 		return (NULL);
-	xasprintf(&s, "%s%s%.*s", c->c_x->x_prefix,
+	xasprintf(&s, "%s%s%.*s", x->x_prefix,
 	    len == 0 || path[0] != '/' ? "/" : "", (int)len, path);
 	return (s);
 }
@@ -664,7 +667,7 @@ proxy_prefix_path(const struct conn *c, const char *path, size_t len)
  * Set-Cookie Path.  Returns the new value (xmalloc'd), or NULL to keep h.
  */
 static char *
-proxy_prefix_field(const struct conn *c, const struct hfield *h)
+proxy_prefix_field(const struct gw_xchg *x, const struct hfield *h)
 {
 	const char *v = h->value, *end = h->value + h->value_len, *a, *e, *p;
 	char *np, *s;
@@ -673,7 +676,7 @@ proxy_prefix_field(const struct conn *c, const struct hfield *h)
 	if (proxy_named(h, "location", 8) ||
 	    proxy_named(h, "content-location", 16)) {
 		if (v < end && v[0] == '/' && (v + 1 == end || v[1] != '/'))
-			return (proxy_prefix_path(c, v, h->value_len));
+			return (proxy_prefix_path(x, v, h->value_len));
 		if (h->value_len > 7 && strncasecmp(v, "http://", 7) == 0)
 			slen = 7;
 		else if (h->value_len > 8 && strncasecmp(v, "https://", 8) == 0)
@@ -683,9 +686,9 @@ proxy_prefix_field(const struct conn *c, const struct hfield *h)
 		a = v + slen;
 		for (e = a; e < end && strchr("/?#", *e) == NULL; e++)
 			;
-		if (!proxy_own_authority(c, a, (size_t)(e - a)))
+		if (!proxy_own_authority(x, a, (size_t)(e - a)))
 			return (NULL);
-		if ((np = proxy_prefix_path(c, e, (size_t)(end - e))) != NULL)
+		if ((np = proxy_prefix_path(x, e, (size_t)(end - e))) != NULL)
 			return (np);
 		return (xstrndup(e, (size_t)(end - e)));
 	}
@@ -702,7 +705,7 @@ proxy_prefix_field(const struct conn *c, const struct hfield *h)
 		e = memchr(a, ';', (size_t)(end - a));
 		if (e == NULL)
 			e = end;
-		if ((np = proxy_prefix_path(c, a, (size_t)(e - a))) == NULL)
+		if ((np = proxy_prefix_path(x, a, (size_t)(e - a))) == NULL)
 			return (NULL);
 		xasprintf(
 		    &s, "%.*s%s%.*s", (int)(a - v), v, np, (int)(end - e), e);
@@ -737,7 +740,7 @@ struct proxy_head {
  * they describe).
  */
 static void
-proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
+proxy_head_make(struct gw_xchg *x, const struct http1_msg *m, int interim,
     struct proxy_head *ph)
 {
 	struct head mh, *rh = &ph->ph_head;
@@ -752,7 +755,7 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 	    ? ph->ph_fields_inline
 	    : xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
 	/* Values are made only for a path-form request. */
-	ph->ph_made = c->c_x->x_prefix == NULL ? NULL
+	ph->ph_made = x->x_prefix == NULL ? NULL
 	    : mh.h_nfields + 1 <= PROXY_HEAD_INLINE
 	    ? ph->ph_made_inline
 	    : xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made);
@@ -763,8 +766,8 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
 		ph->ph_fields[n] = *h;
-		if (c->c_x->x_prefix != NULL &&
-		    (v = proxy_prefix_field(c, h)) != NULL) {
+		if (x->x_prefix != NULL &&
+		    (v = proxy_prefix_field(x, h)) != NULL) {
 			ph->ph_made[ph->ph_nmade++] = v;
 			ph->ph_fields[n].value = v;
 			ph->ph_fields[n].value_len = strlen(v);
@@ -775,7 +778,7 @@ proxy_head_make(struct conn *c, const struct http1_msg *m, int interim,
 		ph->ph_fields[n++] = *h;
 	if (!own_id && !interim)
 		hfield_set(
-		    &ph->ph_fields[n++], "X-Request-Id", c->c_x->x_request_id);
+		    &ph->ph_fields[n++], "X-Request-Id", x->x_request_id);
 	memset(rh, 0, sizeof *rh);
 	rh->h_status = m->m_status;
 	rh->h_reason = m->m_reason;
@@ -813,33 +816,34 @@ proxy_head_free(struct proxy_head *ph)
 static int
 proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 {
-	struct conn *c = arg;
-	struct gw_body *b = &c->c_x->x_resp_body;
-	struct sink *sk = h1s_sink(c->c_h1);
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
+	struct gw_body *b = &x->x_resp_body;
+	struct sink *sk = x->x_sink;
 	struct proxy_head ph;
 
 	memset(b, 0, sizeof *b);
 	b->b_kind = m->m_body;
 	b->b_left = m->m_content_length;
-	if (m->m_status == 101 && !(c->c_x->x_flags & XCHG_F_WS_REQ)) {
-		conn_fail(c, gw_err_bad_response,
+	if (m->m_status == 101 && !(x->x_flags & XCHG_F_WS_REQ)) {
+		xchg_fail(x, gw_err_bad_response,
 		    "Sandbox '%s' port "
 		    "%d switched protocols without being asked to.",
-		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
+		    x->x_sandbox->sb_id, x->x_port);
 		return (-1);
 	}
 	if (m->m_status != 101 && (m->m_flags & HTTP1_F_TE_OTHER)) {
-		conn_fail(c, gw_err_bad_response,
+		xchg_fail(x, gw_err_bad_response,
 		    "Sandbox '%s' port %d "
 		    "answered with a transfer coding other than chunked.",
-		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
+		    x->x_sandbox->sb_id, x->x_port);
 		return (-1);
 	}
-	if (c->c_x->x_flags & XCHG_F_WS_REQ)
+	if (x->x_flags & XCHG_F_WS_REQ)
 		up->u_flags |= UP_F_NO_REUSE;
-	proxy_head_make(c, m, 0, &ph);
-	c->c_x->x_status = m->m_status;
-	c->c_x->x_flags |= XCHG_F_RESP_STARTED;
+	proxy_head_make(x, m, 0, &ph);
+	x->x_status = m->m_status;
+	x->x_flags |= XCHG_F_RESP_STARTED;
 	if (m->m_status == 101) {
 		(void)sink_head(sk, &ph.ph_head);
 		(void)sink_end(sk);
@@ -869,29 +873,29 @@ static void
 proxy_response_trailers(
     struct upstream *up, const struct hfield *f, size_t n, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
 
 	(void)up;
-	(void)sink_trailers(h1s_sink(c->c_h1), f, n);
+	(void)sink_trailers(x->x_sink, f, n);
 }
 
 /* The response was relayed in full: the engine ends it. */
 static void
 proxy_response_complete(struct upstream *up, void *arg)
 {
-	struct conn *c = arg;
-	struct gw_body *b = &c->c_x->x_resp_body;
+	struct gw_xchg *x = arg;
+	struct gw_body *b = &x->x_resp_body;
 
 	if (up->u_spliced != 0) {
-		h1s_body_sent(c->c_h1, up->u_spliced);
+		x->x_ops->xo_body_sent(x, up->u_spliced);
 		b->b_total += up->u_spliced;
 	}
 	b->b_done = 1;
-	c->c_x->x_flags |= XCHG_F_RESP_DONE;
+	x->x_flags |= XCHG_F_RESP_DONE;
 	/* Answered before the request body ended: the upstream has it. */
-	if (c->c_state != CONN_S_WAIT)
+	if (x->x_state != XCHG_S_WAIT)
 		up->u_flags |= UP_F_NO_REUSE;
-	conn_response_done(c);
+	xchg_response_done(x);
 }
 
 /*
@@ -903,9 +907,9 @@ static int
 proxy_response_body(
     struct upstream *up, struct evbuffer *src, size_t n, void *arg)
 {
-	struct conn *c = arg;
-	struct gw_body *b = &c->c_x->x_resp_body;
-	struct sink *sk = h1s_sink(c->c_h1);
+	struct gw_xchg *x = arg;
+	struct gw_body *b = &x->x_resp_body;
+	struct sink *sk = x->x_sink;
 
 	b->b_total += n;
 	if (b->b_kind == HTTP1_BODY_LENGTH)
@@ -917,7 +921,7 @@ proxy_response_body(
 		upstream_read_pause(up);
 		return (0);
 	}
-	proxy_splice_try(c, up);
+	proxy_splice_try(x, up);
 	return (0);
 }
 
@@ -928,16 +932,16 @@ proxy_response_body(
  * clients, keep the buffered relay.
  */
 static void
-proxy_splice_try(struct conn *c, struct upstream *up)
+proxy_splice_try(struct gw_xchg *x, struct upstream *up)
 {
 	int fd;
 
-	if (c->c_gw->g_splice == NULL || (c->c_flags & CONN_F_TLS) ||
-	    c->c_h1 == NULL || !(c->c_x->x_flags & XCHG_F_RESP_STARTED) ||
-	    c->c_x->x_resp_body.b_kind != HTTP1_BODY_LENGTH ||
-	    c->c_x->x_resp_body.b_left < PROXY_SPLICE_MIN ||
-	    c->c_state == CONN_S_DEAD || upstream_buffered(up) != 0 ||
-	    (fd = h1s_splice_fd(c->c_h1)) == -1)
+	if (x->x_conn->c_gw->g_splice == NULL ||
+	    !(x->x_flags & XCHG_F_RESP_STARTED) ||
+	    x->x_resp_body.b_kind != HTTP1_BODY_LENGTH ||
+	    x->x_resp_body.b_left < PROXY_SPLICE_MIN ||
+	    x->x_state == XCHG_S_DONE || upstream_buffered(up) != 0 ||
+	    (fd = x->x_ops->xo_splice_fd(x)) == -1)
 		return;
 	(void)upstream_splice_body(up, fd);
 }
@@ -951,11 +955,11 @@ proxy_splice_try(struct conn *c, struct upstream *up)
 static int
 proxy_interim(struct upstream *up, const struct http1_msg *m, void *arg)
 {
-	struct conn *c = arg;
-	struct sink *sk = h1s_sink(c->c_h1);
+	struct gw_xchg *x = arg;
+	struct sink *sk = x->x_sink;
 	struct proxy_head ph;
 
-	proxy_head_make(c, m, 1, &ph);
+	proxy_head_make(x, m, 1, &ph);
 	(void)sink_head(sk, &ph.ph_head);
 	proxy_head_free(&ph);
 	if (sink_room(sk) == 0)
@@ -968,68 +972,70 @@ static void
 proxy_response_error(
     struct upstream *up, const struct gw_error *e, const char *why, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
 
-	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
+	if (x->x_flags & XCHG_F_RESP_STARTED) {
 		/* Nothing can be said to the client mid-body: close it. */
 		log_warn("conn %llu: response from sandbox '%s' port %d broke "
 			 "off: %s",
-		    (unsigned long long)c->c_id, c->c_x->x_sandbox->sb_id,
-		    c->c_x->x_port, why);
-		c->c_x->x_resp_body.b_total += up->u_spliced;
+		    (unsigned long long)c->c_id, x->x_sandbox->sb_id,
+		    x->x_port, why);
+		x->x_resp_body.b_total += up->u_spliced;
 		upstream_close(up, "closed mid-response");
-		conn_close(c, "upstream closed mid-response");
+		xchg_abort(x, "upstream closed mid-response");
 		return;
 	}
-	conn_fail(c, e != NULL ? e : gw_err_bad_response, "%s", why);
+	xchg_fail(x, e != NULL ? e : gw_err_bad_response, "%s", why);
 }
 
 /* EOF, error or timeout on an active upstream. */
 static void
 proxy_upstream_event(struct upstream *up, short what, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
 
-	if (c->c_x->x_flags & XCHG_F_RESP_STARTED) {
+	if (x->x_flags & XCHG_F_RESP_STARTED) {
 		/* Nothing can be said to the client mid-body: close it. */
 		upstream_close(up, "closed mid-response");
-		conn_close(c, "upstream closed mid-response");
+		xchg_abort(x, "upstream closed mid-response");
 		return;
 	}
 	if ((up->u_flags & UP_F_REUSED) && !(up->u_flags & UP_F_GOT_BYTES) &&
-	    c->c_x->x_req_body.b_kind == HTTP1_BODY_NONE &&
-	    !(c->c_x->x_flags & XCHG_F_RETRIED)) {
+	    x->x_req_body.b_kind == HTTP1_BODY_NONE &&
+	    !(x->x_flags & XCHG_F_RETRIED)) {
 		/* A pooled connection the server had closed: try a new one. */
 		upstream_close(up, "stale pooled connection");
-		c->c_x->x_flags |= XCHG_F_RETRIED;
-		proxy_start(c);
+		x->x_flags |= XCHG_F_RETRIED;
+		proxy_start(x);
 		return;
 	}
 	if (what & STREAM_EV_TIMEOUT)
-		conn_fail(c, gw_err_upstream_timeout,
+		xchg_fail(x, gw_err_upstream_timeout,
 		    "Sandbox '%s' port %d "
 		    "did not answer in time.",
-		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
+		    x->x_sandbox->sb_id, x->x_port);
 	else
-		conn_fail(c, gw_err_upstream_closed,
+		xchg_fail(x, gw_err_upstream_closed,
 		    "Sandbox '%s' port %d "
 		    "closed the connection without answering.",
-		    c->c_x->x_sandbox->sb_id, c->c_x->x_port);
+		    x->x_sandbox->sb_id, x->x_port);
 }
 
 /* The response-header timer fired. */
 static void
 proxy_response_timeout(struct upstream *up, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
 
 	(void)up;
-	if (c->c_x->x_flags & XCHG_F_RESP_STARTED)
+	if (x->x_flags & XCHG_F_RESP_STARTED)
 		return;
-	conn_fail(c, gw_err_upstream_timeout,
+	xchg_fail(x, gw_err_upstream_timeout,
 	    "Sandbox '%s' port %d did not "
 	    "send a response head within %llums.",
-	    c->c_x->x_sandbox->sb_id, c->c_x->x_port,
+	    x->x_sandbox->sb_id, x->x_port,
 	    (unsigned long long)c->c_gw->g_conf->cf_response_timeout);
 }
 
@@ -1038,46 +1044,48 @@ static void
 proxy_upstream_failed(
     struct upstream *up, const struct gw_error *e, const char *why, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
 	struct gw *g = up->u_gw;
 	char addr[ADDR_STRLEN];
 
 	upstream_addr_format(up, addr, sizeof addr);
 	upstream_close(up, why);
 	if (e == gw_err_sandbox_unreachable)
-		conn_fail(c, e, "Sandbox '%s' cannot be reached: %s (%s).",
-		    c->c_x->x_sandbox->sb_id, why, c->c_x->x_sandbox->sb_netns);
+		xchg_fail(x, e, "Sandbox '%s' cannot be reached: %s (%s).",
+		    x->x_sandbox->sb_id, why, x->x_sandbox->sb_netns);
 	else if (e == gw_err_upstream_unreachable &&
 	    strcmp(why, UPSTREAM_WHY_TIMEOUT) == 0)
-		conn_fail(c, e,
+		xchg_fail(x, e,
 		    "Sandbox '%s' cannot be reached: %s did not answer "
 		    "a connection within %llums; the sandbox may be down "
 		    "or its address unroutable.",
-		    c->c_x->x_sandbox->sb_id, addr,
+		    x->x_sandbox->sb_id, addr,
 		    (unsigned long long)g->g_conf->cf_connect_timeout);
 	else if (e == gw_err_upstream_unreachable)
-		conn_fail(c, e,
+		xchg_fail(x, e,
 		    "Sandbox '%s' cannot be reached: no route to %s (%s); "
 		    "the sandbox may be down or its address unroutable.",
-		    c->c_x->x_sandbox->sb_id, addr, why);
+		    x->x_sandbox->sb_id, addr, why);
 	else
-		conn_fail(c, e,
+		xchg_fail(x, e,
 		    "Nothing is listening on port %d in sandbox "
 		    "'%s' (%s).",
-		    c->c_x->x_port, c->c_x->x_sandbox->sb_id, why);
+		    x->x_port, x->x_sandbox->sb_id, why);
 }
 
 /*
- * c's upstream leaves it (closed or pooled): no splice(2) may outlive the
+ * x's upstream leaves it (closed or pooled): no splice(2) may outlive the
  * descriptor it moves bytes to, and c forgets it.
  */
 static void
 proxy_upstream_detach(struct upstream *up, void *arg)
 {
-	struct conn *c = arg;
+	struct gw_xchg *x = arg;
+	struct conn *c = x->x_conn;
 
-	if (c->c_x == NULL || c->c_x->x_up != up)
+	if (x->x_up != up)
 		return;
-	relay_splice_stop(c);
-	c->c_x->x_up = NULL;
+	if (xchg_is_h1(x))
+		relay_splice_stop(c);
+	x->x_up = NULL;
 }

@@ -829,7 +829,7 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	char *why, accept[WS_ACCEPT_LEN + 1], peer[64];
 
 	if ((t = tunnel_find(c->c_gw, sb->sb_id, listen_port)) == NULL) {
-		conn_fail(c, gw_err_tunnel_not_configured,
+		xchg_fail(c->c_x, gw_err_tunnel_not_configured,
 		    "Sandbox '%s' has no terminate-mode tunnel on port %d.",
 		    sb->sb_id, listen_port);
 		return;
@@ -837,7 +837,7 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 	if (ws_check_upgrade_request(c->c_x->x_req, &key, &why) != 0) {
 		h = http1_msg_find(c->c_x->x_req, "sec-websocket-version");
 		h1s_no_keep(c->c_h1);
-		conn_fail(c,
+		xchg_fail(c->c_x,
 		    h != NULL && strcmp(h->value, "13") != 0
 			? tunnel_err_version
 			: tunnel_err_upgrade,
@@ -847,7 +847,7 @@ tunnel_attach(struct conn *c, struct gw_sandbox *sb, int listen_port)
 		return;
 	}
 	if (ws_accept_key(key, accept) != 0) {
-		conn_fail(c, tunnel_err_upgrade,
+		xchg_fail(c->c_x, tunnel_err_upgrade,
 		    "Cannot compute Sec-WebSocket-Accept.");
 		return;
 	}

@@ -389,6 +389,7 @@ tunnelsrv_main(int argc, char **argv)
 	}
 	TAILQ_INIT(&srv.ts_gw.g_conns);
 	upstream_pool_init(&srv.ts_gw);
+	xchg_reap_start(&srv.ts_gw);
 	signal(SIGPIPE, SIG_IGN);
 	srv.ts_tunnel = tunnel_standalone(
 	    &srv.ts_gw, listen, client_wait, http_timeout, &cause);
@@ -429,6 +430,7 @@ out:
 		event_free(srv.ts_sigint);
 	if (srv.ts_sigterm != NULL)
 		event_free(srv.ts_sigterm);
+	xchg_reap_stop(&srv.ts_gw);
 	event_base_free(srv.ts_gw.g_base);
 	log_close();
 	return (rv);

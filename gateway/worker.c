@@ -220,6 +220,7 @@ static void
 worker_free(struct gw *w)
 {
 	chan_free(w->g_chan);
+	xchg_reap_stop(w);
 	event_base_free(w->g_base);
 	strbuf_free(&w->g_head);
 	directory_unref(w->g_dir);
@@ -263,6 +264,7 @@ workers_start(struct gw *g, char **cause)
 			rv = -1;
 			break;
 		}
+		xchg_reap_start(w);
 		if (chan_new(w, cause) != 0 || listener_start(w, cause) != 0) {
 			listener_stop(w);
 			worker_free(w);
@@ -416,6 +418,8 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_conns_accepted += GW_LOAD(m->m_conns_accepted);
 	for (i = 0; i < 6; i++)
 		sum->m_requests[i] += GW_LOAD(m->m_requests[i]);
+	for (i = 0; i < 2; i++)
+		sum->m_requests_proto[i] += GW_LOAD(m->m_requests_proto[i]);
 	for (i = 0; i < GW_METRIC_CODES; i++) {
 		if ((code = __atomic_load_n(&m->m_codes[i],
 			 __ATOMIC_ACQUIRE)) == NULL)
