@@ -41,6 +41,13 @@ static void relay_upstream_event_cb(struct stream *, short, void *);
 
 static void relay_check(struct conn *);
 
+/* The connection an upgraded upstream relays for: its exchange's. */
+static inline struct conn *
+relay_conn(const struct upstream *up)
+{
+	return (((struct gw_xchg *)up->u_owner_arg)->x_conn);
+}
+
 /*
  * Move what src has read to dst's output; pause src when dst is full.  A
  * side that has ended is not read again.  While splice(2) moves the bytes
@@ -433,7 +440,7 @@ static void
 relay_upstream_read_cb(struct stream *s, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_owner_arg;
+	struct conn *c = relay_conn(up);
 
 	(void)s;
 	if (up->u_state == UP_S_DEAD || c == NULL)
@@ -447,7 +454,7 @@ static void
 relay_upstream_write_cb(struct stream *s, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_owner_arg;
+	struct conn *c = relay_conn(up);
 
 	(void)s;
 	if (up->u_state == UP_S_DEAD || c == NULL)
@@ -469,7 +476,7 @@ static void
 relay_upstream_event_cb(struct stream *s, short what, void *arg)
 {
 	struct upstream *up = arg;
-	struct conn *c = up->u_owner_arg;
+	struct conn *c = relay_conn(up);
 
 	(void)s;
 	if (up->u_state == UP_S_DEAD)
