@@ -75,6 +75,7 @@ tun() {
 tun tun1 8766 "https://localhost:$H2T" -v
 tun tun2 7766 "https://localhost:$H2T" --target-http2 off -v
 tun tun3 6766 "https://localhost:$H2S" -v
+TUN3=$LAST_PID
 tun tun4 5766 "https://localhost:$NGX"
 wait_log "$T/tun1.log" "ready"
 wait_log "$T/tun2.log" "ready"
@@ -159,6 +160,15 @@ import json, sys
 print(len({json.loads(l)["conn"] for l in sys.stdin}))')
 assert_eq "connections for 8 requests, 5 streams each" 2 "$n"
 ok "past the server's stream limit a second HTTP/2 connection opens"
+
+# 4b. A slow sandbox reader (8 MiB/s for 64 MiB): the stream's window opens
+# only as bytes go on to the gateway, so aktunnel never holds the body.
+got=$(nsc --limit-rate 8M "http://127.0.0.1:6766/files/big.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "64 MiB to a slow reader over h2" "$BIG" "$got"
+hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$TUN3/status")
+echo "aktunnel peak RSS after a slow 64 MiB download: $hwm kB"
+[ "$hwm" -lt 40960 ] || fail "aktunnel's peak RSS grew to $hwm kB for a slow reader"
+ok "a slow reader holds the target back: aktunnel peak RSS $hwm kB for 64 MiB"
 
 # 5. --target-http2 off: HTTP/1.1 to the same target.
 out=$(nsc "http://127.0.0.1:7766/echo")
