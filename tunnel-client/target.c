@@ -36,7 +36,6 @@ static const char target_not_tls[] =
 
 static void target_connect_next(struct tun_target *);
 static void target_dispatch(struct tun *);
-static void target_probe_done(struct tun *, const char *);
 
 /* What ALPN offers an https:// target, by --target-http2. */
 static const char *const target_alpn_h2[] = { "h2", "http/1.1" };
@@ -516,15 +515,15 @@ target_event_cb(struct stream *s, short what, void *arg)
 			return;
 		/* stream_connect set TCP_NODELAY. */
 		tt->tt_state = TT_S_BUSY;
-		if (tt->tt_tun->t_probe == tt)
-			tt->tt_tun->t_probe = NULL;
+		/* An h2 probe ends with the server's SETTINGS (target_h2.c). */
 		if (stream_ssl(s) != NULL && tt->tt_tun->t_opts->target_http2 &&
 		    tls_alpn_is(stream_ssl(s), "h2")) {
 			tt->tt_tun->t_target_proto = TUN_PROTO_H2;
 			target_h2_adopt(tt);
-			target_probe_done(tt->tt_tun, NULL);
 			return;
 		}
+		if (tt->tt_tun->t_probe == tt)
+			tt->tt_tun->t_probe = NULL;
 		tt->tt_tun->t_target_proto = TUN_PROTO_H1;
 		target_probe_done(tt->tt_tun, NULL);
 		stream_enable(tt->tt_s, EV_READ);
@@ -780,7 +779,7 @@ target_acquire(struct tun *t, struct tun_xchg *x)
  * failed and the exchanges waiting for it fail with the same sentence;
  * without, they look for a connection again.
  */
-static void
+void
 target_probe_done(struct tun *t, const char *why)
 {
 	struct tun_xchg_list q;

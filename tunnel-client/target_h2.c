@@ -214,6 +214,10 @@ target_h2_frame_cb(nghttp2_session *sess, const nghttp2_frame *frame, void *arg)
 			    nghttp2_http2_strerror(code), code);
 		}
 		break;
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+			h->h_flags |= H2_F_SETTINGS;
+		break;
 	case NGHTTP2_GOAWAY:
 		if (h->h_state == H2_S_OPEN)
 			h->h_state = H2_S_DRAINING;
@@ -383,7 +387,7 @@ target_h2_room(struct tun *t)
 	uint32_t max;
 
 	TAILQ_FOREACH (h, &t->t_h2s, h_entry) {
-		if (h->h_state != H2_S_OPEN)
+		if (h->h_state != H2_S_OPEN || !(h->h_flags & H2_F_SETTLED))
 			continue;
 		max = nghttp2_session_get_remote_settings(
 		    h->h_sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
@@ -840,6 +844,24 @@ target_h2_idle_cb(evutil_socket_t fd, short what, void *arg)
 	target_h2_send(h);
 }
 
+/*
+ * Once the server's SETTINGS say how many streams it takes, the exchanges
+ * that waited for the dial learning the protocol look for a stream.
+ */
+static void
+target_h2_settled(struct tun_h2 *h)
+{
+	struct tun *t = h->h_tun;
+
+	if (!(h->h_flags & H2_F_SETTINGS) || (h->h_flags & H2_F_SETTLED))
+		return;
+	h->h_flags |= H2_F_SETTLED;
+	if (t->t_probe != NULL && t->t_probe->tt_h2 == h) {
+		t->t_probe = NULL;
+		target_probe_done(t, NULL);
+	}
+}
+
 /* Frames from the target. */
 static void
 target_h2_read_cb(struct stream *s, void *arg)
@@ -867,6 +889,7 @@ target_h2_read_cb(struct stream *s, void *arg)
 		}
 		evbuffer_drain(in, v.iov_len);
 	}
+	target_h2_settled(h);
 	target_h2_send(h);
 }
 

@@ -454,6 +454,9 @@ enum tun_h2_state {
 struct tun_h2 {
 	struct tun *h_tun;
 	enum tun_h2_state h_state;
+	int h_flags;
+#define H2_F_SETTINGS 0x01 /* the server's first SETTINGS arrived */
+#define H2_F_SETTLED 0x02 /* ... and the probe's waiting exchanges moved */
 	uint64_t h_serial; /* for logs */
 	struct stream *h_s;
 	struct nghttp2_session *h_sess;
@@ -614,6 +617,7 @@ int target_is_h2(const struct tun_target *);
 int target_send_head(struct tun_target *, struct evbuffer *, int, char **);
 void target_request_end(struct tun_target *);
 void target_ready_later(struct tun_target *);
+void target_probe_done(struct tun *, const char *);
 struct tun_target *target_new(struct tun *, struct tun_xchg *);
 
 /* target_h2.c */
