@@ -14,6 +14,7 @@ Paths:
   /files/NAME      the file NAME of --root
   /reset           RST_STREAM INTERNAL_ERROR instead of an answer
   /reset-late      the head and 1000 body bytes, then RST_STREAM
+  /goaway          GOAWAY ENHANCE_YOUR_CALM (this stream the last), close
 """
 import argparse
 import asyncio
@@ -161,6 +162,13 @@ class H2(asyncio.Protocol):
             if u.path == "/reset":
                 self.conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
                 self.transport.write(self.conn.data_to_send())
+                return
+            if u.path == "/goaway":
+                self.conn.close_connection(
+                    error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM,
+                    last_stream_id=sid)
+                self.transport.write(self.conn.data_to_send())
+                self.transport.close()
                 return
             if u.path == "/reset-late":
                 self.conn.send_headers(sid, [(":status", "200"),
