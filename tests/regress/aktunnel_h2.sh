@@ -9,8 +9,9 @@
 # second connection past the server's SETTINGS_MAX_CONCURRENT_STREAMS,
 # a slow reader holding the target back, --target-http2 off giving
 # HTTP/1.1, a reset stream and a GOAWAY giving the caller the documented 502
-# with "HTTP/2" and the error code, and a target with a bad certificate
-# refused as before.
+# with "HTTP/2" and the error code, a refused stream retried, cancelled
+# streams leaving the connection to the others, and a target with a bad
+# certificate refused as before.
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$AKTUN" ] || fail "$AKTUN is not built"
@@ -163,7 +164,7 @@ print(len({json.loads(l)["conn"] for l in sys.stdin}))')
 assert_eq "connections for 8 requests, 5 streams each" 2 "$n"
 ok "past the server's stream limit a second HTTP/2 connection opens"
 
-# 4b. A slow sandbox reader (8 MiB/s for 64 MiB): the stream's window opens
+# 5. A slow sandbox reader (8 MiB/s for 64 MiB): the stream's window opens
 # only as bytes go on to the gateway, so aktunnel never holds the body.
 got=$(nsc --limit-rate 8M "http://127.0.0.1:6766/files/big.bin" | sha256sum | cut -d' ' -f1)
 assert_eq "64 MiB to a slow reader over h2" "$BIG" "$got"
@@ -177,14 +178,14 @@ else
 fi
 ok "a slow reader holds the target back: aktunnel peak RSS $hwm kB for 64 MiB"
 
-# 5. --target-http2 off: HTTP/1.1 to the same target.
+# 6. --target-http2 off: HTTP/1.1 to the same target.
 out=$(nsc "http://127.0.0.1:7766/echo")
 assert_contains "protocol with --target-http2 off" '"proto": "HTTP/1.1"' "$out"
 grep '"alpn": "http/1.1"' "$T/h2t.jsonl" >/dev/null ||
     fail "ALPN did not pick http/1.1 with --target-http2 off"
 ok "--target-http2 off speaks HTTP/1.1"
 
-# 6. A reset stream: 502 with a sentence naming HTTP/2 and the code; the
+# 7. A reset stream: 502 with a sentence naming HTTP/2 and the code; the
 # connection stays for the next request.
 out=$(nsc -i "http://127.0.0.1:8766/reset")
 assert_contains "reset: status" "HTTP/1.1 502" "$out"
@@ -198,7 +199,26 @@ assert_contains "the next request after resets" '"proto": "h2"' "$out"
     fail "a reset stream cost the connection"
 ok "a reset stream gives 502 with HTTP/2 and the error code"
 
-# 6b. GOAWAY with an error, then the connection closes: the stream it left
+# 8. A refused stream (the target did not process it) is tried again once.
+out=$(nsc "http://127.0.0.1:8766/refuse-once?r=1")
+assert_contains "refused stream retried" '"path": "/refuse-once?r=1"' "$out"
+assert_eq "attempts at the target" 2 "$(grep -c '"path": "/refuse-once?r=1"' "$T/h2t.jsonl")"
+ok "a stream refused with REFUSED_STREAM is retried once"
+
+# 9. Callers that go away mid-download cancel their streams only: the
+# connection carries on, byte-exact.
+for i in 1 2 3; do
+	ip netns exec "$NS" curl -sS --max-time 60 "http://127.0.0.1:8766/files/big.bin" 2>/dev/null |
+	    head -c 1000000 >/dev/null
+done
+wait_log "$T/tun1.log" "cancelled by the sandbox"
+got=$(nsc "http://127.0.0.1:8766/files/big.bin" | sha256sum | cut -d' ' -f1)
+assert_eq "64 MiB after cancelled streams" "$BIG" "$got"
+[ "$(grep -c '"event": "conn"' "$T/h2t.jsonl")" = 2 ] ||
+    fail "cancelled streams cost the connection"
+ok "cancelled streams leave the HTTP/2 connection to the others"
+
+# 10. GOAWAY with an error, then the connection closes: the stream it left
 # unanswered fails with the GOAWAY's code; the next request gets a new
 # connection.
 out=$(nsc -i "http://127.0.0.1:8766/goaway")
@@ -210,7 +230,7 @@ assert_contains "the next request after GOAWAY" '"proto": "h2"' "$out"
     fail "no new connection after GOAWAY"
 ok "GOAWAY gives 502 with HTTP/2 and the error code; a new connection follows"
 
-# 7. nghttpd: a real HTTP/2 server saw the request over h2.
+# 11. nghttpd: a real HTTP/2 server saw the request over h2.
 code=$(nsc -o "$T/ngx.out" -w '%{http_code}' "http://127.0.0.1:5766/hello.txt")
 assert_eq "nghttpd status" 200 "$code"
 cmp -s "$T/ngx.out" "$T/www/hello.txt" || fail "nghttpd body differs"
@@ -220,7 +240,7 @@ wait_log "$T/nghttpd.log" "recv HEADERS frame"
 assert_contains "nghttpd saw :authority" ":authority: localhost:$NGX" "$(cat "$T/nghttpd.log")"
 ok "nghttpd serves through the tunnel over HTTP/2"
 
-# 8. A target with a certificate for another name: refused as before,
+# 12. A target with a certificate for another name: refused as before,
 # before any HTTP/2 byte.
 tun tun5 4766 "https://localhost:$H2O"
 wait_log "$T/tun5.log" "ready"
@@ -231,7 +251,7 @@ assert_contains "bad certificate: reason" "TLS certificate verification of the t
     fail "a request reached the target with the bad certificate"
 ok "a target with a bad certificate is refused, nothing sent"
 
-# 9. aktunnel stops cleanly after all that (a sanitizer build reports here).
+# 13. aktunnel stops cleanly after all that (a sanitizer build reports here).
 kill -TERM "$TUN1"
 wait "$TUN1"
 assert_eq "aktunnel exit status" 0 "$?"

@@ -14,6 +14,7 @@ Paths:
   /files/NAME      the file NAME of --root
   /reset           RST_STREAM INTERNAL_ERROR instead of an answer
   /reset-late      the head and 1000 body bytes, then RST_STREAM
+  /refuse-once     RST_STREAM REFUSED_STREAM the first time, then /echo
   /goaway          GOAWAY ENHANCE_YOUR_CALM (this stream the last), close
 """
 import argparse
@@ -34,6 +35,7 @@ import h2.settings
 
 LOG = None
 NCONN = 0
+REFUSED = set()
 
 
 def log(obj):
@@ -161,6 +163,11 @@ class H2(asyncio.Protocol):
         try:
             if u.path == "/reset":
                 self.conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                self.transport.write(self.conn.data_to_send())
+                return
+            if u.path == "/refuse-once" and path not in REFUSED:
+                REFUSED.add(path)
+                self.conn.reset_stream(sid, h2.errors.ErrorCodes.REFUSED_STREAM)
                 self.transport.write(self.conn.data_to_send())
                 return
             if u.path == "/goaway":
