@@ -4,7 +4,8 @@ Listens on 127.0.0.1:PORT with TLS (the development certificate) and ALPN
 h2 and http/1.1, and writes one JSON line per connection and per request to
 --log, so a test can count connections and see the protocol a request came
 over.  HTTP/2 uses python3-h2 with flow control both ways; HTTP/1.1 is a
-minimal reader for GET requests (enough to see --target-http2 off).
+minimal reader for GET requests (enough to see --target-http2 off, and
+/files/ for bench/aktunnel-h2.sh).
 
 Paths:
   /echo            JSON: proto, conn, method, path, headers, body_len,
@@ -219,10 +220,17 @@ class H2(asyncio.Protocol):
             headers = [l.split(": ", 1) for l in lines[1:]]
             log({"event": "request", "conn": self.id, "proto": version,
                  "method": method, "path": path, "headers": headers})
-            body = json.dumps({"proto": version, "conn": self.id,
-                               "method": method, "path": path}).encode()
+            if path.startswith("/files/"):
+                with open(os.path.join(self.root,
+                                       os.path.basename(path)), "rb") as f:
+                    body = f.read()
+                ctype = b"application/octet-stream"
+            else:
+                body = json.dumps({"proto": version, "conn": self.id,
+                                   "method": method, "path": path}).encode()
+                ctype = b"application/json"
             self.transport.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype + b"\r\n"
                 b"Content-Length: " + str(len(body)).encode() +
                 b"\r\n\r\n" + body)
 
