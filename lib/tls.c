@@ -150,27 +150,25 @@ tls_alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
 }
 
 /*
- * Set the protocols a server context negotiates with ALPN, most preferred
- * first. Each name must be 1 to 255 bytes. Returns 0, or -1 for a bad list
- * (the context keeps its previous list).
+ * The ALPN wire format of protos (n names, most preferred first, each 1 to
+ * 255 bytes): a new struct tls_alpn, or NULL for a bad list.
  */
-int
-tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
+static struct tls_alpn *
+tls_alpn_wire(const char *const *protos, size_t n)
 {
-	struct tls_alpn *ta, *old;
+	struct tls_alpn *ta;
 	size_t i, len, total;
 
-	tls_init();
 	if (n == 0)
-		return (-1);
+		return (NULL);
 	total = 0;
 	for (i = 0; i < n; i++) {
 		len = strlen(protos[i]);
 		if (len == 0 || len > 255)
-			return (-1);
+			return (NULL);
 		total += 1 + len;
 		if (total > 0xffff)
-			return (-1);
+			return (NULL);
 	}
 
 	ta = xmalloc(sizeof *ta + total);
@@ -182,7 +180,22 @@ tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
 		memcpy(ta->ta_wire + total, protos[i], len);
 		total += len;
 	}
+	return (ta);
+}
 
+/*
+ * Set the protocols a server context negotiates with ALPN, most preferred
+ * first. Each name must be 1 to 255 bytes. Returns 0, or -1 for a bad list
+ * (the context keeps its previous list).
+ */
+int
+tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
+{
+	struct tls_alpn *ta, *old;
+
+	tls_init();
+	if ((ta = tls_alpn_wire(protos, n)) == NULL)
+		return (-1);
 	old = SSL_CTX_get_ex_data(ctx, tls_alpn_idx);
 	if (!SSL_CTX_set_ex_data(ctx, tls_alpn_idx, ta)) {
 		ERR_clear_error();
@@ -192,6 +205,39 @@ tls_server_set_alpn(SSL_CTX *ctx, const char *const *protos, size_t n)
 	SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select_cb, ta);
 	free(old);
 	return (0);
+}
+
+/*
+ * Offer the ALPN protocols protos (most preferred first) on one client
+ * connection, before its handshake. Returns 0, or -1 for a bad list.
+ */
+int
+tls_client_set_alpn(SSL *ssl, const char *const *protos, size_t n)
+{
+	struct tls_alpn *ta;
+	int rv;
+
+	if ((ta = tls_alpn_wire(protos, n)) == NULL)
+		return (-1);
+	/* This one call returns 0 on success. */
+	rv = SSL_set_alpn_protos(ssl, ta->ta_wire, (unsigned int)ta->ta_len);
+	free(ta);
+	if (rv != 0) {
+		ERR_clear_error();
+		return (-1);
+	}
+	return (0);
+}
+
+/* Did the handshake on ssl select the ALPN protocol name? */
+int
+tls_alpn_is(SSL *ssl, const char *name)
+{
+	const unsigned char *p;
+	unsigned int len;
+
+	SSL_get0_alpn_selected(ssl, &p, &len);
+	return (p != NULL && len == strlen(name) && memcmp(p, name, len) == 0);
 }
 
 /*

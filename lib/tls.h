@@ -11,6 +11,8 @@ SSL_CTX *tls_server_ctx_new(const char *, const char *, char **);
 int tls_server_set_alpn(SSL_CTX *, const char *const *, size_t);
 SSL_CTX *tls_client_ctx_new(const char *, int, char **);
 SSL *tls_client_ssl_new(SSL_CTX *, const char *, char **);
+int tls_client_set_alpn(SSL *, const char *const *, size_t);
+int tls_alpn_is(SSL *, const char *);
 int tls_client_ctx_set_cert(SSL_CTX *, const char *, const char *, char **);
 void tls_ctx_free(SSL_CTX *);
 SSL_CTX *tls_ctx_ref(SSL_CTX *);

@@ -206,6 +206,8 @@ tun_new(struct event_base *base, const struct tun_options *o, char **cause)
 	TAILQ_INIT(&t->t_targets);
 	TAILQ_INIT(&t->t_idle);
 	TAILQ_INIT(&t->t_waiting);
+	TAILQ_INIT(&t->t_probeq);
+	TAILQ_INIT(&t->t_h2s);
 	TAILQ_INIT(&t->t_chans);
 	idmap_init(&t->t_xchg_ids, 0);
 	idmap_init(&t->t_chan_ids, 0);

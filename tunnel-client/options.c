@@ -51,6 +51,7 @@ enum {
 	OPT_TARGET_CERT,
 	OPT_TARGET_KEY,
 	OPT_TARGET_CONNECTIONS,
+	OPT_TARGET_HTTP2,
 	OPT_LOG_LEVEL,
 	OPT_LOG_FORMAT,
 	OPT_PING_INTERVAL,
@@ -75,6 +76,7 @@ static const struct option options_long[] = { { "gateway", required_argument,
 	{ "target-key", required_argument, NULL, OPT_TARGET_KEY },
 	{ "target-connections", required_argument, NULL,
 	    OPT_TARGET_CONNECTIONS },
+	{ "target-http2", required_argument, NULL, OPT_TARGET_HTTP2 },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "ping-interval", required_argument, NULL, OPT_PING_INTERVAL },
@@ -176,6 +178,7 @@ options_defaults(struct tun_options *o)
 	o->stream_window_frames = TUNPROTO_WINDOW_DEFAULT;
 	o->fast_path_body = TUNPROTO_FAST_PATH_DEFAULT;
 	o->http_timeout = TUNPROTO_HTTP_TIMEOUT_DEFAULT;
+	o->target_http2 = 1;
 	o->ping_interval = TUN_PING_INTERVAL_DEFAULT;
 	o->ping_timeout = TUN_PING_TIMEOUT_DEFAULT;
 	o->log_level = LOG_LVL_INFO;
@@ -659,6 +662,19 @@ options_flags(struct tun_options *o, struct options_args *a, int argc,
 		case OPT_TARGET_CONNECTIONS:
 			a->target_connections = optarg;
 			break;
+		case OPT_TARGET_HTTP2:
+			if (strcmp(optarg, "auto") == 0)
+				o->target_http2 = 1;
+			else if (strcmp(optarg, "off") == 0)
+				o->target_http2 = 0;
+			else {
+				xasprintf(cause,
+				    "invalid --target-http2 '%s' "
+				    "(use auto or off)",
+				    optarg);
+				return (-1);
+			}
+			break;
 		case OPT_LOG_LEVEL:
 			if (log_level_parse(optarg, &o->log_level) != 0) {
 				xasprintf(cause,
@@ -993,8 +1009,8 @@ options_security(struct tun_options *o, const struct options_args *a,
 			o->token = xstrdup(a->token);
 			o->token_from = "--token";
 		}
-	} else if ((o->token = options_getenv_trimmed(
-			envp, "AKERNEL_TOKEN")) != NULL)
+	} else if ((o->token = options_getenv_trimmed(envp, "AKERNEL_TOKEN")) !=
+	    NULL)
 		o->token_from = "AKERNEL_TOKEN";
 	/* Only to say so when the gateway wants a token we do not have. */
 	if ((raw = options_getenv(envp, "YR_TOKEN")) != NULL && *raw != '\0')

@@ -5,6 +5,13 @@
  * TCP or verified TLS. A connection carries one exchange at a time; the
  * exchange (xchg.c) writes the request and reads the response through the
  * functions here, and is told of connection events by xchg_target_*.
+ *
+ * To an https:// target ALPN offers h2 (--target-http2 auto). When the
+ * target picks it, the connection becomes an HTTP/2 connection
+ * (target_h2.c) and each exchange gets a struct tun_target that is one
+ * stream on it, used through the same functions. Until the first handshake
+ * says which protocol the target speaks, exchanges wait for that one dial
+ * (t_probe) rather than each opening a connection of its own.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -29,6 +36,10 @@ static const char target_not_tls[] =
 
 static void target_connect_next(struct tun_target *);
 static void target_dispatch(struct tun *);
+
+/* What ALPN offers an https:// target, by --target-http2. */
+static const char *const target_alpn_h2[] = { "h2", "http/1.1" };
+static const char *const target_alpn_h1[] = { "http/1.1" };
 
 /* Request headers never forwarded (§9.2), besides Connection-named ones. */
 static const char *const target_dropped[] = { "connection", "keep-alive",
@@ -262,6 +273,8 @@ target_free_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (tt->tt_ev != NULL)
 		event_free(tt->tt_ev);
+	if (tt->tt_flags & TT_F_H2)
+		target_h2_free_stream(tt);
 	free(tt->tt_error);
 	free(tt);
 }
@@ -290,6 +303,8 @@ target_close(struct tun_target *tt, const char *reason)
 	}
 	if (tt->tt_ev != NULL)
 		event_del(tt->tt_ev);
+	if (tt->tt_flags & TT_F_H2)
+		target_h2_detach(tt);
 	/* From the stream's own callback too: it goes when that returns. */
 	stream_free(tt->tt_s);
 	tt->tt_s = NULL;
@@ -301,6 +316,11 @@ target_close(struct tun_target *tt, const char *reason)
 	if (event_base_once(
 		t->t_base, -1, EV_TIMEOUT, target_free_cb, tt, NULL) != 0)
 		target_free_cb(-1, 0, tt);
+	/* The dial ended before its handshake: another one learns. */
+	if (t->t_probe == tt) {
+		t->t_probe = NULL;
+		target_probe_done(t, NULL);
+	}
 	target_dispatch(t);
 }
 
@@ -309,6 +329,9 @@ static void
 target_touch(struct tun_target *tt)
 {
 	struct timeval tv;
+
+	if (tt->tt_s == NULL)
+		return;
 
 	clock_msec_to_tv(
 	    (uint64_t)(tt->tt_tun->t_opts->http_timeout * 1000), &tv);
@@ -492,6 +515,17 @@ target_event_cb(struct stream *s, short what, void *arg)
 			return;
 		/* stream_connect set TCP_NODELAY. */
 		tt->tt_state = TT_S_BUSY;
+		/* An h2 probe ends with the server's SETTINGS (target_h2.c). */
+		if (stream_ssl(s) != NULL && tt->tt_tun->t_opts->target_http2 &&
+		    tls_alpn_is(stream_ssl(s), "h2")) {
+			tt->tt_tun->t_target_proto = TUN_PROTO_H2;
+			target_h2_adopt(tt);
+			return;
+		}
+		if (tt->tt_tun->t_probe == tt)
+			tt->tt_tun->t_probe = NULL;
+		tt->tt_tun->t_target_proto = TUN_PROTO_H1;
+		target_probe_done(tt->tt_tun, NULL);
 		stream_enable(tt->tt_s, EV_READ);
 		if (x != NULL)
 			xchg_target_ready(x);
@@ -559,17 +593,23 @@ target_connect_next(struct tun_target *tt)
 	struct tun *t = tt->tt_tun;
 	struct sockaddr_storage *ss;
 	struct tun_xchg *x;
+	const char *why;
 	char *cause = NULL;
 	SSL *ssl = NULL;
 
 	for (;;) {
 		if (tt->tt_next >= tt->tt_naddrs) {
 			x = tt->tt_x;
+			why = tt->tt_error != NULL
+			    ? tt->tt_error
+			    : "cannot connect to the target";
+			/* Those waiting to learn the protocol fail alike. */
+			if (t->t_probe == tt) {
+				t->t_probe = NULL;
+				target_probe_done(t, why);
+			}
 			if (x != NULL)
-				xchg_target_failed(x,
-				    tt->tt_error != NULL
-					? tt->tt_error
-					: "cannot connect to the target");
+				xchg_target_failed(x, why);
 			target_close(tt, "no address left");
 			return;
 		}
@@ -580,6 +620,17 @@ target_connect_next(struct tun_target *tt)
 			if (ssl == NULL) {
 				free(tt->tt_error);
 				tt->tt_error = cause;
+				tt->tt_next = tt->tt_naddrs;
+				continue;
+			}
+			/* Only this pool offers h2: never a WebSocket's dial. */
+			if (t->t_opts->target_http2
+				? tls_client_set_alpn(ssl, target_alpn_h2, 2)
+				: tls_client_set_alpn(ssl, target_alpn_h1, 1)) {
+				tls_ssl_free(ssl);
+				free(tt->tt_error);
+				tt->tt_error = xstrdup(
+				    "cannot set ALPN protocols");
 				tt->tt_next = tt->tt_naddrs;
 				continue;
 			}
@@ -624,9 +675,12 @@ target_resolved_cb(
 	target_connect_next(tt);
 }
 
-/* Open a new connection for x. */
-static void
-target_open(struct tun *t, struct tun_xchg *x)
+/*
+ * A new struct tun_target for x, counted in the pool: a connection about
+ * to dial, or (target_h2.c) a stream.
+ */
+struct tun_target *
+target_new(struct tun *t, struct tun_xchg *x)
 {
 	struct tun_target *tt;
 
@@ -640,6 +694,27 @@ target_open(struct tun *t, struct tun_xchg *x)
 	t->t_ntargets++;
 	x->x_tt = tt;
 	x->x_flags &= ~TX_F_REUSED;
+	return (tt);
+}
+
+/* "Ready" for tt's exchange, from the loop. */
+void
+target_ready_later(struct tun_target *tt)
+{
+	event_active(tt->tt_ev, EV_TIMEOUT, 0);
+}
+
+/* Open a new connection for x. */
+static void
+target_open(struct tun *t, struct tun_xchg *x)
+{
+	struct tun_target *tt;
+
+	tt = target_new(t, x);
+	/* While nobody knows whether the target has h2, this dial finds out. */
+	if (t->t_target_tls != NULL && t->t_opts->target_http2 &&
+	    t->t_target_proto != TUN_PROTO_H1 && t->t_probe == NULL)
+		t->t_probe = tt;
 	tt->tt_query = dns_lookup(t->t_dns, t->t_opts->target.u_host,
 	    t->t_opts->target.u_port, target_resolved_cb, tt);
 }
@@ -659,19 +734,32 @@ target_assign(struct tun_target *tt, struct tun_xchg *x)
 	target_touch(tt);
 	evtimer_del(tt->tt_ev);
 	/* "Ready" comes from the loop, as for a new connection. */
-	event_active(tt->tt_ev, EV_TIMEOUT, 0);
+	target_ready_later(tt);
 }
 
 /*
- * Find x a connection: an idle one, a new one while fewer than
- * --target-connections exist, or else a place in the queue (§6.4). x learns of
- * it through xchg_target_ready, from the loop.
+ * Find x a connection: a stream on an HTTP/2 connection with room, a place
+ * behind the dial that learns whether the target has h2, an idle
+ * connection, a new one while fewer than --target-connections exist (an
+ * HTTP/2 stream counts as one), or else a place in the queue (§6.4). x
+ * learns of it through xchg_target_ready, from the loop.
  */
 void
 target_acquire(struct tun *t, struct tun_xchg *x)
 {
 	struct tun_target *tt;
+	struct tun_h2 *h;
 
+	if (t->t_ntargets < t->t_opts->target_connections &&
+	    (h = target_h2_room(t)) != NULL) {
+		target_h2_attach(h, x);
+		return;
+	}
+	if (t->t_probe != NULL) {
+		x->x_flags |= TX_F_PROBEQ;
+		TAILQ_INSERT_TAIL(&t->t_probeq, x, x_wait);
+		return;
+	}
 	if ((tt = TAILQ_FIRST(&t->t_idle)) != NULL) {
 		TAILQ_REMOVE(&t->t_idle, tt, tt_idle_entry);
 		t->t_nidle--;
@@ -684,6 +772,34 @@ target_acquire(struct tun *t, struct tun_xchg *x)
 	}
 	x->x_flags |= TX_F_POOLQ;
 	TAILQ_INSERT_TAIL(&t->t_waiting, x, x_wait);
+}
+
+/*
+ * The dial that was to say whether the target has h2 ended: with why, it
+ * failed and the exchanges waiting for it fail with the same sentence;
+ * without, they look for a connection again.
+ */
+void
+target_probe_done(struct tun *t, const char *why)
+{
+	struct tun_xchg_list q;
+	struct tun_xchg *x;
+	char *copy;
+
+	if (TAILQ_EMPTY(&t->t_probeq))
+		return;
+	TAILQ_INIT(&q);
+	TAILQ_CONCAT(&q, &t->t_probeq, x_wait);
+	copy = why != NULL ? xstrdup(why) : NULL;
+	while ((x = TAILQ_FIRST(&q)) != NULL) {
+		TAILQ_REMOVE(&q, x, x_wait);
+		x->x_flags &= ~TX_F_PROBEQ;
+		if (copy != NULL)
+			xchg_target_failed(x, copy);
+		else
+			target_acquire(t, x);
+	}
+	free(copy);
 }
 
 /* Serve the queue: open connections while there is room. */
@@ -717,6 +833,11 @@ target_release(struct tun_target *tt, int reusable)
 	if (tt->tt_x != NULL && tt->tt_x->x_tt == tt)
 		tt->tt_x->x_tt = NULL;
 	tt->tt_x = NULL;
+	/* A stream is not reused; its connection stays for others. */
+	if (tt->tt_flags & TT_F_H2) {
+		target_close(tt, "stream done");
+		return;
+	}
 	if (!reusable || tt->tt_s == NULL || (tt->tt_flags & TT_F_EOF) ||
 	    evbuffer_get_length(stream_input(tt->tt_s)) != 0 ||
 	    evbuffer_get_length(stream_output(tt->tt_s)) != 0) {
@@ -748,6 +869,8 @@ target_release(struct tun_target *tt, int reusable)
 struct evbuffer *
 target_outbuf(struct tun_target *tt)
 {
+	if (tt->tt_flags & TT_F_H2)
+		return (tt->tt_out);
 	target_touch(tt);
 	return (stream_output(tt->tt_s));
 }
@@ -756,7 +879,41 @@ target_outbuf(struct tun_target *tt)
 size_t
 target_output(const struct tun_target *tt)
 {
+	if (tt->tt_flags & TT_F_H2)
+		return (evbuffer_get_length(tt->tt_out));
 	return (evbuffer_get_length(stream_output(tt->tt_s)));
+}
+
+/* Does tt speak HTTP/2 (no chunked framing of its own then)? */
+int
+target_is_h2(const struct tun_target *tt)
+{
+	return ((tt->tt_flags & TT_F_H2) != 0);
+}
+
+/*
+ * Send the request head (target_request_head's, copied) on tt; body says
+ * whether body bytes follow through target_outbuf, ended by
+ * target_request_end. Returns -1 with *err when HTTP/2 cannot carry it.
+ */
+int
+target_send_head(
+    struct tun_target *tt, struct evbuffer *head, int body, char **err)
+{
+	size_t len = evbuffer_get_length(head);
+
+	if (tt->tt_flags & TT_F_H2)
+		return (target_h2_submit(tt, head, body, err));
+	evbuffer_add(target_outbuf(tt), evbuffer_pullup(head, -1), len);
+	return (0);
+}
+
+/* The whole request body was handed to tt. */
+void
+target_request_end(struct tun_target *tt)
+{
+	if (tt->tt_flags & TT_F_H2)
+		target_h2_request_end(tt);
 }
 
 /*
@@ -769,10 +926,13 @@ target_read_head(
 {
 	struct http1_limits lim = { TUN_HEAD_MAX, TUN_HEAD_LINE_MAX,
 		TUN_HEAD_FIELDS_MAX };
-	struct evbuffer *in = stream_input(tt->tt_s);
+	struct evbuffer *in;
 	enum http1_err herr;
 	int rv;
 
+	if (tt->tt_flags & TT_F_H2)
+		return (target_h2_read_head(tt, m, err));
+	in = stream_input(tt->tt_s);
 	for (;;) {
 		rv = http1_parse_response(in, &lim, head_req, m, &herr);
 		if (rv < 0) {
@@ -811,8 +971,11 @@ target_read_head(
 int
 target_body_short(struct tun_target *tt, size_t want)
 {
-	size_t avail = evbuffer_get_length(stream_input(tt->tt_s));
+	size_t avail;
 
+	if (tt->tt_flags & TT_F_H2)
+		return (target_h2_body_short(tt, want));
+	avail = evbuffer_get_length(stream_input(tt->tt_s));
 	if ((tt->tt_flags & (TT_F_BODY_DONE | TT_F_EOF)) || avail >= want)
 		return (0);
 	switch (tt->tt_framing) {
@@ -835,11 +998,15 @@ int
 target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
     size_t *moved, char **err)
 {
-	struct evbuffer *in = stream_input(tt->tt_s);
+	struct evbuffer *in;
 	enum http1_err herr;
-	size_t n, avail = evbuffer_get_length(in);
+	size_t n, avail;
 	int rv, eof = (tt->tt_flags & TT_F_EOF) != 0;
 
+	if (tt->tt_flags & TT_F_H2)
+		return (target_h2_read_body(tt, out, max, moved, err));
+	in = stream_input(tt->tt_s);
+	avail = evbuffer_get_length(in);
 	*moved = 0;
 	if (tt->tt_flags & TT_F_BODY_DONE)
 		return (1);
@@ -899,6 +1066,8 @@ target_read_body(struct tun_target *tt, struct evbuffer *out, size_t max,
 int
 target_keepalive(const struct tun_target *tt, const struct http1_msg *m)
 {
+	if (tt->tt_flags & TT_F_H2)
+		return (1);
 	if (tt->tt_framing == HTTP1_BODY_EOF || m->m_status == 101)
 		return (0);
 	if (m->m_flags & HTTP1_F_CONN_CLOSE)
@@ -919,6 +1088,11 @@ target_free_all(struct tun *t)
 		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
 		x->x_flags &= ~TX_F_POOLQ;
 	}
+	while ((x = TAILQ_FIRST(&t->t_probeq)) != NULL) {
+		TAILQ_REMOVE(&t->t_probeq, x, x_wait);
+		x->x_flags &= ~TX_F_PROBEQ;
+	}
+	t->t_probe = NULL;
 	while ((tt = TAILQ_FIRST(&t->t_targets)) != NULL) {
 		if (tt->tt_state == TT_S_IDLE) {
 			TAILQ_REMOVE(&t->t_idle, tt, tt_idle_entry);
@@ -932,4 +1106,5 @@ target_free_all(struct tun *t)
 		t->t_ntargets--;
 		target_free_cb(-1, 0, tt);
 	}
+	target_h2_free_all(t);
 }

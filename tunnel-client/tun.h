@@ -16,6 +16,8 @@
 #include "tunproto.h"
 
 struct stream;
+struct strbuf;
+struct nghttp2_session;
 struct ssl_st;
 struct event;
 struct event_base;
@@ -57,6 +59,19 @@ typedef struct ssl_ctx_st SSL_CTX;
  */
 #define TUN_POOL_LIMIT 1024 /* highest --target-connections */
 #define TUN_POOL_IDLE_TIMEOUT 60 /* seconds an idle connection is kept */
+
+/*
+ * HTTP/2 to an https:// target (target_h2.c): one connection carries up to
+ * the server's SETTINGS_MAX_CONCURRENT_STREAMS streams (at most
+ * TUN_H2_STREAMS_MAX); beyond that a second connection opens. A stream's
+ * receive window is what aktunnel holds of its response unread, as
+ * TUN_TARGET_READ_HIWAT bounds an HTTP/1.1 connection's input; the
+ * connection's window covers every stream's.
+ */
+#define TUN_H2_STREAMS_MAX 100
+#define TUN_H2_STREAM_WINDOW (256 * 1024)
+#define TUN_H2_CONN_WINDOW (TUN_H2_STREAMS_MAX * TUN_H2_STREAM_WINDOW)
+#define TUN_H2_OUT_HIWAT (256 * 1024) /* frames waiting for the socket */
 
 /* Buffers: every one is bounded. */
 #define TUN_TARGET_READ_HIWAT (256 * 1024) /* target input */
@@ -110,6 +125,7 @@ struct tun_options {
 	uint64_t fast_path_body;
 	double http_timeout; /* seconds, to the target */
 	uint32_t target_connections; /* pool size; 0 until parsed: inflight */
+	int target_http2; /* --target-http2: 1 auto, 0 off */
 
 	/* Heartbeat, seconds (--ping-interval, --ping-timeout). */
 	double ping_interval;
@@ -231,6 +247,14 @@ enum tun_state {
 TAILQ_HEAD(tun_xchg_list, tun_xchg);
 TAILQ_HEAD(tun_target_list, tun_target);
 TAILQ_HEAD(tun_chan_list, tun_chan);
+TAILQ_HEAD(tun_h2_list, tun_h2);
+
+/* What the target speaks, as far as aktunnel knows (ALPN, target.c). */
+enum tun_target_proto {
+	TUN_PROTO_UNKNOWN = 0, /* no TLS handshake finished yet */
+	TUN_PROTO_H1, /* plain http://, h2 off, or ALPN did not pick h2 */
+	TUN_PROTO_H2, /* the last handshake picked h2 */
+};
 
 /* Counters for the summary printed on exit. */
 struct tun_stats {
@@ -282,6 +306,11 @@ struct tun {
 	struct tun_target_list t_targets; /* every target connection */
 	struct tun_target_list t_idle; /* idle keep-alive connections */
 	struct tun_xchg_list t_waiting; /* exchanges waiting for one */
+	enum tun_target_proto t_target_proto;
+	struct tun_target *t_probe; /* the dial that may bring h2, or NULL */
+	struct tun_xchg_list t_probeq; /* exchanges waiting for t_probe */
+	struct tun_h2_list t_h2s; /* HTTP/2 connections to the target */
+	unsigned int t_nh2;
 	struct tun_chan_list t_chans; /* application WebSockets */
 	struct idmap t_chan_ids; /* t_chans by id */
 	unsigned int t_nchans;
@@ -325,6 +354,7 @@ struct tun_xchg {
 #define TX_F_RETRIED 0x4000 /* already retried on a fresh connection */
 #define TX_F_POOLQ 0x8000 /* in t_waiting for a target connection */
 #define TX_F_REQ_DISCARD 0x10000 /* target gone: request data is dropped */
+#define TX_F_PROBEQ 0x20000 /* in t_probeq: learning if the target has h2 */
 	char *x_method;
 	char *x_path; /* as the sandbox sent it, for logs */
 	struct evbuffer *x_head; /* request head for the target */
@@ -360,12 +390,15 @@ struct tun_xchg {
 enum tun_target_state {
 	TT_S_RESOLVING = 0,
 	TT_S_CONNECTING, /* TCP, then TLS */
-	TT_S_BUSY, /* carries one exchange */
+	TT_S_BUSY, /* carries one exchange (an HTTP/2 stream: always) */
 	TT_S_IDLE, /* in the keep-alive pool */
 	TT_S_DEAD, /* freed from the loop */
 };
 
-/* One HTTP/1.1 connection to the target. */
+/*
+ * One HTTP/1.1 connection to the target, or one HTTP/2 stream (TT_F_H2):
+ * the exchange sees both through the same target_* functions.
+ */
 struct tun_target {
 	struct tun *tt_tun;
 	enum tun_target_state tt_state;
@@ -373,6 +406,14 @@ struct tun_target {
 #define TT_F_EOF 0x01 /* the target closed its side */
 #define TT_F_BODY 0x02 /* a response body is being read */
 #define TT_F_BODY_DONE 0x04 /* ... and it is complete */
+#define TT_F_H2 0x08 /* an HTTP/2 stream on tt_h2 */
+#define TT_F_H2_HEAD 0x10 /* the final response head arrived */
+#define TT_F_H2_END 0x20 /* the target ended the stream (END_STREAM) */
+#define TT_F_H2_REQ_END 0x40 /* the request body is complete */
+#define TT_F_H2_CLOSED 0x80 /* nghttp2 closed the stream */
+#define TT_F_H2_NOTE 0x100 /* in tt_h2's list of streams to tell */
+#define TT_F_H2_REFUSED 0x200 /* the target did not process it: retryable */
+#define TT_F_H2_BODY 0x400 /* the request has a body (a data provider) */
 	struct dns_query *tt_query;
 	struct sockaddr_storage tt_addrs[DNS_MAX_ADDRS];
 	size_t tt_naddrs;
@@ -387,6 +428,45 @@ struct tun_target {
 	struct event *tt_ev; /* deferred "ready" and idle expiry */
 	TAILQ_ENTRY(tun_target) tt_entry; /* t_targets */
 	TAILQ_ENTRY(tun_target) tt_idle_entry; /* t_idle */
+
+	/* HTTP/2 streams only (target_h2.c). */
+	struct tun_h2 *tt_h2; /* NULL once the connection is gone */
+	int32_t tt_sid; /* stream id, 0 until submitted */
+	struct evbuffer *tt_in; /* response body received, not yet read */
+	struct evbuffer *tt_out; /* request body not yet in DATA frames */
+	struct strbuf *tt_fields; /* response head: "name\0value\0"... */
+	size_t tt_nfields;
+	int tt_status;
+	char *tt_why; /* why the stream failed, or NULL */
+	struct event *tt_timer; /* YR_TUNNEL_HTTP_TIMEOUT without progress */
+	TAILQ_ENTRY(tun_target) tt_h2_entry; /* h_streams */
+	TAILQ_ENTRY(tun_target) tt_note_entry; /* h_notes */
+};
+
+/* Where an HTTP/2 connection to the target is. */
+enum tun_h2_state {
+	H2_S_OPEN = 0, /* takes new streams */
+	H2_S_DRAINING, /* GOAWAY either way, or out of ids: no new streams */
+	H2_S_DEAD, /* freed from the loop */
+};
+
+/* One HTTP/2 connection to the target, shared by concurrent exchanges. */
+struct tun_h2 {
+	struct tun *h_tun;
+	enum tun_h2_state h_state;
+	int h_flags;
+#define H2_F_SETTINGS 0x01 /* the server's first SETTINGS arrived */
+#define H2_F_SETTLED 0x02 /* ... and the probe's waiting exchanges moved */
+	uint64_t h_serial; /* for logs */
+	struct stream *h_s;
+	struct nghttp2_session *h_sess;
+	struct tun_target_list h_streams;
+	unsigned int h_nstreams;
+	struct tun_target_list h_notes; /* streams whose exchange is told */
+	char *h_goaway; /* the target's GOAWAY, as a sentence, or NULL */
+	struct event *h_send; /* deferred send */
+	struct event *h_idle; /* idle expiry */
+	TAILQ_ENTRY(tun_h2) h_entry; /* t_h2s */
 };
 
 /* Where an application WebSocket channel is. */
@@ -533,5 +613,25 @@ int target_body_short(struct tun_target *, size_t);
 int target_read_body(
     struct tun_target *, struct evbuffer *, size_t, size_t *, char **);
 void target_free_all(struct tun *);
+int target_is_h2(const struct tun_target *);
+int target_send_head(struct tun_target *, struct evbuffer *, int, char **);
+void target_request_end(struct tun_target *);
+void target_ready_later(struct tun_target *);
+void target_probe_done(struct tun *, const char *);
+struct tun_target *target_new(struct tun *, struct tun_xchg *);
+
+/* target_h2.c */
+void target_h2_adopt(struct tun_target *);
+struct tun_h2 *target_h2_room(struct tun *);
+void target_h2_attach(struct tun_h2 *, struct tun_xchg *);
+void target_h2_detach(struct tun_target *);
+int target_h2_submit(struct tun_target *, struct evbuffer *, int, char **);
+void target_h2_request_end(struct tun_target *);
+int target_h2_read_head(struct tun_target *, struct http1_msg *, char **);
+int target_h2_body_short(struct tun_target *, size_t);
+int target_h2_read_body(
+    struct tun_target *, struct evbuffer *, size_t, size_t *, char **);
+void target_h2_free_stream(struct tun_target *);
+void target_h2_free_all(struct tun *);
 
 #endif

@@ -101,6 +101,10 @@ xchg_close(struct tun_xchg *x, int tomb, const char *reason)
 		TAILQ_REMOVE(&t->t_waiting, x, x_wait);
 		x->x_flags &= ~TX_F_POOLQ;
 	}
+	if (x->x_flags & TX_F_PROBEQ) {
+		TAILQ_REMOVE(&t->t_probeq, x, x_wait);
+		x->x_flags &= ~TX_F_PROBEQ;
+	}
 	evtimer_del(x->x_timer);
 	TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
 	idmap_del(&t->t_xchg_ids, x->x_id);
@@ -201,7 +205,7 @@ xchg_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (x->x_flags & TX_F_POOLQ)
+	if (x->x_flags & (TX_F_POOLQ | TX_F_PROBEQ))
 		xchg_fail(
 		    x, "timed out waiting for a free connection to the target");
 	else if (x->x_state == TX_S_FINISHED)
@@ -253,7 +257,7 @@ xchg_start(struct tun_xchg *x)
 
 	t->t_stats.st_requests++;
 	target_acquire(t, x);
-	if (x->x_flags & TX_F_POOLQ)
+	if (x->x_flags & (TX_F_POOLQ | TX_F_PROBEQ))
 		xchg_timer(x, t->t_opts->http_timeout);
 }
 
@@ -552,6 +556,7 @@ xchg_feed(struct tun_xchg *x)
 	struct tun *t = x->x_tun;
 	struct evbuffer *out;
 	size_t n;
+	int chunked;
 
 	if (!(x->x_flags & TX_F_STREAM_REQ) || (x->x_flags & TX_F_REQ_DONE) ||
 	    x->x_state == TX_S_DEAD)
@@ -567,14 +572,16 @@ xchg_feed(struct tun_xchg *x)
 	}
 	if (x->x_tt == NULL || x->x_state == TX_S_WAITING)
 		return;
+	/* HTTP/2 frames the body itself. */
+	chunked = (x->x_flags & TX_F_REQ_CHUNKED) && !target_is_h2(x->x_tt);
 	while (x->x_reqq.cq_count != 0 &&
 	    target_output(x->x_tt) < TUN_TARGET_WRITE_LOWAT) {
 		out = target_outbuf(x->x_tt);
 		n = chunks_len(&x->x_reqq, 0);
-		if (x->x_flags & TX_F_REQ_CHUNKED)
+		if (chunked)
 			http1_chunk_header(out, n);
 		chunks_pop(&x->x_reqq, out);
-		if (x->x_flags & TX_F_REQ_CHUNKED)
+		if (chunked)
 			http1_chunk_trailer(out);
 		x->x_req_consumed += n;
 		tun_send_window(t, x->x_id, 1, x->x_req_consumed);
@@ -582,9 +589,10 @@ xchg_feed(struct tun_xchg *x)
 			return;
 	}
 	if ((x->x_flags & TX_F_REQ_ENDED) && x->x_reqq.cq_count == 0) {
-		if (x->x_flags & TX_F_REQ_CHUNKED)
+		if (chunked)
 			http1_chunk_last(target_outbuf(x->x_tt));
 		x->x_flags |= TX_F_REQ_DONE;
+		target_request_end(x->x_tt);
 	}
 }
 
@@ -592,22 +600,27 @@ xchg_feed(struct tun_xchg *x)
 void
 xchg_target_ready(struct tun_xchg *x)
 {
-	struct evbuffer *out;
 	size_t len;
+	char *err = NULL;
 
 	if (x->x_state != TX_S_WAITING || x->x_tt == NULL)
 		return;
 	evtimer_del(x->x_timer);
-	out = target_outbuf(x->x_tt);
-	if (x->x_flags & TX_F_STREAM_REQ)
-		evbuffer_add_buffer(out, x->x_head);
-	else {
-		/* Copies: a stale keep-alive connection means one retry. */
-		len = evbuffer_get_length(x->x_head);
-		evbuffer_add(out, evbuffer_pullup(x->x_head, -1), len);
+	/* Copies: a stale keep-alive connection means one retry. */
+	if (target_send_head(x->x_tt, x->x_head,
+		(x->x_flags & TX_F_STREAM_REQ) ||
+		    evbuffer_get_length(x->x_body) != 0,
+		&err) != 0) {
+		xchg_fail(x, err);
+		free(err);
+		return;
+	}
+	if (!(x->x_flags & TX_F_STREAM_REQ)) {
 		if ((len = evbuffer_get_length(x->x_body)) != 0)
-			evbuffer_add(out, evbuffer_pullup(x->x_body, -1), len);
+			evbuffer_add(target_outbuf(x->x_tt),
+			    evbuffer_pullup(x->x_body, -1), len);
 		x->x_flags |= TX_F_REQ_DONE;
+		target_request_end(x->x_tt);
 	}
 	x->x_state = TX_S_REQUEST;
 	xchg_feed(x);
@@ -655,7 +668,7 @@ xchg_target_failed(struct tun_xchg *x, const char *why)
 		    ~(TX_F_REUSED | TX_F_REQ_DONE);
 		x->x_state = TX_S_WAITING;
 		target_acquire(x->x_tun, x);
-		if (x->x_flags & TX_F_POOLQ)
+		if (x->x_flags & (TX_F_POOLQ | TX_F_PROBEQ))
 			xchg_timer(x, x->x_tun->t_opts->http_timeout);
 		return;
 	}
@@ -1172,6 +1185,8 @@ xchg_free_all(struct tun *t)
 		TAILQ_REMOVE(&t->t_xchgs, x, x_entry);
 		if (x->x_flags & TX_F_POOLQ)
 			TAILQ_REMOVE(&t->t_waiting, x, x_wait);
+		if (x->x_flags & TX_F_PROBEQ)
+			TAILQ_REMOVE(&t->t_probeq, x, x_wait);
 		if (x->x_tt != NULL)
 			x->x_tt->tt_x = NULL;
 		xchg_free(x);

@@ -35,6 +35,8 @@ struct hs {
 	const char *h_host;
 	const unsigned char *h_alpn; /* client offer, wire format */
 	size_t h_alpn_len;
+	const char *const *h_protos; /* offer by tls_client_set_alpn */
+	size_t h_nprotos;
 	int h_client_cert; /* present client.crt */
 	SSL_SESSION *h_session; /* client session to resume */
 
@@ -42,6 +44,7 @@ struct hs {
 	long h_verify;
 	char h_verify_str[128];
 	char h_alpn_sel[32];
+	int h_is_h2; /* tls_alpn_is(client, "h2") */
 	char h_sni[256];
 	char h_cipher[64];
 	int h_reused;
@@ -143,6 +146,9 @@ handshake(struct hs *h)
 		assert_int_equal(SSL_set_alpn_protos(
 				     c, h->h_alpn, (unsigned int)h->h_alpn_len),
 		    0);
+	if (h->h_protos != NULL)
+		assert_int_equal(
+		    tls_client_set_alpn(c, h->h_protos, h->h_nprotos), 0);
 	if (h->h_client_cert) {
 		assert_int_equal(SSL_use_certificate_file(
 				     c, cert("client.crt"), SSL_FILETYPE_PEM),
@@ -178,6 +184,7 @@ handshake(struct hs *h)
 	SSL_get0_alpn_selected(c, &sel, &sel_len);
 	snprintf(h->h_alpn_sel, sizeof h->h_alpn_sel, "%.*s", (int)sel_len,
 	    (const char *)sel);
+	h->h_is_h2 = tls_alpn_is(c, "h2");
 	sni = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name);
 	snprintf(h->h_sni, sizeof h->h_sni, "%s", sni == NULL ? "" : sni);
 	snprintf(h->h_cipher, sizeof h->h_cipher, "%s", SSL_get_cipher_name(c));
@@ -592,6 +599,69 @@ test_alpn_server_list(void **state)
 	tls_ctx_free(sctx);
 }
 
+/*
+ * A client's offer (tls_client_set_alpn) and what was picked (tls_alpn_is):
+ * h2 from a server that has it, http/1.1 from one that does not or when
+ * only that is offered; bad lists are refused.
+ */
+static void
+test_alpn_client(void **state)
+{
+	static const char *const h2_h1[] = { "h2", "http/1.1" };
+	static const char *const h1[] = { "http/1.1" };
+	static const char *const empty[] = { "" };
+	SSL_CTX *sctx, *plain, *cctx;
+	struct hs h;
+	SSL *c;
+	char *cause = NULL;
+
+	(void)state;
+	sctx = server_ctx("server.crt", "server.key");
+	plain = server_ctx("server.crt", "server.key");
+	cctx = client_ctx("ca.crt", 1);
+	assert_int_equal(tls_server_set_alpn(sctx, h2_h1, 2), 0);
+
+	c = tls_client_ssl_new(cctx, "localhost", &cause);
+	assert_non_null(c);
+	assert_int_equal(tls_client_set_alpn(c, h2_h1, 0), -1);
+	assert_int_equal(tls_client_set_alpn(c, empty, 1), -1);
+	assert_false(tls_alpn_is(c, "h2"));
+	tls_ssl_free(c);
+
+	memset(&h, 0, sizeof h);
+	h.h_sctx = sctx;
+	h.h_cctx = cctx;
+	h.h_host = "localhost";
+	h.h_protos = h2_h1;
+	h.h_nprotos = 2;
+	handshake(&h);
+	assert_true(h.h_ok);
+	assert_string_equal(h.h_alpn_sel, "h2");
+	assert_true(h.h_is_h2);
+	SSL_SESSION_free(h.h_new_session);
+
+	h.h_protos = h1;
+	h.h_nprotos = 1;
+	handshake(&h);
+	assert_true(h.h_ok);
+	assert_string_equal(h.h_alpn_sel, "http/1.1");
+	assert_false(h.h_is_h2);
+	SSL_SESSION_free(h.h_new_session);
+
+	h.h_sctx = plain;
+	h.h_protos = h2_h1;
+	h.h_nprotos = 2;
+	handshake(&h);
+	assert_true(h.h_ok);
+	assert_string_equal(h.h_alpn_sel, "http/1.1");
+	assert_false(h.h_is_h2);
+	SSL_SESSION_free(h.h_new_session);
+
+	tls_ctx_free(cctx);
+	tls_ctx_free(plain);
+	tls_ctx_free(sctx);
+}
+
 /* TLS 1.2 gets an ECDHE AEAD suite; a client without one is refused. */
 static void
 test_tls12_ciphers(void **state)
@@ -698,6 +768,7 @@ main(void)
 		cmocka_unit_test(test_last_error),
 		cmocka_unit_test(test_alpn_default),
 		cmocka_unit_test(test_alpn_server_list),
+		cmocka_unit_test(test_alpn_client),
 		cmocka_unit_test(test_tls12_ciphers),
 		cmocka_unit_test(test_session_resume),
 		cmocka_unit_test(test_client_cert),

@@ -653,6 +653,26 @@ test_target_connections(void **state)
 	}
 }
 
+/* --target-http2: auto by default, off, and nothing else. */
+static void
+test_target_http2(void **state)
+{
+	struct tun_options o;
+
+	(void)state;
+	parse_ok(&o, env_none, BASE_FLAGS, NULL);
+	assert_int_equal(o.target_http2, 1);
+	tun_options_free(&o);
+	parse_ok(&o, env_none, BASE_FLAGS, "--target-http2", "off", NULL);
+	assert_int_equal(o.target_http2, 0);
+	tun_options_free(&o);
+	parse_ok(&o, env_none, BASE_FLAGS, "--target-http2", "auto", NULL);
+	assert_int_equal(o.target_http2, 1);
+	tun_options_free(&o);
+	parse_err(env_none, "invalid --target-http2 'on' (use auto or off)",
+	    BASE_FLAGS, "--target-http2", "on", NULL);
+}
+
 /* Scenario 26 and the other refusals of a bad YR_TUNNEL_* integer. */
 static void
 test_limits_invalid(void **state)
@@ -1086,6 +1106,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_safeid),
 		cmocka_unit_test(test_target_connections),
+		cmocka_unit_test(test_target_http2),
 		cmocka_unit_test(test_gateway_forms),
 		cmocka_unit_test(test_gateway_rejects),
 		cmocka_unit_test(test_target),
