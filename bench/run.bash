@@ -4,7 +4,7 @@
 # workloads, the equivalent settings and how to read the results.
 #
 # Knobs (environment):
-#   QUICK=1        short run (<= 3 minutes): 1 run each, short durations,
+#   QUICK=1        short run (<= 4 minutes): 1 run each, short durations,
 #                  fewer workloads, the per-core table only
 #   BUILD=dir      where akgateway, aktunnel, certs/ and bench/ are (build)
 #   RUNS=N         runs per contender and workload (3; QUICK: 1)
