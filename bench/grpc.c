@@ -39,50 +39,57 @@
 #define GRPC_MAX_STREAMS 1000
 #define GRPC_EVENTS 256
 
+/* A request stream: its body, kept for the echo. */
 struct stream {
-	uint8_t		*body;
-	size_t		 len;
-	size_t		 size;
-	size_t		 off;
-	int		 post;
+	uint8_t *st_body;
+	size_t st_len;
+	size_t st_size;
+	size_t st_off; /* how much of the echo is sent */
+	int st_post; /* the method is POST */
 };
 
+/* A client connection and its HTTP/2 session. */
 struct conn {
-	int		 fd;
-	nghttp2_session	*session;
+	int c_fd;
+	nghttp2_session *c_session;
 	/* What nghttp2 gave us that the socket did not take yet. */
-	uint8_t		*out;
-	size_t		 outlen;
-	size_t		 outsize;
+	uint8_t *c_out;
+	size_t c_outlen;
+	size_t c_outsize;
 };
 
+/* A thread: its listener, its epoll loop and its read buffer. */
 struct worker {
-	pthread_t	 thread;
-	int		 listenfd;
-	int		 epfd;
-	uint8_t		 scratch[GRPC_SCRATCH];
+	pthread_t w_thread;
+	int w_listenfd;
+	int w_epfd;
+	uint8_t w_scratch[GRPC_SCRATCH];
 };
 
 static volatile sig_atomic_t stopping;
 static struct sockaddr_in listen_sin;
 
+/* Print the usage line. */
 static void
-usage(FILE *f)
+grpc_usage(FILE *f)
 {
-	fprintf(f, "usage: akbench-grpc --listen 127.0.0.1:PORT [--threads N]\n");
+	fprintf(
+	    f, "usage: akbench-grpc --listen 127.0.0.1:PORT [--threads N]\n");
 }
 
+/* SIGTERM and SIGINT: the loops stop within 200 ms. */
 static void
-on_signal(int sig)
+grpc_signal_cb(int sig)
 {
 	(void)sig;
 	stopping = 1;
 }
 
+/* realloc(3) that exits on failure. */
 static void *
-xrealloc(void *p, size_t n)
+grpc_xrealloc(void *p, size_t n)
 {
-	void	*q;
+	void *q;
 
 	if ((q = realloc(p, n)) == NULL) {
 		fprintf(stderr, "akbench-grpc: out of memory\n");
@@ -91,27 +98,29 @@ xrealloc(void *p, size_t n)
 	return (q);
 }
 
+/* A request begins: give its stream a struct stream. */
 static int
-on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
+grpc_begin_headers_cb(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
 {
-	struct stream	*st;
+	struct stream *st;
 
 	(void)arg;
 	if (frame->hd.type != NGHTTP2_HEADERS ||
 	    frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return (0);
-	st = xrealloc(NULL, sizeof *st);
+	st = grpc_xrealloc(NULL, sizeof *st);
 	memset(st, 0, sizeof *st);
 	nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, st);
 	return (0);
 }
 
+/* Note whether the request is a POST; every other field is ignored. */
 static int
-on_header(nghttp2_session *s, const nghttp2_frame *frame,
+grpc_header_cb(nghttp2_session *s, const nghttp2_frame *frame,
     const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen,
     uint8_t flags, void *arg)
 {
-	struct stream	*st;
+	struct stream *st;
 
 	(void)flags;
 	(void)arg;
@@ -120,90 +129,99 @@ on_header(nghttp2_session *s, const nghttp2_frame *frame,
 	st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
 	if (st == NULL)
 		return (0);
-	if (namelen == 7 && memcmp(name, ":method", 7) == 0 &&
-	    valuelen == 4 && memcmp(value, "POST", 4) == 0)
-		st->post = 1;
+	if (namelen == 7 && memcmp(name, ":method", 7) == 0 && valuelen == 4 &&
+	    memcmp(value, "POST", 4) == 0)
+		st->st_post = 1;
 	return (0);
 }
 
+/* Keep the request body for the echo, up to GRPC_MAX_BODY. */
 static int
-on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+grpc_data_cb(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
     size_t len, void *arg)
 {
-	struct stream	*st;
+	struct stream *st;
 
 	(void)flags;
 	(void)arg;
 	st = nghttp2_session_get_stream_user_data(s, id);
 	if (st == NULL)
 		return (0);
-	if (st->len + len > GRPC_MAX_BODY) {
-		nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, id,
-		    NGHTTP2_REFUSED_STREAM);
+	if (st->st_len + len > GRPC_MAX_BODY) {
+		nghttp2_submit_rst_stream(
+		    s, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
 		return (0);
 	}
-	if (st->len + len > st->size) {
-		st->size = st->len + len < 1024 ? 1024 : (st->len + len) * 2;
-		st->body = xrealloc(st->body, st->size);
+	if (st->st_len + len > st->st_size) {
+		st->st_size = st->st_len + len < 1024 ? 1024
+						      : (st->st_len + len) * 2;
+		st->st_body = grpc_xrealloc(st->st_body, st->st_size);
 	}
-	memcpy(st->body + st->len, data, len);
-	st->len += len;
+	memcpy(st->st_body + st->st_len, data, len);
+	st->st_len += len;
 	return (0);
 }
 
+/*
+ * Hand nghttp2 the next piece of the echo; after the last one, the trailer
+ * grpc-status: 0 ends the stream.
+ */
 static ssize_t
-read_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+grpc_read_body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
     uint32_t *flags, nghttp2_data_source *src, void *arg)
 {
-	struct stream	*st = src->ptr;
-	size_t		 n;
-	nghttp2_nv	 trailer[] = {
+	struct stream *st = src->ptr;
+	size_t n;
+	nghttp2_nv trailer[] = {
 		{ (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1,
 		    NGHTTP2_NV_FLAG_NONE },
 	};
 
 	(void)arg;
-	n = st->len - st->off;
+	n = st->st_len - st->st_off;
 	if (n > len)
 		n = len;
-	memcpy(buf, st->body + st->off, n);
-	st->off += n;
-	if (st->off == st->len) {
-		*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	memcpy(buf, st->st_body + st->st_off, n);
+	st->st_off += n;
+	if (st->st_off == st->st_len) {
+		*flags |= NGHTTP2_DATA_FLAG_EOF |
+		    NGHTTP2_DATA_FLAG_NO_END_STREAM;
 		if (nghttp2_submit_trailer(s, id, trailer, 1) != 0)
 			return (NGHTTP2_ERR_CALLBACK_FAILURE);
 	}
 	return ((ssize_t)n);
 }
 
+/* Answer a complete request: the echo, or 405 for anything but POST. */
 static int
-respond(nghttp2_session *s, int32_t id, struct stream *st)
+grpc_respond(nghttp2_session *s, int32_t id, struct stream *st)
 {
-	nghttp2_data_provider	 dp;
-	nghttp2_nv		 ok[] = {
+	nghttp2_data_provider dp;
+	nghttp2_nv ok[] = {
 		{ (uint8_t *)":status", (uint8_t *)"200", 7, 3,
 		    NGHTTP2_NV_FLAG_NONE },
 		{ (uint8_t *)"content-type", (uint8_t *)"application/grpc", 12,
 		    16, NGHTTP2_NV_FLAG_NONE },
 	};
-	nghttp2_nv		 bad[] = {
+	nghttp2_nv bad[] = {
 		{ (uint8_t *)":status", (uint8_t *)"405", 7, 3,
 		    NGHTTP2_NV_FLAG_NONE },
 		{ (uint8_t *)"grpc-status", (uint8_t *)"12", 11, 2,
 		    NGHTTP2_NV_FLAG_NONE },
 	};
 
-	if (!st->post)
+	if (!st->st_post)
 		return (nghttp2_submit_response(s, id, bad, 2, NULL));
 	dp.source.ptr = st;
-	dp.read_callback = read_body;
+	dp.read_callback = grpc_read_body_cb;
 	return (nghttp2_submit_response(s, id, ok, 2, &dp));
 }
 
+/* A request is complete once a frame with END_STREAM arrives. */
 static int
-on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
+grpc_frame_recv_cb(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
 {
-	struct stream	*st;
+	struct stream *st;
 
 	(void)arg;
 	if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
@@ -213,36 +231,39 @@ on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
 	st = nghttp2_session_get_stream_user_data(s, frame->hd.stream_id);
 	if (st == NULL)
 		return (0);
-	if (respond(s, frame->hd.stream_id, st) != 0)
+	if (grpc_respond(s, frame->hd.stream_id, st) != 0)
 		return (NGHTTP2_ERR_CALLBACK_FAILURE);
 	return (0);
 }
 
+/* Free a stream's state when nghttp2 is done with it. */
 static int
-on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *arg)
+grpc_stream_close_cb(nghttp2_session *s, int32_t id, uint32_t code, void *arg)
 {
-	struct stream	*st;
+	struct stream *st;
 
 	(void)code;
 	(void)arg;
 	st = nghttp2_session_get_stream_user_data(s, id);
 	if (st != NULL) {
 		nghttp2_session_set_stream_user_data(s, id, NULL);
-		free(st->body);
+		free(st->st_body);
 		free(st);
 	}
 	return (0);
 }
 
+/* The callbacks of every session (nghttp2 only reads them). */
 static nghttp2_session_callbacks *callbacks;
 
+/* Close a connection and free it (from the loop, never from nghttp2). */
 static void
 conn_free(struct worker *w, struct conn *c)
 {
-	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	nghttp2_session_del(c->session);
-	free(c->out);
+	epoll_ctl(w->w_epfd, EPOLL_CTL_DEL, c->c_fd, NULL);
+	close(c->c_fd);
+	nghttp2_session_del(c->c_session);
+	free(c->c_out);
 	free(c);
 }
 
@@ -253,102 +274,108 @@ conn_free(struct worker *w, struct conn *c)
 static int
 conn_flush(struct conn *c)
 {
-	const uint8_t	*data;
-	ssize_t		 n, w;
+	const uint8_t *data;
+	ssize_t n, w;
 
 	for (;;) {
-		while (c->outlen > 0) {
-			w = write(c->fd, c->out, c->outlen);
+		while (c->c_outlen > 0) {
+			w = write(c->c_fd, c->c_out, c->c_outlen);
 			if (w == -1 && errno == EINTR)
 				continue;
 			if (w == -1 && errno == EAGAIN)
 				return (0);
 			if (w <= 0)
 				return (-1);
-			memmove(c->out, c->out + w, c->outlen - (size_t)w);
-			c->outlen -= (size_t)w;
+			memmove(
+			    c->c_out, c->c_out + w, c->c_outlen - (size_t)w);
+			c->c_outlen -= (size_t)w;
 		}
-		n = nghttp2_session_mem_send(c->session, &data);
+		n = nghttp2_session_mem_send(c->c_session, &data);
 		if (n < 0)
 			return (-1);
 		if (n == 0)
 			break;
-		if ((size_t)n > c->outsize) {
-			c->outsize = (size_t)n;
-			c->out = xrealloc(c->out, c->outsize);
+		if ((size_t)n > c->c_outsize) {
+			c->c_outsize = (size_t)n;
+			c->c_out = grpc_xrealloc(c->c_out, c->c_outsize);
 		}
-		memcpy(c->out, data, (size_t)n);
-		c->outlen = (size_t)n;
+		memcpy(c->c_out, data, (size_t)n);
+		c->c_outlen = (size_t)n;
 	}
-	if (!nghttp2_session_want_read(c->session) &&
-	    !nghttp2_session_want_write(c->session))
+	if (!nghttp2_session_want_read(c->c_session) &&
+	    !nghttp2_session_want_write(c->c_session))
 		return (-1);
 	return (0);
 }
 
+/* Read until EAGAIN, feeding nghttp2; -1 when the connection is to close. */
 static int
 conn_read(struct worker *w, struct conn *c)
 {
-	ssize_t	n;
+	ssize_t n;
 
 	for (;;) {
-		n = read(c->fd, w->scratch, sizeof w->scratch);
+		n = read(c->c_fd, w->w_scratch, sizeof w->w_scratch);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 && errno == EAGAIN)
 			return (0);
 		if (n <= 0)
 			return (-1);
-		if (nghttp2_session_mem_recv(c->session, w->scratch,
-		    (size_t)n) < 0)
+		if (nghttp2_session_mem_recv(
+			c->c_session, w->w_scratch, (size_t)n) < 0)
 			return (-1);
 		if (conn_flush(c) == -1)
 			return (-1);
 	}
 }
 
+/* Accept every pending connection and start its HTTP/2 session. */
 static void
 conn_accept(struct worker *w)
 {
-	struct epoll_event		 ev;
-	struct conn			*c;
-	nghttp2_settings_entry		 set[] = {
+	struct epoll_event ev;
+	struct conn *c;
+	nghttp2_settings_entry set[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GRPC_MAX_STREAMS },
 	};
-	int				 fd, one = 1;
+	int fd, one = 1;
 
 	for (;;) {
-		fd = accept4(w->listenfd, NULL, NULL, SOCK_NONBLOCK);
+		fd = accept4(w->w_listenfd, NULL, NULL, SOCK_NONBLOCK);
 		if (fd == -1)
 			return;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		c = xrealloc(NULL, sizeof *c);
+		c = grpc_xrealloc(NULL, sizeof *c);
 		memset(c, 0, sizeof *c);
-		c->fd = fd;
-		if (nghttp2_session_server_new(&c->session, callbacks, c) != 0) {
+		c->c_fd = fd;
+		if (nghttp2_session_server_new(&c->c_session, callbacks, c) !=
+		    0) {
 			close(fd);
 			free(c);
 			continue;
 		}
-		nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, set, 1);
+		nghttp2_submit_settings(
+		    c->c_session, NGHTTP2_FLAG_NONE, set, 1);
 		ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
 		ev.data.ptr = c;
-		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) == -1 ||
+		if (epoll_ctl(w->w_epfd, EPOLL_CTL_ADD, fd, &ev) == -1 ||
 		    conn_flush(c) == -1)
 			conn_free(w, c);
 	}
 }
 
+/* A thread's epoll loop, until a signal stops it. */
 static void *
 worker_main(void *arg)
 {
-	struct worker		*w = arg;
-	struct epoll_event	 evs[GRPC_EVENTS];
-	struct conn		*c;
-	int			 i, n;
+	struct worker *w = arg;
+	struct epoll_event evs[GRPC_EVENTS];
+	struct conn *c;
+	int i, n;
 
 	while (!stopping) {
-		n = epoll_wait(w->epfd, evs, GRPC_EVENTS, 200);
+		n = epoll_wait(w->w_epfd, evs, GRPC_EVENTS, 200);
 		for (i = 0; i < n; i++) {
 			if (evs[i].data.ptr == NULL) {
 				conn_accept(w);
@@ -362,34 +389,37 @@ worker_main(void *arg)
 	return (NULL);
 }
 
+/* Bind a thread's SO_REUSEPORT listener and make its epoll set. */
 static int
 worker_init(struct worker *w)
 {
-	struct epoll_event	ev;
-	int			one = 1;
+	struct epoll_event ev;
+	int one = 1;
 
-	w->listenfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	if (w->listenfd == -1)
+	w->w_listenfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (w->w_listenfd == -1)
 		return (-1);
-	setsockopt(w->listenfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	setsockopt(w->listenfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-	if (bind(w->listenfd, (struct sockaddr *)&listen_sin,
-	    sizeof listen_sin) == -1 || listen(w->listenfd, 4096) == -1)
+	setsockopt(w->w_listenfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	setsockopt(w->w_listenfd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (bind(w->w_listenfd, (struct sockaddr *)&listen_sin,
+		sizeof listen_sin) == -1 ||
+	    listen(w->w_listenfd, 4096) == -1)
 		return (-1);
-	if ((w->epfd = epoll_create1(0)) == -1)
+	if ((w->w_epfd = epoll_create1(0)) == -1)
 		return (-1);
 	ev.events = EPOLLIN | EPOLLET;
 	ev.data.ptr = NULL;
-	return (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->listenfd, &ev));
+	return (epoll_ctl(w->w_epfd, EPOLL_CTL_ADD, w->w_listenfd, &ev));
 }
 
+/* Parse --listen (127.x.x.x:PORT only) into listen_sin. */
 static int
-parse_listen(const char *s)
+grpc_parse_listen(const char *s)
 {
-	char		 host[64];
-	const char	*colon;
-	char		*end;
-	long		 port;
+	char host[64];
+	const char *colon;
+	char *end;
+	long port;
 
 	if ((colon = strrchr(s, ':')) == NULL ||
 	    (size_t)(colon - s) >= sizeof host)
@@ -413,18 +443,18 @@ parse_listen(const char *s)
 int
 main(int argc, char **argv)
 {
-	static const struct option	 opts[] = {
+	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct worker			*ws;
-	const char			*listen_arg = NULL;
-	char				*end;
-	long				 nthreads = 1;
-	int				 ch, i;
+	struct worker *ws;
+	const char *listen_arg = NULL;
+	char *end;
+	long nthreads = 1;
+	int ch, i;
 
 	while ((ch = getopt_long(argc, argv, "l:t:Vh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -434,7 +464,8 @@ main(int argc, char **argv)
 		case 't':
 			nthreads = strtol(optarg, &end, 10);
 			if (*end != '\0' || nthreads < 1 || nthreads > 256) {
-				fprintf(stderr, "akbench-grpc: bad --threads\n");
+				fprintf(
+				    stderr, "akbench-grpc: bad --threads\n");
 				return (1);
 			}
 			break;
@@ -443,38 +474,40 @@ main(int argc, char **argv)
 			    nghttp2_version(0)->version_str);
 			return (0);
 		case 'h':
-			usage(stdout);
+			grpc_usage(stdout);
 			return (0);
 		default:
-			usage(stderr);
+			grpc_usage(stderr);
 			return (1);
 		}
 	}
 	if (listen_arg == NULL || optind != argc) {
-		usage(stderr);
+		grpc_usage(stderr);
 		return (1);
 	}
-	if (parse_listen(listen_arg) == -1) {
-		fprintf(stderr, "akbench-grpc: --listen wants 127.x.x.x:PORT\n");
+	if (grpc_parse_listen(listen_arg) == -1) {
+		fprintf(
+		    stderr, "akbench-grpc: --listen wants 127.x.x.x:PORT\n");
 		return (1);
 	}
 
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	signal(SIGTERM, grpc_signal_cb);
+	signal(SIGINT, grpc_signal_cb);
 
 	nghttp2_session_callbacks_new(&callbacks);
-	nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks,
-	    on_begin_headers);
-	nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
-	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks,
-	    on_data);
-	nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks,
-	    on_frame_recv);
-	nghttp2_session_callbacks_set_on_stream_close_callback(callbacks,
-	    on_stream_close);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(
+	    callbacks, grpc_begin_headers_cb);
+	nghttp2_session_callbacks_set_on_header_callback(
+	    callbacks, grpc_header_cb);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+	    callbacks, grpc_data_cb);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(
+	    callbacks, grpc_frame_recv_cb);
+	nghttp2_session_callbacks_set_on_stream_close_callback(
+	    callbacks, grpc_stream_close_cb);
 
-	ws = xrealloc(NULL, sizeof *ws * (size_t)nthreads);
+	ws = grpc_xrealloc(NULL, sizeof *ws * (size_t)nthreads);
 	for (i = 0; i < nthreads; i++) {
 		if (worker_init(&ws[i]) == -1) {
 			fprintf(stderr, "akbench-grpc: %s: %s\n", listen_arg,
@@ -485,13 +518,14 @@ main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	for (i = 0; i < nthreads; i++) {
-		if (pthread_create(&ws[i].thread, NULL, worker_main,
-		    &ws[i]) != 0) {
-			fprintf(stderr, "akbench-grpc: pthread_create failed\n");
+		if (pthread_create(
+			&ws[i].w_thread, NULL, worker_main, &ws[i]) != 0) {
+			fprintf(
+			    stderr, "akbench-grpc: pthread_create failed\n");
 			return (1);
 		}
 	}
 	for (i = 0; i < nthreads; i++)
-		pthread_join(ws[i].thread, NULL);
+		pthread_join(ws[i].w_thread, NULL);
 	return (0);
 }
