@@ -118,10 +118,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libak.a
 deps:
 	@$(MAKE) -s --no-print-directory deb-install PKGLIST="$(DEB_PKGS)"
 
-# The contenders and load tools of bench/ (nginx, HAProxy, sshd, wrk, h2load,
+# The contenders and load tools of bench/ (nginx, HAProxy, h2o, sshd, wrk, h2load,
 # gnuplot); only "make bench" needs them.
 BENCH_PKGS = wrk nginx-light haproxy openssh-server openssh-client \
-	nghttp2-client gnuplot-nox socat curl procps iproute2 util-linux
+	nghttp2-client h2o gnuplot-nox socat curl procps iproute2 util-linux
 bench-deps: deps
 	@$(MAKE) -s --no-print-directory deb-install PKGLIST="$(BENCH_PKGS)"
 

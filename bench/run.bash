@@ -4,12 +4,14 @@
 # workloads, the equivalent settings and how to read the results.
 #
 # Knobs (environment):
-#   QUICK=1        short run (<= 3 minutes): 1 run each, short durations,
+#   QUICK=1        short run (<= 4 minutes): 1 run each, short durations,
 #                  fewer workloads, the per-core table only
 #   BUILD=dir      where akgateway, aktunnel, certs/ and bench/ are (build)
 #   RUNS=N         runs per contender and workload (3; QUICK: 1)
-#   ONLY=1,3,6     run only these workloads (1..8); "accesslog" stands for 8,
-#                  "goals" for 1,3,4,7,8 (what the goals table needs)
+#   ONLY=1,3,6     run only these workloads (1..10); "accesslog" stands for 8,
+#                  "h2" for 9,10 (HTTP/2 and gRPC), "goals" for 1,3,4,7,8,9
+#                  (what the goals table needs)
+#   W9_SIZES="1024 16384"  response sizes of workload 9 (QUICK: 1024)
 #   MODES="percore both"   tables to make (percore; "both" adds ~25 minutes)
 #   RESULTS_DIR=dir        where <date>-<host>.md and .png go (bench/results)
 #   DURATION=s WARMUP=s    wrk / akbench-ws seconds per run and warm-up
@@ -41,6 +43,7 @@ if [ $QUICK = 1 ]; then
 	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-1024}
 	W1_CONNS=${W1_CONNS:-64}
+	W9_SIZES=${W9_SIZES:-1024}
 	SIDE_DURATION=${SIDE_DURATION:-$DURATION}
 else
 	RUNS=${RUNS:-3}
@@ -53,11 +56,13 @@ else
 	MODES=${MODES:-percore}
 	W1_SIZES=${W1_SIZES:-0 1024 16384}
 	W1_CONNS=${W1_CONNS:-64 256}
+	W9_SIZES=${W9_SIZES:-1024 16384}
 	SIDE_DURATION=${SIDE_DURATION:-5}
 fi
-ONLY=${ONLY:-1,2,3,4,5,6,7,8}
+ONLY=${ONLY:-1,2,3,4,5,6,7,8,9,10}
 ONLY=${ONLY//accesslog/8}
-ONLY=${ONLY//goals/1,3,4,7,8}
+ONLY=${ONLY//goals/1,3,4,7,8,9}
+ONLY=${ONLY//h2/9,10}
 RESULTS_DIR=${RESULTS_DIR:-$BENCH/results}
 SSH_CIPHER=${SSH_CIPHER:-aes128-gcm@openssh.com}
 SSH_PROXY=${SSH_PROXY:-fdpass}
@@ -70,6 +75,7 @@ CERTS="$BUILD/certs"
 BK="$BUILD/bench/akbench-backend"
 WSLOAD="$BUILD/bench/akbench-ws"
 IDLE="$BUILD/bench/akbench-idle"
+GRPCBK="$BUILD/bench/akbench-grpc"
 UTILPY="$BENCH/lib/util.py"
 PY=python3
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
@@ -221,9 +227,15 @@ done
 [ -x /usr/sbin/sshd ] || die "/usr/sbin/sshd is missing: run make bench-deps"
 [ -x "$AKGW" ] && [ -x "$AKTUN" ] || die "$AKGW or $AKTUN is missing: run make"
 [ -f "$CERTS/server.crt" ] || die "$CERTS/server.crt is missing: run make certs"
-for t in "$BK" "$WSLOAD" "$IDLE"; do
+for t in "$BK" "$WSLOAD" "$IDLE" "$GRPCBK"; do
 	[ -x "$t" ] || die "$t is missing: run make bench-tools"
 done
+if want 9 || want 10; then
+	command -v h2load >/dev/null 2>&1 || die "h2load is missing: run make bench-deps"
+fi
+if want 9; then
+	command -v h2o >/dev/null 2>&1 || die "h2o is missing: run make bench-deps"
+fi
 NCPU=$(nproc)
 [ "$NCPU" -ge 2 ] || die "needs at least 2 CPUs (found $NCPU)"
 HZ=$(getconf CLK_TCK)
@@ -281,11 +293,12 @@ meta "v:haproxy" "$(haproxy -v 2>&1 | head -n 1)"
 meta "v:openssh" "$(ssh -V 2>&1) (openssh-server $(pkgver openssh-server))"
 meta "v:wrk" "wrk $(pkgver wrk)"
 meta "v:curl" "$(curl --version | head -n 1)"
-meta "v:h2load" "$(h2load --version 2>/dev/null | head -n 1) (not used by default)"
+meta "v:h2load" "$(h2load --version 2>/dev/null | head -n 1) (workloads 9 and 10)"
+meta "v:h2o" "$(h2o --version 2>/dev/null | head -n 1) (Debian h2o $(pkgver h2o); workload 9)"
 meta "v:openssl" "$(openssl version)"
 meta "v:libevent" "libevent $(pkgver libevent-2.1-7)"
 meta "v:gnuplot" "$(gnuplot --version 2>&1 | head -n 1)"
-for t in "$BK" "$WSLOAD" "$IDLE"; do
+for t in "$BK" "$WSLOAD" "$IDLE" "$GRPCBK"; do
 	v=$("$t" --version 2>/dev/null | head -n 1)
 	[ -n "$v" ] || v="sha256 $(sha256sum "$t" | cut -c1-12)"
 	meta "v:$(basename "$t")" "$v"
@@ -381,7 +394,8 @@ start_nginx() {
 	util render "$BENCH/conf/nginx.conf.in" "$T/$name.conf" WORKERS="$WORKERS" \
 	    NOFILE="$NOFILE" WORKER_CONNECTIONS="$((MAXCONN * 2 * 17 / 16 / WORKERS + 1000))" \
 	    TMP="$T" DIR="$dir" NAME="$name" ACCESS_LOG="${2:-off}" BACKEND_PORT="$BK_PORT" \
-	    CERT="$CERTS/server.crt" KEY="$CERTS/server.key" PORT="$p" TLS_PORT="$tp"
+	    CERT="$CERTS/server.crt" KEY="$CERTS/server.key" PORT="$p" TLS_PORT="$tp" \
+	    H2="${NGX_H2:-}" GRPC="${NGX_GRPC:-}"
 	# worker_connections leaves nginx the 1/16 it keeps free (past that it
 	# closes idle connections); descriptors are bounded by ulimit -n anyway.
 	save_conf "nginx.conf (${3:-$MODE})" "$T/$name.conf"
@@ -396,8 +410,9 @@ start_haproxy() {
 	local p tp
 	read -r p tp <<<"$(util ports 2)"
 	util render "$BENCH/conf/haproxy.cfg.in" "$T/haproxy.cfg" WORKERS="$WORKERS" \
-	    MAXCONN="$MAXCONN" TMP="$T" BACKEND_PORT="$BK_PORT" PORT="$p" TLS_PORT="$tp"
-	save_conf "haproxy.cfg ($MODE)" "$T/haproxy.cfg"
+	    MAXCONN="$MAXCONN" TMP="$T" BACKEND_PORT="$BK_PORT" PORT="$p" TLS_PORT="$tp" \
+	    H2C="${HAP_H2C:-}" ALPN="${HAP_ALPN:-http/1.1}" GRPC="${HAP_GRPC:-}"
+	save_conf "haproxy.cfg (${1:-$MODE})" "$T/haproxy.cfg"
 	spawn haproxy "${PINP[@]}" haproxy -db -f "$T/haproxy.cfg"
 	wait_port "$p" && wait_port "$tp" || die "haproxy did not start: $(tail -n 5 "$T/logs/haproxy.log")"
 	BASE[haproxy]="http://127.0.0.1:$p"
@@ -412,12 +427,31 @@ start_http_contenders() {
 	start_haproxy
 }
 
-# Check what each TLS listener negotiates (recorded in the results).
+# start_h2o: h2o as an h2 (TLS and h2c) to HTTP/1.1 reverse proxy, for
+# workload 9 only.
+start_h2o() {
+	local p tp
+	read -r p tp <<<"$(util ports 2)"
+	util render "$BENCH/conf/h2o.conf.in" "$T/h2o.conf" WORKERS="$WORKERS" \
+	    MAXCONN="$MAXCONN" TMP="$T" BACKEND_PORT="$BK_PORT" PORT="$p" TLS_PORT="$tp" \
+	    CERT="$CERTS/server.crt" KEY="$CERTS/server.key"
+	save_conf "h2o.conf ($MODE)" "$T/h2o.conf"
+	spawn h2o "${PINP[@]}" h2o -c "$T/h2o.conf"
+	wait_port "$p" && wait_port "$tp" || die "h2o did not start: $(tail -n 5 "$T/logs/h2o.log" "$T/logs/h2o-error.log" 2>/dev/null)"
+	BASE[h2o]="http://127.0.0.1:$p"
+	TBASE[h2o]="https://127.0.0.1:$tp"
+	ROOTS[h2o]=$LAST_PID
+}
+
+# Check what each TLS listener negotiates (recorded in the results), once
+# for each contender: tls_probe [CONTENDER...].
+declare -A TLS_PROBED
 tls_probe() {
 	local c port out v1 v2 v3
-	[ -n "${TLS_PROBED:-}" ] && return
-	TLS_PROBED=1
-	for c in akgateway nginx haproxy; do
+	[ $# = 0 ] && set -- akgateway nginx haproxy
+	for c in "$@"; do
+		[ -n "${TLS_PROBED[$c]:-}" ] && continue
+		TLS_PROBED[$c]=1
 		port=${TBASE[$c]#https://127.0.0.1:}
 		port=${port%%/*}
 		out=$(echo | timeout 5 openssl s_client -connect "127.0.0.1:$port" 2>/dev/null </dev/null)
@@ -480,14 +514,14 @@ wrk_warm() { # URL CONNS [wrk args]
 curl_run() {
 	local mode=$1 w=$2 cell=$3 c=$4 round=$5 dir=$6 url=$7
 	shift 7
-	local out="$T/out/curl.txt" body="$T/out/curl.body" b a cpu code size speed ttot status mbs
+	local out="$T/out/curl.txt" body="$T/out/curl.body" b a cpu code size speed ttot hver status mbs
 	local cmd
 	if [ "$dir" = down ]; then
 		cmd=("${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 600 -H 'Expect:' "$@" -o /dev/null
-		    -w '%{http_code} %{size_download} %{speed_download} %{time_total}\n' "$url")
+		    -w '%{http_code} %{size_download} %{speed_download} %{time_total} %{http_version}\n' "$url")
 	else
 		cmd=("${LOADNS[@]}" "${PINL[@]}" curl -sS --max-time 600 -H 'Expect:' "$@" -T "$T/zeros" -o "$body"
-		    -w '%{http_code} %{size_upload} %{speed_upload} %{time_total}\n' "$url")
+		    -w '%{http_code} %{size_upload} %{speed_upload} %{time_total} %{http_version}\n' "$url")
 	fi
 	logcmd "${cmd[@]}"
 	rm -f "$body"
@@ -495,9 +529,12 @@ curl_run() {
 	runfg timeout 660 "${cmd[@]}" >"$out" 2>&1
 	a=$(cpu_ticks ${ROOTS[$c]})
 	cpu=$(cpu_secs "$b" "$a")
-	read -r code size speed ttot <<<"$(tail -n 1 "$out")"
+	read -r code size speed ttot hver <<<"$(tail -n 1 "$out")"
 	status=ok
-	if [ "${code:-}" != 200 ]; then
+	# CURL_HTTP_VERSION (workload 9): the HTTP version the run must have used.
+	if [ -n "${CURL_HTTP_VERSION:-}" ] && [ "${hver:-}" != "$CURL_HTTP_VERSION" ]; then
+		status="FAILED(HTTP version ${hver:-?}, not $CURL_HTTP_VERSION; HTTP ${code:-?})"
+	elif [ "${code:-}" != 200 ]; then
 		status="FAILED(HTTP ${code:-?}: $(head -c 100 "$out" | tr '\n\t' '  '))"
 	elif [ "${size:-}" != "$BULK_BYTES" ]; then
 		status="FAILED(moved ${size:-?} of $BULK_BYTES bytes)"
@@ -545,6 +582,49 @@ ws_run() {
 ws_warm() { # URL CONNS SIZE
 	logcmd "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP"
 	runfg timeout $((WARMUP + 20)) "${PINL[@]}" "$WSLOAD" --url "$1" --connections "$2" --size "$3" --duration "$WARMUP" >/dev/null 2>&1
+}
+
+# h2_run MODE W CELL C ROUND URL [h2load args...]: h2load -c H2_CONNS -m
+# H2_STREAMS; requests per second, the mean request time in the note.  Any
+# failed, errored or timed-out request, any answer other than 2xx, or no
+# request at all fails the run.  h2load 1.52's timed mode (-D) sometimes
+# never stops over TLS (both it and the proxy keep going at full speed), so
+# a run asks for a number of requests instead (-n): what the warm-up's rate
+# does in DURATION seconds.
+H2_CONNS=64
+H2_STREAMS=100
+declare -A H2_RATE
+h2_run() {
+	local mode=$1 w=$2 cell=$3 c=$4 round=$5 url=$6
+	shift 6
+	local out="$T/out/h2load.txt" b a cpu req secs rps mean prob status n
+	n=$(awk -v r="${H2_RATE[$c|$cell]:-20000}" -v d="$DURATION" -v c="$H2_CONNS" \
+	    -v m="$H2_STREAMS" 'BEGIN { n = int(r * d / c + 1) * c; if (n < c * m) n = c * m; print n }')
+	local cmd=("${PINL[@]}" h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -n"$n" "$@" "$url")
+	logcmd "${cmd[@]}"
+	b=$(cpu_ticks ${ROOTS[$c]})
+	runfg timeout $((DURATION * 3 + 30)) "${cmd[@]}" >"$out" 2>&1
+	a=$(cpu_ticks ${ROOTS[$c]})
+	cpu=$(cpu_secs "$b" "$a")
+	IFS=$'\t' read -r req secs rps mean prob <<<"$(util h2load "$out")"
+	status=ok
+	[ -n "$prob" ] && status="FAILED($prob)"
+	[ "$status" = ok ] && [ "$req" != "$n" ] && status="FAILED($req of $n requests done)"
+	rec "$mode" "$w" "$cell" "req/s" "$c" "$round" "$rps" - - "$req" "$cpu" "$status" "${secs}s, mean request ${mean}us"
+	say "$w $mode $cell $c #$round: $rps req/s in ${secs}s mean=${mean}us cpu=${cpu}s $status"
+	[ "$status" = ok ] || { echo "--- $c $cell"; cat "$out"; } >>"$T/failures.txt"
+}
+
+# h2_warm C CELL URL [h2load args]: a warm-up of 2 x WARMUP x 6400
+# requests, whose rate sizes the runs of C in CELL.
+h2_warm() {
+	local c=$1 cell=$2 url=$3 n out="$T/out/h2warm.txt" rps
+	shift 3
+	n=$((H2_CONNS * H2_STREAMS * 2 * (WARMUP > 0 ? WARMUP : 1)))
+	logcmd "${PINL[@]}" h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -n"$n" "$@" "$url"
+	runfg timeout $((WARMUP * 5 + 30)) "${PINL[@]}" h2load -t1 -c"$H2_CONNS" -m"$H2_STREAMS" -n"$n" "$@" "$url" >"$out" 2>&1
+	rps=$(util h2load "$out" | cut -f 3)
+	case $rps in '' | - | 0) ;; *) H2_RATE[$c|$cell]=$rps ;; esac
 }
 
 na() { # MODE W CELL METRIC C REASON
@@ -661,6 +741,197 @@ w5() {
 		for c in $HTTP_CS; do
 			[ "$round" = 1 ] && ws_warm "$(wsurl "$c")" 8 65536
 			ws_run "$MODE" 5 "WS 64 KiB x 8 conns" "MB/s" "$c" "$round" "$(wsurl "$c")" 8 65536
+		done
+	done
+	stop_all
+}
+
+# ---------------------------------------------------------------- HTTP/2
+
+H2_PROXIES="akgateway nginx h2o haproxy"
+
+# gw_h2_probe: does this akgateway answer h2?  One request with prior
+# knowledge on the plain listener, one with ALPN h2 on the TLS listener.
+# GW_H2[h2c] and GW_H2[tls] are empty when it does, else why not (its
+# cells are then n/a rather than failed).
+declare -A GW_H2
+gw_h2_probe() {
+	local r1 r2
+	r1=$(curl -s --http2-prior-knowledge --max-time 5 -o /dev/null \
+	    -w '%{http_code} %{http_version}' "${BASE[akgateway]}/size/0" 2>/dev/null)
+	r2=$(curl -s --http2 "${TLS_CURL[@]}" --max-time 5 -o /dev/null \
+	    -w '%{http_code} %{http_version}' "${TBASE[akgateway]}/size/0" 2>/dev/null)
+	GW_H2[h2c]=""
+	GW_H2[tls]=""
+	[ "$r1" = "200 2" ] || GW_H2[h2c]="gateway h2 not built"
+	if [ "$r2" != "200 2" ]; then
+		if [ -n "${GW_H2[h2c]}" ]; then
+			GW_H2[tls]="gateway h2 not built"
+		else
+			GW_H2[tls]="gateway TLS listener does not offer ALPN h2"
+		fi
+	fi
+	meta "h2:akgateway" "curl --http2-prior-knowledge: ${r1:-no answer}; curl --http2 over TLS: ${r2:-no answer} (HTTP status, HTTP version)"
+}
+
+# h2_skip C PROTO: why C has no PROTO (h2c or tls) cells, or nothing.
+h2_skip() {
+	[ "$1" = akgateway ] && printf '%s' "${GW_H2[$2]}"
+	return 0
+}
+
+w9() {
+	local size cell round c hs proto url why pre
+	local -a args
+	hs=$(hsize "$BULK_BYTES")
+	say "workload 9 ($MODE): HTTP/2 to the proxy (h2load; TLS with ALPN h2, h2c)"
+	# Each proxy gets a backend (and port) of its own: with 6400 requests
+	# in flight each one keeps about 6400 connections to it, and all of
+	# them to one port would run out of ephemeral ports (connect(2) then
+	# burns the proxy's CPU looking for one).
+	start_backend
+	start_akgateway
+	start_backend
+	NGX_H2="http2 " start_nginx nginx off "h2, $MODE"
+	start_backend
+	start_h2o
+	start_backend
+	HAP_H2C=" proto h2" HAP_ALPN="h2,http/1.1" start_haproxy "h2, $MODE"
+	gw_h2_probe
+	tls_probe $H2_PROXIES
+	for proto in h2c tls; do
+		if [ $proto = tls ]; then
+			pre="h2 TLS"
+			args=(--npn-list h2)
+		else
+			pre="h2c"
+			args=()
+		fi
+		for size in $W9_SIZES; do
+			cell="$pre $(hsize "$size") x $H2_CONNS conns x $H2_STREAMS streams"
+			na "$MODE" 9 "$cell" "req/s" direct "akbench-backend speaks HTTP/1.1 only"
+			for round in $(seq 1 "$RUNS"); do
+				for c in $H2_PROXIES; do
+					why=$(h2_skip "$c" "$proto")
+					if [ -n "$why" ]; then
+						[ "$round" = 1 ] && na "$MODE" 9 "$cell" "req/s" "$c" "$why"
+						continue
+					fi
+					if [ $proto = tls ]; then url=${TBASE[$c]}; else url=${BASE[$c]}; fi
+					[ "$round" = 1 ] && h2_warm "$c" "$cell" "$url/size/$size" "${args[@]}"
+					h2_run "$MODE" 9 "$cell" "$c" "$round" "$url/size/$size" "${args[@]}"
+				done
+			done
+		done
+	done
+	# Bulk: one large body over h2c, over h2 on TLS and, for the goal's
+	# HTTP/1.1 reference on the same listener, over HTTP/1.1 on TLS.
+	for cell in "h2c $hs download" "h2 TLS $hs download" "HTTP/1.1 TLS $hs download"; do
+		na "$MODE" 9 "$cell" "MB/s" direct "akbench-backend speaks HTTP/1.1 only"
+		for round in $(seq 1 "$RUNS"); do
+			for c in $H2_PROXIES; do
+				case $cell in
+				h2c*) proto=h2c url=${BASE[$c]} args=(--http2-prior-knowledge) hver=2 ;;
+				h2*) proto=tls url=${TBASE[$c]} args=(--http2 "${TLS_CURL[@]}") hver=2 ;;
+				*) proto=h1 url=${TBASE[$c]} args=(--http1.1 "${TLS_CURL[@]}") hver=1.1 ;;
+				esac
+				why=""
+				[ $proto = h1 ] || why=$(h2_skip "$c" "$proto")
+				if [ -n "$why" ]; then
+					[ "$round" = 1 ] && na "$MODE" 9 "$cell" "MB/s" "$c" "$why"
+					continue
+				fi
+				[ "$round" = 1 ] && curl_warm "$url/size/0" "${args[@]}"
+				CURL_HTTP_VERSION=$hver curl_run "$MODE" 9 "$cell" "$c" "$round" down \
+				    "$url/size/$BULK_BYTES" "${args[@]}"
+			done
+		done
+	done
+	stop_all
+}
+
+# ---------------------------------------------------------------- gRPC
+
+GRPC_PATH=/akbench.Echo/Unary
+# One gRPC message: not compressed, 12 bytes of protobuf (field 1, a
+# 10-byte string).
+grpc_request() { printf '\000\000\000\000\014\012\012hello grpc' >"$1"; }
+
+# grpc_check C URL: one call with nghttp must end in the trailer
+# grpc-status: 0 (h2load counts only HTTP statuses).  Sets GRPC_BAD.
+grpc_check() {
+	local out="$T/out/grpc-check.txt"
+	logcmd nghttp -v -d "$T/grpc-req.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$2"
+	timeout 10 nghttp -v -d "$T/grpc-req.bin" -H 'content-type: application/grpc' \
+	    -H 'te: trailers' "$2" >"$out" 2>&1
+	GRPC_BAD=""
+	if ! grep -aq 'recv (stream_id=[0-9]*) grpc-status: 0' "$out"; then
+		GRPC_BAD="no trailer grpc-status: 0 from one call with nghttp"
+		{ echo "--- $1 gRPC check"; cat -v "$out"; } >>"$T/failures.txt"
+	fi
+}
+
+# Workload 10: gRPC unary calls (h2c with prior knowledge) through the
+# proxies to akbench-grpc.  akgateway needs upstream h2c for it; h2o 2.2
+# proxies to HTTP/1.1 only.
+w10() {
+	local round c cell gp gn gh
+	local -a args
+	say "workload 10 ($MODE): gRPC unary (h2load, h2c)"
+	start_backend
+	read -r gp gn gh <<<"$(util ports 3)"
+	spawn grpc "${PINL[@]}" "$GRPCBK" --listen "127.0.0.1:$gp" --threads "$BTHREADS"
+	wait_port "$gp" || die "akbench-grpc did not start: $(tail -n 5 "$T/logs/grpc.log")"
+	NGX_GRPC="
+    # Workload 10: gRPC (h2c) to akbench-grpc, HTTP/2 both ways.
+    upstream grpc_backend {
+        server 127.0.0.1:$gp;
+        keepalive 8192;
+        keepalive_requests 100000000;
+        keepalive_timeout 300s;
+    }
+
+    server {
+        listen 127.0.0.1:$gn http2 backlog=4096;
+
+        location / {
+            grpc_pass grpc://grpc_backend;
+            grpc_read_timeout 3600s;
+            grpc_send_timeout 3600s;
+        }
+    }" start_nginx nginx off "gRPC, $MODE"
+	local HAP_GRPC="
+# Workload 10: gRPC (h2c) to akbench-grpc, HTTP/2 both ways.
+frontend grpc
+    bind 127.0.0.1:$gh backlog 4096 proto h2
+    default_backend grpc_be
+
+backend grpc_be
+    server grpc 127.0.0.1:$gp proto h2"
+	start_haproxy "gRPC, $MODE"
+	wait_port "$gn" && wait_port "$gh" || die "the gRPC listeners of nginx or HAProxy did not start"
+	BASE[direct]="http://127.0.0.1:$gp"
+	BASE[nginx]="http://127.0.0.1:$gn"
+	BASE[haproxy]="http://127.0.0.1:$gh"
+	ROOTS[direct]=""
+	grpc_request "$T/grpc-req.bin"
+	args=(-d "$T/grpc-req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
+	cell="gRPC unary 12 B message x $H2_CONNS conns x $H2_STREAMS streams"
+	na "$MODE" 10 "$cell" "req/s" akgateway "gateway upstream h2c not built"
+	na "$MODE" 10 "$cell" "req/s" h2o "h2o 2.2 proxies to HTTP/1.1 only"
+	declare -A bad
+	for c in direct nginx haproxy; do
+		grpc_check "$c" "${BASE[$c]}$GRPC_PATH"
+		bad[$c]=$GRPC_BAD
+	done
+	for round in $(seq 1 "$RUNS"); do
+		for c in direct nginx haproxy; do
+			if [ -n "${bad[$c]}" ]; then
+				rec "$MODE" 10 "$cell" "req/s" "$c" "$round" - - - - - "FAILED(${bad[$c]})"
+				continue
+			fi
+			[ "$round" = 1 ] && h2_warm "$c" "$cell" "${BASE[$c]}$GRPC_PATH" "${args[@]}"
+			h2_run "$MODE" 10 "$cell" "$c" "$round" "${BASE[$c]}$GRPC_PATH" "${args[@]}"
 		done
 	done
 	stop_all
@@ -951,6 +1222,8 @@ for m in $MODES; do
 	want 4 && w4
 	want 5 && w5
 	want 6 && w6
+	want 9 && w9
+	want 10 && w10
 done
 want 8 && w8
 want 7 && w7

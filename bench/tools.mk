@@ -10,7 +10,7 @@ BENCH_CFLAGS	 = $(ALL_CFLAGS) -O2 -Ibench
 
 .PHONY: bench-tools bench-stream
 
-bench-tools: $(BENCH_TOOLS)
+bench-tools: $(BENCH_TOOLS) $(BUILD)/bench/akbench-grpc
 
 $(BUILD)/bench/obj/%.o: bench/%.c bench/common.h
 	@mkdir -p $(dir $@)
@@ -24,6 +24,11 @@ $(BUILD)/bench/akbench-idle: $(BUILD)/bench/obj/idle.o $(BENCH_COMMON)
 $(BENCH_TOOLS):
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lm
+
+# The gRPC echo server of workload 10 needs only nghttp2 and pthreads.
+$(BUILD)/bench/akbench-grpc: $(BUILD)/bench/obj/grpc.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lnghttp2 -lpthread
 
 # lib/stream.c against bufferevents, in one process (bench/stream_pair.c);
 # BENCH_STREAM_ARGS passes options, e.g. "-n 1 -m 64".

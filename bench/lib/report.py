@@ -18,8 +18,8 @@ MODES = {
     "percore": "per-core: each proxy 1 worker pinned to CPU 0 (taskset -c 0); "
                "load tool and backend pinned to CPU 1",
     "both": "both cores: nothing pinned; each proxy 2 workers (nginx "
-            "worker_processes 2, HAProxy nbthread 2, akgateway workers: 2 when "
-            "it has the key), backend 2 threads",
+            "worker_processes 2, HAProxy nbthread 2, h2o num-threads 2, akgateway "
+            "workers: 2 when it has the key), backend 2 threads",
     "mem": "memory: 1 worker each, nothing pinned",
 }
 WORKLOADS = {
@@ -31,12 +31,15 @@ WORKLOADS = {
     "6": "6. Reverse tunnel: a caller in a network namespace reaches a host backend",
     "7": "7. Memory per idle connection (VmRSS growth / connections)",
     "8": "8. Access log on against off (wrk -t1, GET /size/1024)",
+    "9": "9. HTTP/2 to the proxy, HTTP/1.1 to the backend (h2load -c64 -m100; curl for bulk)",
+    "10": "10. gRPC unary over h2c (h2load -c64 -m100, a 17-byte gRPC message, akbench-grpc)",
 }
 NAMES = {
     "direct": "direct",
     "akgateway": "akgateway",
     "nginx": "nginx",
     "haproxy": "HAProxy",
+    "h2o": "h2o",
     "akgw-ws": "akgateway tunnel (ws)",
     "akgw-wss": "akgateway tunnel (wss)",
     "ssh": "ssh -R",
@@ -46,6 +49,8 @@ NAMES = {
     "nginx-log": "nginx, access log on",
 }
 HTTP_CS = ["direct", "akgateway", "nginx", "haproxy"]
+H2_CS = ["direct", "akgateway", "nginx", "h2o", "haproxy"]
+H2_WS = ("9", "10")
 TUN_CS = ["direct", "akgw-ws", "akgw-wss", "ssh"]
 MEM_CS = ["akgateway", "nginx", "haproxy"]
 AL_CS = ["akgw-nolog", "akgw-log", "nginx-nolog", "nginx-log"]
@@ -149,6 +154,16 @@ def fmt_ratio(x):
     return "-" if x is None else "%.2f" % x
 
 
+def fmt_eff_ratio(a, b, metric):
+    """a's efficiency over b's (work per CPU-second; for MB/s, b's CPU-s
+    per GiB over a's, so that above 1 is better for a too)."""
+    ea = a.efficiency(metric) if a else None
+    eb = b.efficiency(metric) if b else None
+    if ea is None or not eb:
+        return "-"
+    return fmt_ratio(eb / ea if metric == "MB/s" else ea / eb)
+
+
 def load(path):
     data = {}  # (mode, w, cell) -> {"metric":, "cs": {c: Cell}}
     order = []
@@ -190,7 +205,7 @@ def summary(data, order):
     """Compact tables: one row per workload cell, one column per contender."""
     parts = []
     for mode in ("percore", "both"):
-        keys = [k for k in order if k[0] == mode and k[1] not in ("6", "8")]
+        keys = [k for k in order if k[0] == mode and k[1] not in ("6", "8") + H2_WS]
         if keys:
             rows = []
             for k in keys:
@@ -206,6 +221,23 @@ def summary(data, order):
             parts.append("### Proxies, %s\n\n" % MODES[mode] + md_table(
                 ["workload", "unit", "direct", "akgateway", "nginx", "HAProxy",
                  "akgw/HAProxy", "akgw/direct"], rows))
+        keys = [k for k in order if k[0] == mode and k[1] in H2_WS]
+        if keys:
+            rows = []
+            for k in keys:
+                d = data[k]
+                cs = d["cs"]
+                row = ["%s. %s" % (k[1], k[2]), d["metric"]]
+                for c in H2_CS:
+                    row.append(cs[c].show() if c in cs else "-")
+                ak = cs.get("akgateway")
+                for ref in ("nginx", "h2o"):
+                    row.append(fmt_ratio(ratio(ak, cs.get(ref))))
+                row.append(fmt_eff_ratio(ak, cs.get("nginx"), d["metric"]))
+                rows.append(row)
+            parts.append("### HTTP/2 and gRPC, %s\n\n" % MODES[mode] + md_table(
+                ["workload", "unit", "direct", "akgateway", "nginx", "h2o", "HAProxy",
+                 "akgw/nginx", "akgw/h2o", "akgw/nginx per CPU-s"], rows))
         keys = [k for k in order if k[0] == mode and k[1] == "6"]
         if keys:
             rows = []
@@ -310,15 +342,17 @@ def goals(data, order, quick):
         n = sum(len(c.failed()) for c in cells if c)
         return " (%d failed run%s left out)" % (n, "" if n == 1 else "s") if n else ""
 
-    def add(goal, where, target, value, higher, shown, source, unit="x", present=True):
+    def add(goal, where, target, value, higher, shown, source, unit="x", present=True,
+            why=None):
         """A row; a cell this run did not have gets none, only a mention
-        below the table."""
+        below the table.  why: the n/a reason of a cell that does not apply
+        yet."""
         res = goal_result(value, target, higher, unit)
         if value is None:
             missing.append((goal.split(".")[0], where))
             if not present:
                 return
-            res = "not measured: no good run"
+            res = "not measured: %s" % (why or "no good run")
         rows.append([goal, where, target_text(target, higher, unit), shown, res, source])
 
     def target_text(t, higher, unit):
@@ -399,6 +433,56 @@ def goals(data, order, quick):
                                             if cost is not None else ""), src, "%",
         present=cs is not None)
 
+    # Issue 19: HTTP/2 (workload 9), per core.
+    def na_why(*cells):
+        for c in cells:
+            if c and c.na() and not c.good():
+                return c.na()[0]["status"]
+        return None
+
+    h2_cells = [k[2] for k in order if k[0] == "percore" and k[1] == "9" and
+                data[k]["metric"] == "req/s"]
+    for ref, target in (("nginx", 1.1), ("h2o", 1.0)):
+        for name in h2_cells:
+            cs = cell("percore", "9", name)
+            ak, rf = cs.get("akgateway"), cs.get(ref)
+            ea = ak.efficiency("req/s") if ak else None
+            er = rf.efficiency("req/s") if rf else None
+            v = ea / er if ea is not None and er else None
+            add("9. h2 req per proxy CPU-s, akgateway / %s" % NAMES[ref], name, target, v, True,
+                fmt_ratio(v) + (note_failed(ak, rf) if v else ""),
+                "%s vs %s req per CPU-s" % (fmt(ea), fmt(er)) if v else "-",
+                why=na_why(ak, rf))
+    # h2 bulk against HTTP/1.1 through the same gateway: h2c against
+    # workload 3's download, h2 on TLS against workload 9's HTTP/1.1 on the
+    # same TLS listener.
+    for h2, h1w, h1suffix in (("h2c ", "3", " download"), ("h2 TLS ", "9", " download")):
+        name, cs = None, None
+        for k in order:
+            if k[0] == "percore" and k[1] == "9" and k[2].startswith(h2) and \
+                    k[2].endswith(" download"):
+                name, cs = k[2], data[k]["cs"]
+        if h1w == "3":
+            h1name, h1cs = find("percore", "3", h1suffix)
+        else:
+            h1name, h1cs = None, None
+            for k in order:
+                if k[0] == "percore" and k[1] == "9" and k[2].startswith("HTTP/1.1 TLS"):
+                    h1name, h1cs = k[2], data[k]["cs"]
+        ak = cs.get("akgateway") if cs else None
+        ak1 = h1cs.get("akgateway") if h1cs else None
+        m2 = ak.med() if ak else None
+        m1 = ak1.med() if ak1 else None
+        v = m2 / m1 if m2 is not None and m1 else None
+        why = na_why(ak)
+        if why is None and cs is not None and h1cs is None:
+            why = "workload %s not in this run" % h1w
+        add("9. h2 bulk download MB/s, akgateway h2 / akgateway HTTP/1.1",
+            name or (h2 + "bulk download"), 0.9, v, True,
+            fmt_ratio(v) + (note_failed(ak, ak1) if v else ""),
+            "%s vs %s MB/s (%s)" % (fmt(m2), fmt(m1), "%s. %s" % (h1w, h1name))
+            if v else "-", present=cs is not None, why=why)
+
     met = sum(1 for r in rows if r[4] == "met")
     missed = sum(1 for r in rows if r[4].startswith("missed"))
     total = met + missed + len(missing)
@@ -425,7 +509,7 @@ def goals(data, order, quick):
 def details(data, order):
     parts = []
     for mode in ("percore", "both", "mem"):
-        for w in sorted(set(k[1] for k in order if k[0] == mode)):
+        for w in sorted(set(k[1] for k in order if k[0] == mode), key=int):
             keys = [k for k in order if k[0] == mode and k[1] == w]
             if w == "7":
                 rows = []
@@ -438,13 +522,13 @@ def details(data, order):
                 parts.append("#### %s\n\n" % WORKLOADS[w] + md_table(
                     ["idle", "contender", "KiB per connection", "connections", "VmRSS"], rows))
                 continue
-            ref = {"6": "ssh", "8": "log off"}.get(w, "haproxy")
+            ref = {"6": "ssh", "8": "log off", "9": "nginx", "10": "nginx"}.get(w, "haproxy")
             rows = []
             metric = data[keys[0]]["metric"]
             for k in keys:
                 d = data[k]
                 cs = d["cs"]
-                order_cs = {"6": TUN_CS, "8": AL_CS}.get(w, HTTP_CS)
+                order_cs = {"6": TUN_CS, "8": AL_CS, "9": H2_CS, "10": H2_CS}.get(w, HTTP_CS)
                 for c in order_cs + [x for x in cs if x not in order_cs]:
                     if c not in cs:
                         continue
@@ -560,7 +644,7 @@ def main():
     summ = summary(data, order)
     sys.stdout.write("\n" + summ + "\n\n")
     gtab, _, _, _ = goals(data, order, md.get("knob:QUICK") == "1")
-    sys.stdout.write("### Goals (issue 18)\n\n" + gtab + "\n\n")
+    sys.stdout.write("### Goals (issues 18 and 19)\n\n" + gtab + "\n\n")
 
     files = plot_data(data, order, a.datadir)
     png_ok = False
@@ -587,7 +671,7 @@ def main():
         "project commit", "duration", "idle connections")]))
     out.append("\n## Summary\n")
     out.append(summ)
-    out.append("\n## Goals (issue 18)\n")
+    out.append("\n## Goals (issues 18 and 19)\n")
     out.append("Per core (the per-core table; memory from workload 7), from this run's "
                "medians: efficiency ratios are ratios of the efficiency column's medians "
                "(requests per proxy CPU-second), req/s and MB/s ratios ratios of median "
@@ -603,6 +687,11 @@ def main():
                "counts both ends (akgateway + aktunnel; sshd + ssh). direct has no "
                "proxy: n/a.\n")
     out.append(details(data, order))
+    h2 = [(k[3:], v) for k, v in meta if k.startswith("h2:")]
+    if h2:
+        out.append("\n## HTTP/2 check\n")
+        out.append("Whether akgateway answers h2 (without it, its workload 9 cells are n/a):\n")
+        out.append(md_table(["proxy", "result"], [[NAMES.get(k, k), v] for k, v in h2]))
     tls = [(k[4:], v) for k, v in meta if k.startswith("tls:")]
     if tls:
         out.append("\n## TLS check\n")

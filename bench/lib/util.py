@@ -11,6 +11,7 @@
   util.py render TEMPLATE OUT K=V...   replace @K@ by V (V=@file reads a file)
   util.py wrk FILE                parse wrk --latency output
   util.py ws FILE                 parse akbench-ws output
+  util.py h2load FILE             parse h2load output
   util.py pass_fd HOST PORT       connect and pass the socket on fd 1 (ssh
                                   ProxyUseFdpass); the connect happens in the
                                   caller's network namespace
@@ -198,6 +199,45 @@ def cmd_wrk(path):
                      fmt(p50), fmt(p99), "; ".join(problems)]))
 
 
+def cmd_h2load(path):
+    """Print: requests seconds rps mean_us problem ('' when clean).  A run
+    is bad if any request failed, errored or timed out, if any answer was
+    not 2xx, or if nothing was done (h2load says "No protocol negotiated"
+    and does nothing when ALPN or the preface fails)."""
+    with open(path, errors="replace") as f:
+        text = f.read()
+    req = secs = rps = mean = None
+    problems = []
+    m = re.search(r"finished in ([0-9.]+)(us|ms|s|m), ([0-9.]+) req/s", text)
+    if m:
+        secs = to_us(m.group(1) + m.group(2)) / 1e6
+        rps = float(m.group(3))
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    if m:
+        req = int(m.group(4))
+        for name, v in zip(("failed", "errored", "timeout"), m.groups()[4:]):
+            if int(v):
+                problems.append("%s %s" % (name, v))
+    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
+    if m:
+        bad = sum(int(x) for x in m.groups()[1:])
+        if bad:
+            problems.append("non-2xx %d (3xx %s, 4xx %s, 5xx %s)" % ((bad,) + m.groups()[1:]))
+    m = re.search(r"^time for request:\s+\S+\s+\S+\s+(\S+)", text, re.M)
+    if m:
+        mean = to_us(m.group(1))
+    if "No protocol negotiated" in text:
+        problems.append("no protocol negotiated (no h2)")
+    if req is None or rps is None:
+        problems.append("no h2load summary: " + " ".join(text.split())[-100:])
+    elif req == 0:
+        problems.append("0 requests")
+    f = lambda x: "-" if x is None else "%.0f" % x
+    print("\t".join([f(req), "-" if secs is None else "%.3f" % secs, f(rps), f(mean),
+                     "; ".join(problems)]))
+
+
 def cmd_ws(path):
     """Print: messages seconds msgs_per_s mbytes_per_s p50_us p99_us problem."""
     with open(path, errors="replace") as f:
@@ -245,6 +285,8 @@ def main():
         cmd_wrk(a[1])
     elif c == "ws":
         cmd_ws(a[1])
+    elif c == "h2load":
+        cmd_h2load(a[1])
     elif c == "pass_fd":
         cmd_pass_fd(a[1], int(a[2]))
     else:
