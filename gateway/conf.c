@@ -41,7 +41,8 @@ static const char *const top_keys[] = { "log", "listen", "admin", "domains",
 static const char *const auth_keys[] = { "secret", "cookie",
 	"require_tls_for_credentials", "path_form_cookies", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
-static const char *const listen_keys[] = { "address", "tls", NULL };
+static const char *const listen_keys[] = { "address", "tls", "http2",
+	NULL };
 static const char *const tls_keys[] = { "cert", "key", "sni", NULL };
 static const char *const sni_keys[] = { "names", "cert", "key", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
@@ -50,7 +51,8 @@ static const char *const timeout_keys[] = { "request_header", "connect",
 	"websocket_idle", "websocket_fin", NULL };
 static const char *const limit_keys[] = { "max_connections",
 	"max_connections_per_sandbox", "max_header_size", "max_headers",
-	"max_body_size", "max_idle_upstreams", NULL };
+	"max_body_size", "max_idle_upstreams", "h2_max_concurrent_streams",
+	"h2_max_requests", "h2_window", NULL };
 static const char *const sandbox_keys[] = { "id", "address", "netns",
 	"max_connections", "ports", "tunnel", NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
@@ -81,6 +83,9 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_max_body_size = 0;
 	cf->cf_max_connections_per_sandbox = 0;
 	cf->cf_max_idle_upstreams = 1024;
+	cf->cf_h2_max_streams = 128;
+	cf->cf_h2_max_requests = 10000;
+	cf->cf_h2_window = 256 * 1024;
 	cf->cf_ws_idle_timeout = 3600 * 1000;
 	cf->cf_ws_fin_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
@@ -245,6 +250,11 @@ conf_listen(const struct cfg_doc *doc, const struct cfg_node *n,
 			return (-1);
 		if ((v = cfg_map_get(item, "tls")) != NULL &&
 		    conf_tls(doc, v, &cf->cf_listen[i], cause) != 0)
+			return (-1);
+		cf->cf_listen[i].l_http2 = 1;
+		if ((v = cfg_map_get(item, "http2")) != NULL &&
+		    cfg_get_bool(doc, v, "listen.http2",
+			&cf->cf_listen[i].l_http2, cause) != 0)
 			return (-1);
 		v = cfg_map_get(item, "address");
 		for (j = 0; j < i; j++) {
@@ -491,6 +501,22 @@ conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
 	if ((v = cfg_map_get(n, "max_body_size")) != NULL &&
 	    cfg_get_size(doc, v, "limits.max_body_size", 0, (uint64_t)1 << 50,
 		&cf->cf_max_body_size, cause) != 0)
+		return (-1);
+	if ((v = cfg_map_get(n, "h2_max_concurrent_streams")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.h2_max_concurrent_streams", 1,
+			10000, &ll, cause) != 0)
+			return (-1);
+		cf->cf_h2_max_streams = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "h2_max_requests")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.h2_max_requests", 1,
+			100000000, &ll, cause) != 0)
+			return (-1);
+		cf->cf_h2_max_requests = (uint64_t)ll;
+	}
+	if ((v = cfg_map_get(n, "h2_window")) != NULL &&
+	    cfg_get_size(doc, v, "limits.h2_window", 16 * 1024,
+		(1U << 31) - 1, &cf->cf_h2_window, cause) != 0)
 		return (-1);
 	return (0);
 }

@@ -18,6 +18,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include <openssl/ssl.h>
+
 #include "addr.h"
 #include "alloc.h"
 #include "clock.h"
@@ -45,6 +47,8 @@ conn_state_name(enum conn_state s)
 	switch (s) {
 	case CONN_S_HEAD:
 		return ("head");
+	case CONN_S_SNIFF:
+		return ("sniff");
 	case CONN_S_UPGRADED:
 		return ("upgraded");
 	case CONN_S_ERROR:
@@ -120,6 +124,10 @@ conn_print(const struct conn *c, char *buf, size_t len)
 
 	if (c->c_h1 != NULL)
 		h1s_print(c->c_h1, eng, sizeof eng);
+	else if (c->c_h2 != NULL)
+		h2s_print(c->c_h2, eng, sizeof eng);
+	else if (c->c_state == CONN_S_SNIFF)
+		snprintf(eng, sizeof eng, "sniffing");
 	else
 		snprintf(eng, sizeof eng, "released");
 	xchg_print(c->c_x, xs, sizeof xs);
@@ -134,7 +142,7 @@ conn_print(const struct conn *c, char *buf, size_t len)
  * open connection one until it is closed (tmux's client style), so that
  * neither frees c under the other after a release.
  */
-static void
+void
 conn_unref(struct conn *c)
 {
 	if (--c->c_refcnt > 0)
@@ -163,7 +171,7 @@ conn_free_cb(evutil_socket_t fd, short events, void *arg)
  * short, its upstream, its counters.  Run once, from conn_close or from
  * the engine's close (conn_on_close).
  */
-static void
+void
 conn_closed(struct conn *c, const char *reason)
 {
 	struct gw *g = c->c_gw;
@@ -213,6 +221,10 @@ conn_close(struct conn *c, const char *reason)
 		return;
 	if (c->c_h1 != NULL) {
 		h1s_close(c->c_h1, reason);
+		return;
+	}
+	if (c->c_h2 != NULL) {
+		h2s_close(c->c_h2, reason);
 		return;
 	}
 	conn_closed(c, reason);
@@ -655,6 +667,9 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 		    (c->c_flags & CONN_F_LINGER) ? "linger timeout"
 						 : "timeout writing an error");
 		break;
+	case CONN_S_SNIFF:
+		conn_close(c, "client sent nothing for the keep-alive timeout");
+		break;
 	default:
 		break;
 	}
@@ -681,29 +696,135 @@ conn_h1conf(struct gw *g)
 	return (hc);
 }
 
+/* The limit every connection's input stops at: a head, or waiting body. */
+static size_t
+conn_in_high(const struct gw *g)
+{
+	size_t high = g->g_conf->cf_max_header_size + 4096;
+
+	return (high < 64 * 1024 ? 64 * 1024 : high);
+}
+
+/* Refuse the connection past limits.max_connections, on HTTP/1. */
+static void
+conn_refuse_full(struct conn *c)
+{
+	xchg_fail(conn_xchg(c), gw_err_too_many_connections,
+	    "The gateway is at its limit of %llu connections; try again "
+	    "shortly.",
+	    (unsigned long long)c->c_gw->g_conf->cf_max_connections);
+}
+
 /*
- * Give connection c its engine over bev and its timer, and list it on
- * loop g.  The input stops at the high watermark: a head, or a body the
- * upstream cannot take yet.
+ * Start c's engine over its stream: HTTP/2 when h2, else HTTP/1.  The
+ * input stops at its high watermark: a head, or a body the upstream
+ * cannot take yet.
+ */
+static void
+conn_engine_start(struct conn *c, int h2)
+{
+	struct gw *g = c->c_gw;
+	struct h1x *x;
+
+	c->c_refcnt++; /* the engine's */
+	c->c_state = CONN_S_HEAD;
+	x = h1x_stream_new(c->c_stream, conn_in_high(g), CONN_LOW);
+	if (h2) {
+		conn_h2_start(c, x);
+		return;
+	}
+	c->c_h1 = h1s_new(
+	    g->g_base, x, conn_h1conf(g), &conn_hooks, c, c->c_id, c->c_peer);
+	if (c->c_flags & CONN_F_FULL)
+		conn_refuse_full(c);
+}
+
+/*
+ * The first bytes of a connection whose listener takes HTTP/2 (or the
+ * end of its TLS handshake): ALPN h2, or on a plain socket the HTTP/2
+ * connection preface, starts HTTP/2; anything else HTTP/1.  The bytes
+ * stay in the input for the engine.
+ */
+static void
+conn_sniff_cb(struct stream *s, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = stream_input(s);
+	const unsigned char *alpn = NULL;
+	unsigned char buf[H2_PREFACE_LEN];
+	unsigned alen = 0;
+	size_t n;
+	int h2;
+
+	if (stream_ssl(s) != NULL) {
+		SSL_get0_alpn_selected(stream_ssl(s), &alpn, &alen);
+		h2 = alen == 2 && memcmp(alpn, "h2", 2) == 0;
+	} else {
+		n = evbuffer_get_length(in);
+		if (n > sizeof buf)
+			n = sizeof buf;
+		evbuffer_copyout(in, buf, n);
+		h2 = memcmp(buf, H2_PREFACE, n) == 0;
+		if (h2 && n < sizeof buf)
+			return; /* a prefix of the preface: more to come */
+	}
+	if (c->c_timer != NULL)
+		evtimer_del(c->c_timer);
+	conn_engine_start(c, h2);
+	if (evbuffer_get_length(in) != 0)
+		stream_trigger_read(s); /* what came is the engine's to read */
+}
+
+/*
+ * The TLS handshake is done (ALPN chose), or the client went away, or its
+ * TLS failed, before a byte of HTTP.
+ */
+static void
+conn_sniff_event_cb(struct stream *s, short what, void *arg)
+{
+	struct conn *c = arg;
+	char why[160], tlserr[128];
+
+	if (what & STREAM_EV_CONNECTED) {
+		conn_sniff_cb(s, c);
+		return;
+	}
+	if (stream_tls_error(s) != 0) {
+		tls_error_string(stream_tls_error(s), tlserr, sizeof tlserr);
+		log_info("conn %llu %s: TLS handshake failed: %s",
+		    (unsigned long long)c->c_id, c->c_peer, tlserr);
+		snprintf(why, sizeof why, "TLS error: %s", tlserr);
+	} else if (what & STREAM_EV_ERROR)
+		snprintf(why, sizeof why, "client error: %s",
+		    strerror(stream_errno(s)));
+	else
+		snprintf(why, sizeof why, "client closed before a request");
+	conn_close(c, why);
+}
+
+/*
+ * Give connection c its stream and list it on loop g.  A listener that
+ * takes HTTP/2 waits for the first bytes to choose the engine
+ * (conn_sniff_cb); any other starts HTTP/1 at once.
  */
 static void
 conn_setup(struct gw *g, struct conn *c, struct stream *s)
 {
-	struct h1x *x;
-	size_t high;
-
 	c->c_gw = g;
 	c->c_stream = s;
-	c->c_refcnt = 2; /* the engine's and the open connection's */
-	high = g->g_conf->cf_max_header_size + 4096;
-	if (high < 64 * 1024)
-		high = 64 * 1024;
-	x = h1x_stream_new(s, high, CONN_LOW);
+	c->c_refcnt = 1; /* the open connection's; the engine adds its own */
+	TAILQ_INIT(&c->c_xchgs);
 	TAILQ_INSERT_TAIL(&g->g_conns, c, c_entry);
 	g->g_nconns++;
-	c->c_state = CONN_S_HEAD;
-	c->c_h1 = h1s_new(
-	    g->g_base, x, conn_h1conf(g), &conn_hooks, c, c->c_id, c->c_peer);
+	if (!(c->c_flags & CONN_F_H2)) {
+		conn_engine_start(c, 0);
+		return;
+	}
+	c->c_state = CONN_S_SNIFF;
+	stream_setcb(s, conn_sniff_cb, NULL, conn_sniff_event_cb, c);
+	stream_setwatermark(s, EV_READ, 0, conn_in_high(g));
+	stream_enable(s, EV_READ);
+	conn_timer_set(c, g->g_conf->cf_keepalive_timeout);
 }
 
 /* A new client connection from a listener. */
@@ -741,19 +862,18 @@ conn_accept(struct gw *g, int fd, struct sockaddr *sa, int salen,
 	addr_format(sa, c->c_peer, sizeof c->c_peer);
 	if (ssl != NULL)
 		c->c_flags |= CONN_F_TLS;
-	conn_setup(g, c, s);
+	if (gl->gl_conf->l_http2)
+		c->c_flags |= CONN_F_H2;
+	n = g->g_shared != NULL
+	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
+	    : g->g_nconns + 1;
+	if (n > g->g_conf->cf_max_connections)
+		c->c_flags |= CONN_F_FULL; /* refused by its engine */
 	GW_ADD(g->g_metrics.m_conns_accepted, 1);
 	log_debug("conn %llu %s: accepted on port %d",
 	    (unsigned long long)c->c_id, c->c_peer, gl->gl_port);
-	n = g->g_shared != NULL
-	    ? __atomic_add_fetch(&g->g_shared->s_nconns, 1, __ATOMIC_RELAXED)
-	    : g->g_nconns;
 	memtrim_count(g, n);
-	if (n > g->g_conf->cf_max_connections)
-		xchg_fail(conn_xchg(c), gw_err_too_many_connections,
-		    "The gateway is at "
-		    "its limit of %llu connections; try again shortly.",
-		    (unsigned long long)g->g_conf->cf_max_connections);
+	conn_setup(g, c, s);
 }
 
 /*

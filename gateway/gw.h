@@ -106,6 +106,7 @@ struct gw_listen {
 	char *l_key;
 	struct gw_sni *l_sni;
 	size_t l_nsni;
+	int l_http2; /* HTTP/2: ALPN h2 on TLS, prior knowledge on plain */
 };
 
 /* How a domain's host-form label reads (domains: host_format). */
@@ -147,6 +148,9 @@ struct gw_config {
 	uint64_t cf_max_body_size; /* 0 = no limit */
 
 	uint64_t cf_max_connections_per_sandbox; /* 0 = no limit */
+	uint64_t cf_h2_max_streams; /* HTTP/2 streams open at once */
+	uint64_t cf_h2_max_requests; /* ... per connection's lifetime */
+	uint64_t cf_h2_window; /* an HTTP/2 stream's receive window */
 	uint64_t cf_max_idle_upstreams; /* per event loop; 0: no pool */
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
@@ -207,6 +211,7 @@ struct gw_metrics {
 	uint64_t m_conns_accepted;
 	uint64_t m_requests[6]; /* by status class: [1] 1xx .. [5] 5xx */
 	uint64_t m_requests_proto[2]; /* by protocol: [0] HTTP/1, [1] HTTP/2 */
+	uint64_t m_h2_conns; /* connections that spoke HTTP/2 */
 	const char *m_codes[GW_METRIC_CODES]; /* gateway error codes seen */
 	uint64_t m_code_counts[GW_METRIC_CODES];
 	uint64_t m_upstream_connect_failures;
@@ -301,6 +306,7 @@ struct gw {
 	struct splice_pool *g_splice; /* pipes for splice(2), or NULL: off */
 	struct memtrim *g_memtrim; /* main loop: memory back after load */
 	struct h1s_conf *g_h1conf; /* how port URLs are served (conn.c) */
+	struct h2s_conf *g_h2conf; /* ... over HTTP/2 (conn_h2.c) */
 	struct gw_xchgs g_xdead; /* exchanges done, freed from the loop */
 	struct event *g_xreap; /* ... by this event, made active */
 };
@@ -317,6 +323,7 @@ struct gw_listener {
 
 enum conn_state {
 	CONN_S_HEAD = 0, /* the engine serves it (HTTP/1 or HTTP/2) */
+	CONN_S_SNIFF, /* which engine: ALPN, or an HTTP/2 preface */
 	CONN_S_UPGRADED, /* relaying raw bytes after 101 */
 	CONN_S_ERROR, /* writing a gateway error, then closing */
 	CONN_S_DEAD, /* closed; freed from the loop */
@@ -436,6 +443,8 @@ struct conn {
 #define CONN_F_HANDED 0x2000 /* relaying for the main loop (worker.c) */
 #define CONN_F_ADOPTED 0x4000 /* handed over by a worker, counted there */
 #define CONN_F_CLOSED 0x8000 /* conn_closed ran */
+#define CONN_F_FULL 0x10000 /* accepted past limits.max_connections */
+#define CONN_F_H2 0x20000 /* the listener takes HTTP/2 */
 	int c_local_port;
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
 #define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
@@ -444,7 +453,9 @@ struct conn {
 #define RELAY_F_DOWN_SHUT 0x08 /* ... passed on: client's write side shut */
 #define RELAY_F_CLIENT_FIRST 0x10 /* the client ended first, for the log */
 	struct event *c_timer; /* header deadline, idle */
-	struct gw_xchg *c_x; /* the exchange in progress, or NULL: idle */
+	struct gw_xchg *c_x; /* HTTP/1: the exchange in progress, or NULL */
+	struct h2s *c_h2; /* HTTP/2: the session, or NULL */
+	struct gw_xchgs c_xchgs; /* HTTP/2: the exchanges of its streams */
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
@@ -661,6 +672,14 @@ const char *conn_peer_ip(const struct conn *, char *, size_t);
 void conn_upgrade(struct conn *);
 void conn_handoff(struct conn *, int listen_port);
 void conn_timer_set(struct conn *, uint64_t ms);
+void conn_closed(struct conn *, const char *reason);
+void conn_unref(struct conn *);
+
+/* conn_h2.c: a client connection's HTTP/2 session and its streams. */
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_PREFACE_LEN 24
+struct h1x;
+void conn_h2_start(struct conn *, struct h1x *);
 
 /* xchg.c: an exchange from its head to its end, whatever carries it. */
 struct gw_xchg *xchg_new(struct conn *, const struct xchg_ops *, void *tr,
@@ -680,10 +699,14 @@ void xchg_lost(struct gw_xchg *, const char *why);
 void xchg_print(const struct gw_xchg *, char *, size_t);
 void xchg_reap_start(struct gw *);
 void xchg_reap_stop(struct gw *);
+char *xchg_path_of(const char *target, size_t len);
+void xchg_start_refused(struct gw_xchg *, const struct head *,
+    const struct gw_error *, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static inline int
 xchg_is_h1(const struct gw_xchg *x)
 {
-	return (x->x_tr == NULL);
+	return (x->x_stream == 0);
 }
 
 /* proxy.c */
@@ -1244,6 +1267,81 @@ size_t h1s_queued(const struct h1s *);
 enum h1s_state h1s_state(const struct h1s *);
 const char *h1s_state_name(enum h1s_state);
 char *h1s_print(const struct h1s *, char *, size_t);
+
+/*
+ * h2s.c: the HTTP/2 server engine.  One nghttp2 server session per
+ * connection over the same transport as the HTTP/1 engine (struct h1x),
+ * many streams at once; each stream's request head goes to the owner
+ * (on_head), its body is pulled (h2s_stream_body_read, the window given
+ * back as it is taken), and the owner answers through the stream's sink.
+ * The engine bounds what a peer can make it hold or do (floods, rapid
+ * reset, header lists, streams, timeouts) and refuses it itself.
+ */
+struct h2s; /* an HTTP/2 server session: one per connection */
+struct h2s_stream; /* one request stream of it */
+
+/* How a session behaves; its owner's, outliving it. */
+struct h2s_conf {
+	const char *hc_name; /* for debug logs */
+	const struct http1_limits *hc_limits; /* max_head: header list cap */
+	uint32_t hc_max_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS; 0: 128 */
+	uint32_t hc_stream_window; /* initial stream window; 0: 256 KiB */
+	uint32_t hc_conn_window; /* connection receive window; 0: 1 MiB */
+	uint64_t hc_max_streams_total; /* per connection, then GOAWAY; 0: 10000 */
+	uint64_t hc_head_ms; /* preface+SETTINGS, each HEADERS..END_HEADERS */
+	uint64_t hc_idle_ms; /* no stream open this long: GOAWAY, close */
+	uint64_t hc_stream_idle_ms; /* a stream moving nothing: reset; 0: never */
+	uint64_t hc_write_ms; /* output not drained this long: close; 0: never */
+	size_t hc_out_high; /* a stream's sink is full here; 0: 256 KiB */
+	size_t hc_conn_out_high; /* all streams' buffered output; 0: 4 MiB */
+	int hc_flags;
+#define H2S_C_CONNECT_PROTOCOL 0x01 /* SETTINGS_ENABLE_CONNECT_PROTOCOL=1 */
+};
+
+/* What the engine refused itself, for the owner's log and counters. */
+struct h2s_refusal {
+	int hr_status; /* the HTTP status answered, or 0: reset / GOAWAY */
+	const char *hr_code; /* "h2_protocol_error", "h2_rapid_reset", ... */
+	const char *hr_message; /* a sentence */
+	const struct head *hr_head; /* the stream's request head, or NULL */
+	uint32_t hr_stream; /* stream id, 0: the connection */
+};
+
+/* What the owner is told; arg is h2s_new's, sarg h2s_stream_set_arg's. */
+struct h2s_hooks {
+	/* A stream's request head is complete: start its exchange. */
+	void (*on_head)(struct h2s *, void *arg, struct h2s_stream *,
+	    const struct head *);
+	/* Request body bytes (or its end) wait: h2s_stream_body_read. */
+	void (*on_body)(struct h2s_stream *, void *sarg);
+	/* The stream's sink has room again. */
+	void (*on_drain)(struct h2s_stream *, void *sarg);
+	/* The stream ended before the owner let go of it (reset, timeout,
+	 * the connection gone): the stream is not used again. */
+	void (*on_error)(struct h2s_stream *, void *sarg, const char *why);
+	/* The engine refused something itself: log it, count it. */
+	void (*on_log)(struct h2s *, void *arg, const struct h2s_refusal *);
+	/* The connection is closing: unlink it; do not free yet (on_error
+	 * ran for every stream the owner still had). */
+	void (*on_close)(struct h2s *, void *arg, const char *reason);
+	/* From the loop, after on_close: free what arg holds. */
+	void (*on_free)(void *arg);
+};
+
+struct h2s *h2s_new(struct event_base *, struct h1x *, const struct h2s_conf *,
+    const struct h2s_hooks *, void *arg, uint64_t id, const char *peer);
+void h2s_close(struct h2s *, const char *reason);
+void h2s_shutdown(struct h2s *);
+char *h2s_print(const struct h2s *, char *, size_t);
+size_t h2s_nstreams(const struct h2s *);
+void h2s_stream_set_arg(struct h2s_stream *, void *sarg);
+struct sink *h2s_stream_sink(struct h2s_stream *);
+struct h2s *h2s_stream_session(struct h2s_stream *);
+uint32_t h2s_stream_id(const struct h2s_stream *);
+ssize_t h2s_stream_body_read(struct h2s_stream *, struct evbuffer *, size_t);
+int h2s_stream_body_done(const struct h2s_stream *);
+uint64_t h2s_stream_started_us(const struct h2s_stream *);
+void h2s_stream_release(struct h2s_stream *);
 
 /* errpage.c */
 int errpage_redirect(struct sink *, const char *request_id,

@@ -19,6 +19,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include <openssl/ssl.h>
+
 #include "alloc.h"
 #include "clock.h"
 #include "gw.h"
@@ -282,6 +284,9 @@ h1x_stream_new(struct stream *s, size_t in_high, size_t out_low)
 	xs->xs_x.hx_in = stream_input(s);
 	xs->xs_x.hx_out = stream_output(s);
 	xs->xs_x.hx_out_low = out_low;
+	/* Made after the handshake (conn.c waits for ALPN): TLS is up. */
+	if (stream_ssl(s) != NULL && SSL_is_init_finished(stream_ssl(s)))
+		xs->xs_flags |= H1X_STREAM_F_TLS_UP;
 	stream_setcb(s, h1x_stream_read_cb, h1x_stream_write_cb,
 	    h1x_stream_event_cb, xs);
 	stream_setwatermark(s, EV_READ, 0, in_high);

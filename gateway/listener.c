@@ -94,6 +94,9 @@ listener_error_cb(struct evconnlistener *lev, void *arg)
 	    lev, gl->gl_pause, "listener %s", gl->gl_conf->l_address);
 }
 
+/* ALPN of a listener with HTTP/2: h2 first, as clients expect. */
+static const char *const listener_alpn_h2[] = { "h2", "http/1.1" };
+
 /* Build the TLS context and SNI map of a listener. */
 static int
 listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
@@ -104,6 +107,8 @@ listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 
 	if ((ctx = tls_server_ctx_new(l->l_cert, l->l_key, cause)) == NULL)
 		return (-1);
+	if (l->l_http2)
+		(void)tls_server_set_alpn(ctx, listener_alpn_h2, 2);
 	if (l->l_nsni > 0) {
 		sni = tls_sni_new();
 		for (i = 0; i < l->l_nsni; i++) {
@@ -114,6 +119,10 @@ listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 				tls_ctx_free(ctx);
 				return (-1);
 			}
+			/* The context SNI picks is the one ALPN asks. */
+			if (l->l_http2)
+				(void)tls_server_set_alpn(
+				    sctx, listener_alpn_h2, 2);
 			for (j = 0; j < l->l_sni[i].sn_count; j++)
 				tls_sni_add(sni, l->l_sni[i].sn_names[j], sctx);
 			tls_ctx_free(sctx); /* the map holds references */

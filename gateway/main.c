@@ -241,6 +241,7 @@ main(int argc, char **argv)
 	strbuf_free(&g.g_head);
 	splice_pool_free(g.g_splice);
 	free(g.g_h1conf);
+	free(g.g_h2conf);
 	directory_unref(g.g_dir);
 	conf_free(cf);
 	log_info("stopped");

@@ -137,6 +137,10 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "akgw_requests_by_protocol_total{protocol=\"h2\"} %llu\n",
 	    (unsigned long long)m->m_requests_proto[0],
 	    (unsigned long long)m->m_requests_proto[1]);
+	metrics_head(out, "akgw_h2_connections_total", "counter",
+	    "Client connections that spoke HTTP/2 (ALPN h2 or prior knowledge).");
+	evbuffer_add_printf(out, "akgw_h2_connections_total %llu\n",
+	    (unsigned long long)m->m_h2_conns);
 	metrics_head(out, "akgw_gateway_errors_total", "counter",
 	    "Requests the gateway answered itself, by error code.");
 	for (i = 0; i < GW_METRIC_CODES && m->m_codes[i] != NULL; i++)

@@ -226,6 +226,7 @@ worker_free(struct gw *w)
 	directory_unref(w->g_dir);
 	splice_pool_free(w->g_splice);
 	free(w->g_h1conf);
+	free(w->g_h2conf);
 	free(w);
 }
 
@@ -420,6 +421,7 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 		sum->m_requests[i] += GW_LOAD(m->m_requests[i]);
 	for (i = 0; i < 2; i++)
 		sum->m_requests_proto[i] += GW_LOAD(m->m_requests_proto[i]);
+	sum->m_h2_conns += GW_LOAD(m->m_h2_conns);
 	for (i = 0; i < GW_METRIC_CODES; i++) {
 		if ((code = __atomic_load_n(&m->m_codes[i],
 			 __ATOMIC_ACQUIRE)) == NULL)

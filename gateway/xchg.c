@@ -23,6 +23,15 @@
 
 static void xchg_route(struct gw_xchg *);
 
+/* The path of a target (len bytes) without its query, for the log. */
+char *
+xchg_path_of(const char *target, size_t len)
+{
+	const char *q = memchr(target, '?', len);
+
+	return (xstrndup(target, q != NULL ? (size_t)(q - target) : len));
+}
+
 static const char *
 xchg_state_name(enum xchg_state s)
 {
@@ -272,13 +281,12 @@ xchg_wants_html(const struct gw_xchg *x)
  * or, when e is NULL, the parser error err (the connection then closes).
  * The request never reaches (or no longer uses) the upstream.
  */
-void
-xchg_refuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
-    const char *fmt, ...)
+static void
+xchg_vrefuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
+    const char *fmt, va_list ap)
 {
 	struct conn *c = x->x_conn;
 	struct errpage ep;
-	va_list ap;
 	char *msg;
 	const char *code;
 	char ip[INET6_ADDRSTRLEN];
@@ -290,9 +298,7 @@ xchg_refuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
 		    c->c_h1 == NULL)))
 		return;
 	memset(&ep, 0, sizeof ep);
-	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
-	va_end(ap);
 	status = e != NULL ? e->e_status : http1_err_status(err);
 	code = e != NULL ? e->e_code : http1_err_code(err);
 	if (x->x_up != NULL) {
@@ -327,6 +333,37 @@ xchg_refuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
 	(void)errpage_send(x->x_sink, &ep);
 	free(msg);
 	xchg_done(x);
+}
+
+void
+xchg_refuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	xchg_vrefuse(x, e, err, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Start an exchange only to refuse it (a connection past the gateway's
+ * limit): its head is taken for the access line, nothing is routed.
+ */
+void
+xchg_start_refused(struct gw_xchg *x, const struct head *head,
+    const struct gw_error *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	x->x_head = *head;
+	if (head->h_method != NULL)
+		x->x_method = xstrndup(head->h_method, head->h_method_len);
+	if (head->h_target != NULL)
+		x->x_path = xchg_path_of(head->h_target, head->h_target_len);
+	va_start(ap, fmt);
+	xchg_vrefuse(x, e, HTTP1_E_NONE, fmt, ap);
+	va_end(ap);
 }
 
 /* The response was relayed in full: the engine has its end. */

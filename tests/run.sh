@@ -4,12 +4,19 @@
 # A failing test's output is shown; a passing one's is kept in the log dir.
 #
 # TESTS=pattern limits the regress scripts to names matching the pattern.
+#
+# The scripts in H2_PASS run a second time as "NAME@h2" with AKT_H2=1:
+# their curl speaks HTTP/2 (prior knowledge) to the gateway's plain
+# listeners (tests/regress/lib.sh), so each case that applies to HTTP/2
+# is checked over it too.  Over https:// curl negotiates h2 in both passes.
 
 BUILD=${BUILD:-build}
 LOGDIR=$BUILD/test-logs
 CERTS_DIR=$BUILD/certs
 export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
+H2_PASS="proxy_basic port_urls private_ports bulk host_form_orders \
+	path_prefix_apps refusals_logged response_trailers cross_origin_cookie"
 pass=0
 fail=0
 failed=""
@@ -42,6 +49,10 @@ for s in tests/regress/*.sh; do
 		eval "case \"\$n\" in $TESTS) ;; *) continue ;; esac"
 	fi
 	run_one "regress/$n" env BUILD="$BUILD" timeout 600 sh "$s"
+	case " $H2_PASS " in
+	*" $n "*) run_one "regress/$n@h2" env BUILD="$BUILD" AKT_H2=1 \
+	    timeout 600 sh "$s" ;;
+	esac
 done
 
 [ -n "$failed" ] && echo "failed:$failed"

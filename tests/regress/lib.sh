@@ -114,10 +114,42 @@ spawn() {
 	LAST_PID=$!
 }
 
+# AKT_H2=1 (tests/run.sh's HTTP/2 pass): curl speaks HTTP/2 with prior
+# knowledge to the gateway's listeners (the ports spawn_gateway found in
+# its listen: section), HTTP/1.1 to everything else (backends, the admin
+# API).  Over https:// curl negotiates h2 by ALPN in either pass.
+H2_PORTS=""
+if [ "${AKT_H2:-0}" = 1 ]; then
+	curl() {
+		for _a in "$@"; do
+			case "$_a" in
+			http://*)
+				_hp=${_a#http://}
+				_hp=${_hp%%/*}
+				case " $H2_PORTS " in
+				*" ${_hp##*:} "*)
+					command curl --http2-prior-knowledge "$@"
+					return $?
+					;;
+				esac
+				;;
+			esac
+		done
+		command curl "$@"
+	}
+fi
+
+# The ports of a gateway YAML's listen: entries, for the HTTP/2 pass.
+listen_ports() {
+	awk '/^[a-z_]+:/ { inl = ($1 == "listen:") }
+	    inl && /address:/ { gsub(/"/, "", $NF); n = split($NF, a, ":"); print a[n] }' "$1"
+}
+
 # Start akgateway with the YAML on stdin; waits for port $1.
 spawn_gateway() {
 	port=$1
 	cat >"$T/gateway.yaml"
+	H2_PORTS="$H2_PORTS $(listen_ports "$T/gateway.yaml" | tr '\n' ' ')"
 	spawn gateway "$AKGW" -c "$T/gateway.yaml"
 	GW_PID=$LAST_PID
 	wait_port "$port"
