@@ -232,22 +232,37 @@ h2s_stream_lost(struct h2s_stream *st, const char *why)
  * (refilled at H2S_RST_RATE a second) the connection goes.  Returns -1
  * then.
  */
+/*
+ * Take a token from bucket b (burst, refilled at rate a second); 0 when
+ * there was one, -1 when the peer used them all.
+ */
 static int
-h2s_rst_count(struct h2s *h)
+h2s_bucket_take(struct h2s_bucket *b, uint64_t burst, uint64_t rate)
 {
 	uint64_t now = clock_mono_msec(), add;
 
-	add = (now - h->h_rst_at) * H2S_RST_RATE / 1000;
+	if (b->b_at == 0) {
+		b->b_at = now;
+		b->b_tokens = burst;
+	}
+	add = (now - b->b_at) * rate / 1000;
 	if (add > 0) {
-		h->h_rst_tokens += add;
-		if (h->h_rst_tokens > H2S_RST_BURST)
-			h->h_rst_tokens = H2S_RST_BURST;
-		h->h_rst_at = now;
+		b->b_tokens += add;
+		if (b->b_tokens > burst)
+			b->b_tokens = burst;
+		b->b_at = now;
 	}
-	if (h->h_rst_tokens > 0) {
-		h->h_rst_tokens--;
+	if (b->b_tokens == 0)
+		return (-1);
+	b->b_tokens--;
+	return (0);
+}
+
+static int
+h2s_rst_count(struct h2s *h)
+{
+	if (h2s_bucket_take(&h->h_rst, H2S_RST_BURST, H2S_RST_RATE) == 0)
 		return (0);
-	}
 	h2s_fail(h, NGHTTP2_ENHANCE_YOUR_CALM, "h2_rapid_reset",
 	    "The client reset (or made us reset) more than %u streams at "
 	    "%u a second.",
@@ -299,6 +314,27 @@ h2s_finish(struct h2s *h)
 	event_base_once(tq_base(h->h_tq), -1, EV_TIMEOUT, h2s_free_cb, h, &tv);
 }
 
+/*
+ * A closing connection's output is written: shut our side and drain the
+ * peer's input for a moment, so that what it sent unread (a flood, a
+ * request) does not make the kernel reset the connection and destroy
+ * the GOAWAY before the peer read it.  A transport that cannot shut its
+ * side (TLS) is finished at once.
+ */
+static void
+h2s_drained(struct h2s *h)
+{
+	struct h1x *x = h->h_x;
+
+	if ((h->h_flags & H2S_F_LINGER) || x->hx_ops->xo_shutdown(x) != 0) {
+		h2s_finish(h);
+		return;
+	}
+	h->h_flags |= H2S_F_LINGER;
+	x->hx_ops->xo_read(x, 1);
+	tq_timer_set(h->h_tq, &h->h_timer, H2S_LINGER_MS);
+}
+
 /* Append a GOAWAY frame of our own, after whatever nghttp2 wrote. */
 static void
 h2s_goaway_raw(struct h2s *h, uint32_t code)
@@ -339,7 +375,7 @@ h2s_closing_flush(struct h2s *h)
 		h2s_goaway_raw(h, h->h_code);
 	h->h_x->hx_ops->xo_flush(h->h_x);
 	if (evbuffer_get_length(h->h_x->hx_out) == 0) {
-		h2s_finish(h);
+		h2s_drained(h);
 		return;
 	}
 	if (h->h_conf->hc_write_ms != 0 && h->h_conf->hc_write_ms < ms)
@@ -620,8 +656,8 @@ h2s_write_cb(void *arg)
 		break;
 	case H2S_S_CLOSING:
 		if (evbuffer_get_length(h->h_x->hx_out) == 0 &&
-		    (h->h_flags & H2S_F_NGDONE))
-			h2s_finish(h);
+		    (h->h_flags & H2S_F_NGDONE) && !(h->h_flags & H2S_F_LINGER))
+			h2s_drained(h);
 		break;
 	default:
 		break;
@@ -635,7 +671,8 @@ h2s_event_cb(void *arg, int what, const char *why)
 	struct h2s *h = arg;
 
 	if (h->h_state == H2S_S_CLOSING) {
-		if (h->h_flags & H2S_F_NGDONE)
+		/* The peer's end while our output still drains: it may read. */
+		if ((h->h_flags & H2S_F_LINGER) || what != H1X_EV_EOF)
 			h2s_finish(h);
 		return;
 	}
@@ -996,6 +1033,15 @@ h2s_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
 		if (h2s_rst_count(h) != 0)
 			return (NGHTTP2_ERR_CALLBACK_FAILURE);
 		break;
+	case NGHTTP2_PING:
+		if ((fr->hd.flags & NGHTTP2_FLAG_ACK) ||
+		    h2s_bucket_take(&h->h_ping, H2S_PING_BURST,
+			H2S_PING_RATE) == 0)
+			break;
+		h2s_fail(h, NGHTTP2_ENHANCE_YOUR_CALM, "h2_flood",
+		    "The client sent more than %u PING frames at %u a second.",
+		    H2S_PING_BURST, H2S_PING_RATE);
+		return (NGHTTP2_ERR_CALLBACK_FAILURE);
 	default:
 		break;
 	}
@@ -1223,8 +1269,6 @@ h2s_new(struct event_base *base, struct h1x *x, const struct h2s_conf *conf,
 	h->h_id = id;
 	h->h_peer = peer;
 	h->h_state = H2S_S_OPEN;
-	h->h_rst_tokens = H2S_RST_BURST;
-	h->h_rst_at = clock_mono_msec();
 	TAILQ_INIT(&h->h_streams);
 	TAILQ_INIT(&h->h_reap);
 	h->h_tq = tq_get(base);

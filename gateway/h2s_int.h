@@ -23,6 +23,9 @@
 /* Resets a peer sends or provokes: a burst, refilled at a rate a second. */
 #define H2S_RST_BURST 200
 #define H2S_RST_RATE 50
+/* PINGs a peer sends: the same kind of bucket. */
+#define H2S_PING_BURST 500
+#define H2S_PING_RATE 20
 /* CONTINUATION frames one header block may have. */
 #define H2S_MAX_CONTINUATIONS 8
 /* DATA frames without a byte or END_STREAM a connection may send. */
@@ -96,6 +99,12 @@ struct h2s_stream {
 };
 TAILQ_HEAD(h2s_streams, h2s_stream);
 
+/* A token bucket: what a peer may do in a burst, refilled at a rate. */
+struct h2s_bucket {
+	uint64_t b_tokens;
+	uint64_t b_at; /* last refilled, monotonic ms; 0: full, never used */
+};
+
 struct h2s {
 	struct h1x *h_x;
 	const struct h2s_conf *h_conf;
@@ -111,6 +120,7 @@ struct h2s {
 #define H2S_F_RSTOP 0x04 /* reading stopped: the output is full */
 #define H2S_F_IN_NG 0x08 /* inside nghttp2_session_mem_recv */
 #define H2S_F_SETTINGS 0x10 /* the client's first SETTINGS arrived */
+#define H2S_F_LINGER 0x20 /* closing: our side shut, input drained */
 	uint32_t h_code; /* the GOAWAY code of the close */
 	char *h_reason;
 	struct h2s_streams h_streams; /* open, or still the owner's */
@@ -120,8 +130,8 @@ struct h2s {
 	size_t h_out; /* response bytes buffered in every stream */
 	size_t h_nfull; /* streams whose sink said full */
 	unsigned h_empty_data; /* DATA frames with no byte, no END_STREAM */
-	uint64_t h_rst_tokens; /* rapid reset: the bucket */
-	uint64_t h_rst_at; /* ... last refilled, monotonic ms */
+	struct h2s_bucket h_rst; /* resets the peer sent or provoked */
+	struct h2s_bucket h_ping; /* PINGs the peer sent */
 	int h_ngerr; /* nghttp2's last error, for the frame it sends */
 	char h_ngmsg[128]; /* ... and its words */
 	struct tq *h_tq;

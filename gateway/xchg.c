@@ -762,8 +762,6 @@ xchg_tunnel_route(struct gw_xchg *x, const struct xchg_addr *a)
 		return (1);
 	}
 	x->x_port = lp - 1;
-	if (xchg_tunnel_auth(x, sb) != 0)
-		return (1);
 	if (!xchg_is_h1(x)) {
 		xchg_fail(x, gw_err_tunnel_needs_http1,
 		    "The reverse tunnel of sandbox '%s' is a WebSocket over "
@@ -771,6 +769,8 @@ xchg_tunnel_route(struct gw_xchg *x, const struct xchg_addr *a)
 		    sb->sb_id);
 		return (1);
 	}
+	if (xchg_tunnel_auth(x, sb) != 0)
+		return (1);
 	if (sb->sb_tunnel_mode == GW_TUNNEL_FORWARD) {
 		/* The in-sandbox tunnel server takes the WebSocket on "/". */
 		free(x->x_target);

@@ -177,7 +177,7 @@ def case_too_many_streams(p):
 
 def case_lifetime(p):
     # Streams one after another, past h2_max_requests.
-    for i in range(60):
+    for i in range(420):
         sid = 1 + 2 * i
         p.send(p.headers(sid))
         p.read(lambda q: sid in q.statuses or gone(q), 3.0)

@@ -24,7 +24,7 @@ timeouts:
 limits:
   max_header_size: 16KiB
   h2_max_concurrent_streams: 100
-  h2_max_requests: 50
+  h2_max_requests: 400
 sandboxes:
   - id: sbx
     address: 127.0.0.1
@@ -102,8 +102,8 @@ ok "streams past h2_max_concurrent_streams are refused ($refused REFUSED_STREAM)
 out=$(attack lifetime)
 assert_eq "stream cap: GOAWAY" "$NO_ERROR" "$(json "$out" '["goaway"]')"
 n=$(json "$out" '["statuses"]' | tr ',' '\n' | grep -c 200)
-assert_eq "stream cap: streams answered before GOAWAY" "50" "$n"
-ok "h2_max_requests ends a connection with GOAWAY NO_ERROR after 50 streams"
+assert_eq "stream cap: streams answered before GOAWAY" "400" "$n"
+ok "h2_max_requests ends a connection with GOAWAY NO_ERROR after 400 streams"
 
 out=$(attack idle)
 assert_eq "idle: GOAWAY" "$NO_ERROR" "$(json "$out" '["goaway"]')"
