@@ -175,7 +175,7 @@ test_errors(void **state)
 	    "netns_dir, sandboxes)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    proto: x\n",
 	    "t.yaml:3:5: unknown key 'proto' in a listener (expected one of: "
-	    "address, tls)");
+	    "address, tls, http2)");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n    tls: x\n",
 	    "t.yaml:3:10: listen.tls must be a mapping, not a scalar");
 	expect_error("listen:\n  - address: 127.0.0.1:80\n"
