@@ -234,6 +234,9 @@ $C -o /dev/null -H 'Connection: foo, Bar' -H 'Foo: 1' -H 'Bar: 2' \
 	-H 'Proxy-Authorization: Basic Zm9vOmJhcg==' -H 'Proxy-Connection: keep-alive' \
 	-H 'X-Keep: yes' "$H/echo" || fail "request with hop-by-hop fields"
 for f in Foo Bar Keep-Alive TE Trailer Proxy-Authorization Proxy-Connection; do
+	# HTTP/2 has no Connection field (curl leaves it out): Foo and Bar
+	# are end-to-end fields there.
+	[ "$H2" = 1 ] && case $f in Foo | Bar) continue ;; esac
 	assert_eq "hop-by-hop field $f upstream" "" "$(up_header "$f")"
 done
 case "$(up_header Connection)" in
@@ -371,7 +374,7 @@ out=$($C --expect100-timeout 10 -H 'Expect: 100-continue' -D "$T/h100" \
 	--data-binary "@$T/up.bin" -w '\n%{time_total}' "$H/echo") || fail "100-continue upload"
 assert_contains "100-continue upload checksum" "\"body_sha256\": \"$want\"" "$out"
 assert_contains "100 Continue reached the client" "HTTP/1.1 100" "$(cat "$T/h100")"
-assert_eq "100 Continue responses the client got" 1 "$(grep -c '^HTTP/1.1 100' "$T/h100")"
+assert_eq "100 Continue responses the client got" 1 "$(grep -Ec '^HTTP/(1.1|2) 100' "$T/h100")"
 t=$(printf '%s' "$out" | tail -n 1)
 $PY -c "import sys; sys.exit(0 if float('$t') < 5 else 1)" ||
 	fail "100-continue upload took ${t}s: the client waited for its expect timeout"
@@ -508,8 +511,20 @@ for i in 1 2 3 4; do
 	args="$args -o /dev/null $P/iso-a/$ECHO/connection?sb=a&i=$i"
 	args="$args -o /dev/null $P/iso-b/$ECHO/connection?sb=b&i=$i"
 done
-conns=$($C -w '%{num_connects}' $args) || fail "pool isolation requests"
-assert_eq "client connections for 8 requests" "10000000" "$conns"
+if [ "$H2" = 1 ]; then
+	# curl 7.88 cannot reuse a prior-knowledge connection for a second
+	# URL (curl issue 10634): one connection each; the upstream side,
+	# what this checks, is the same.
+	for i in 1 2 3 4; do
+		for sb in a b; do
+			$C -o /dev/null "$P/iso-$sb/$ECHO/connection?sb=$sb&i=$i" ||
+				fail "pool isolation requests"
+		done
+	done
+else
+	conns=$($C -w '%{num_connects}' $args) || fail "pool isolation requests"
+	assert_eq "client connections for 8 requests" "10000000" "$conns"
+fi
 res=$($PY - "$UP" <<'PYEOF'
 import json, sys
 peers = {"a": set(), "b": set()}
@@ -525,8 +540,11 @@ PYEOF
 set -- $res
 assert_eq "requests at the upstream" "8" "$1"
 assert_eq "upstream connections shared by iso-a and iso-b" "0" "$4"
-assert_eq "upstream connections used by iso-a (pool reuse)" "1" "$2"
-assert_eq "upstream connections used by iso-b (pool reuse)" "1" "$3"
+# (Separate client connections may land on either worker, each its pool.)
+if [ "$H2" != 1 ]; then
+	assert_eq "upstream connections used by iso-a (pool reuse)" "1" "$2"
+	assert_eq "upstream connections used by iso-b (pool reuse)" "1" "$3"
+fi
 ok "pooled upstream connections isolated between sandboxes on one address"
 
 kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died"

@@ -93,7 +93,14 @@ assert_contains "cookie attributes" "Path=/; HttpOnly; SameSite=Lax; Max-Age=" "
 assert_eq "path-form token link" "403" "$(code -H 'Accept: text/html' "http://127.0.0.1:$GW/sbx/$ECHO/page?access_token=$tok")"
 assert_contains "path-form refusal" "<code>host_form_required</code>" "$(cat "$T/body")"
 # curl as a browser: follow the redirect with a cookie jar.
-body=$($C -L -c "$T/jar" -b "$T/jar" -H 'Accept: text/html' "$U/echo?access_token=$tok")
+if [ "$H2" = 1 ]; then
+	# curl 7.88 cannot reuse a prior-knowledge connection for -L (curl
+	# issue 10634, fixed in 8.0): follow the redirect by hand.
+	$C -c "$T/jar" -o /dev/null -H 'Accept: text/html' "$U/echo?access_token=$tok"
+	body=$($C -b "$T/jar" -H 'Accept: text/html' "$U/echo")
+else
+	body=$($C -L -c "$T/jar" -b "$T/jar" -H 'Accept: text/html' "$U/echo?access_token=$tok")
+fi
 assert_contains "after the redirect" '"path": "/echo"' "$body"
 ok "query token becomes a cookie for browsers"
 
