@@ -63,9 +63,9 @@ rchar() {
 # The gateway read at most SPLICE_SLACK of a body of $SIZE bytes itself.
 SPLICE_SLACK=16777216	# 16 MiB
 assert_spliced() {
-	# HTTP/2 carries bodies in frames: splice(2) is for HTTP/1.1 only.
-	[ "${AKT_H2:-0}" = 1 ] && return 0
 	read_by_us=$(($(rchar) - $2))
+	# HTTP/2 carries bodies in frames: splice(2) is for HTTP/1.1 only.
+	[ "$H2" = 1 ] && return 0
 	[ $read_by_us -lt $SPLICE_SLACK ] ||
 		fail "$1: the gateway read $read_by_us bytes itself; the body should move with splice(2)"
 }
