@@ -906,6 +906,9 @@ conn_close_all(struct gw *g)
 
 	while ((c = TAILQ_FIRST(&g->g_conns)) != NULL) {
 		relay_abort(c);
-		conn_close(c, "gateway stopping");
+		if (c->c_h2 != NULL)
+			h2s_close_now(c->c_h2, "gateway stopping");
+		else
+			conn_close(c, "gateway stopping");
 	}
 }

@@ -1332,6 +1332,7 @@ struct h2s *h2s_new(struct event_base *, struct h1x *, const struct h2s_conf *,
     const struct h2s_hooks *, void *arg, uint64_t id, const char *peer);
 void h2s_close(struct h2s *, const char *reason);
 void h2s_shutdown(struct h2s *);
+void h2s_close_now(struct h2s *, const char *reason);
 char *h2s_print(const struct h2s *, char *, size_t);
 size_t h2s_nstreams(const struct h2s *);
 void h2s_stream_set_arg(struct h2s_stream *, void *sarg);

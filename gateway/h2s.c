@@ -21,8 +21,9 @@
  * empty DATA frames), header lists past the limit (431), streams past the
  * concurrent and the lifetime caps, and the head, idle and stream idle
  * timeouts.  h2s_close is the one close path: on_error for every stream
- * the owner has, on_close, a GOAWAY, the output flushed for a moment, and
- * the free from the loop, never inside a callback of its own.
+ * the owner has, a GOAWAY, the output flushed and the input drained for
+ * a moment, on_close, and the free from the loop, never inside a
+ * callback of its own.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -308,6 +309,9 @@ h2s_finish(struct h2s *h)
 	if (h->h_state == H2S_S_DEAD)
 		return;
 	h->h_state = H2S_S_DEAD;
+	/* The owner keeps the connection listed until it is really gone. */
+	if (h->h_hooks->on_close != NULL)
+		h->h_hooks->on_close(h, h->h_arg, h->h_reason);
 	tq_timer_stop(&h->h_timer);
 	tq_timer_stop(&h->h_htimer);
 	event_del(h->h_kick);
@@ -385,7 +389,8 @@ h2s_closing_flush(struct h2s *h)
 
 /*
  * Close with a GOAWAY of code, logging why: every stream the owner still
- * has hears on_error, the owner on_close now and on_free from the loop.
+ * has hears on_error now, the owner on_close once the connection is gone
+ * (h2s_finish) and on_free from the loop.
  */
 static void
 h2s_close_code(struct h2s *h, uint32_t code, const char *reason)
@@ -409,8 +414,6 @@ h2s_close_code(struct h2s *h, uint32_t code, const char *reason)
 		tq_timer_stop(&st->st_timer);
 		h2s_stream_lost(st, h->h_reason);
 	}
-	if (h->h_hooks->on_close != NULL)
-		h->h_hooks->on_close(h, h->h_arg, h->h_reason);
 	h2s_kick(h);
 }
 
@@ -422,6 +425,23 @@ void
 h2s_close(struct h2s *h, const char *reason)
 {
 	h2s_close_code(h, NGHTTP2_NO_ERROR, reason);
+}
+
+/*
+ * Close at once, the gateway stopping: as h2s_close, with the GOAWAY
+ * written but not waited for, and the free from the loop's next pass.
+ */
+void
+h2s_close_now(struct h2s *h, const char *reason)
+{
+	if (h->h_state == H2S_S_DEAD)
+		return;
+	h2s_close_code(h, NGHTTP2_NO_ERROR, reason);
+	if (!(h->h_flags & H2S_F_GOAWAY_SENT))
+		h2s_goaway_raw(h, NGHTTP2_NO_ERROR);
+	h->h_flags |= H2S_F_NGDONE;
+	h->h_x->hx_ops->xo_flush(h->h_x);
+	h2s_finish(h);
 }
 
 /* The peer misbehaved: on_log says how, a GOAWAY of code, the close. */
