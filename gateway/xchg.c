@@ -281,7 +281,7 @@ xchg_wants_html(const struct gw_xchg *x)
  * or, when e is NULL, the parser error err (the connection then closes).
  * The request never reaches (or no longer uses) the upstream.
  */
-static void
+static void __attribute__((format(printf, 4, 0)))
 xchg_vrefuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
     const char *fmt, va_list ap)
 {
