@@ -95,8 +95,13 @@ $(BUILD)/tests/test_gw_%: tests/unit/test_gw_%.c $(BUILD)/libgw.a $(BUILD)/libak
 	@echo "  TEST    $@"
 	$(Q)$(TEST_CC) -o $@ $^ $(LDLIBS) -lcmocka
 
-# The HTTP/1 engine lives in gateway/ and is tested on its own.
+# The HTTP/1 and HTTP/2 engines live in gateway/ and are tested on their own.
 $(BUILD)/tests/test_h1s: tests/unit/test_h1s.c $(BUILD)/libgw.a $(BUILD)/libak.a
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(TEST_CC) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/test_h2s: tests/unit/test_h2s.c $(BUILD)/libgw.a $(BUILD)/libak.a
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(TEST_CC) -o $@ $^ $(LDLIBS) -lcmocka

@@ -323,14 +323,15 @@ h2s_finish(struct h2s *h)
  * peer's input for a moment, so that what it sent unread (a flood, a
  * request) does not make the kernel reset the connection and destroy
  * the GOAWAY before the peer read it.  A transport that cannot shut its
- * side (TLS) is finished at once.
+ * side (TLS), or a peer that already ended its own, is finished at once.
  */
 static void
 h2s_drained(struct h2s *h)
 {
 	struct h1x *x = h->h_x;
 
-	if ((h->h_flags & H2S_F_LINGER) || x->hx_ops->xo_shutdown(x) != 0) {
+	if ((h->h_flags & (H2S_F_LINGER | H2S_F_EOF)) ||
+	    x->hx_ops->xo_shutdown(x) != 0) {
 		h2s_finish(h);
 		return;
 	}
@@ -690,6 +691,8 @@ h2s_event_cb(void *arg, int what, const char *why)
 {
 	struct h2s *h = arg;
 
+	if (what == H1X_EV_EOF)
+		h->h_flags |= H2S_F_EOF;
 	if (h->h_state == H2S_S_CLOSING) {
 		/* The peer's end while our output still drains: it may read. */
 		if ((h->h_flags & H2S_F_LINGER) || what != H1X_EV_EOF)

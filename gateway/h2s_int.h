@@ -121,6 +121,7 @@ struct h2s {
 #define H2S_F_IN_NG 0x08 /* inside nghttp2_session_mem_recv */
 #define H2S_F_SETTINGS 0x10 /* the client's first SETTINGS arrived */
 #define H2S_F_LINGER 0x20 /* closing: our side shut, input drained */
+#define H2S_F_EOF 0x40 /* the peer ended its stream */
 	uint32_t h_code; /* the GOAWAY code of the close */
 	char *h_reason;
 	struct h2s_streams h_streams; /* open, or still the owner's */
