@@ -54,6 +54,7 @@ struct t {
 	struct evbuffer *raw; /* raw mode: what the engine sent */
 	size_t rawpos; /* ... parsed up to here */
 	int no_read; /* the client reads nothing */
+	int eof_sent; /* the client ended its stream */
 	size_t read_max; /* the client reads this much a pump */
 	enum t_mode mode;
 	const char *resp; /* T_ECHO's body */
@@ -260,6 +261,15 @@ t_pump(struct t *t, int n)
 		if (t->cl != NULL)
 			assert_int_equal(nghttp2_session_send(t->cl), 0);
 		event_base_loop(t->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		/*
+		 * As a client does, end our stream once the engine ended its
+		 * own (after its GOAWAY): the engine's linger then ends.
+		 */
+		if (!t->eof_sent && !(h1x_mem_state(t->peer) & H1X_MEM_FREED) &&
+		    (h1x_mem_state(t->peer) & H1X_MEM_SHUT)) {
+			t->eof_sent = 1;
+			h1x_mem_send_eof(t->peer);
+		}
 		if (t->no_read)
 			continue;
 		if (t->cl == NULL) {
