@@ -83,13 +83,18 @@ assert_eq "close-delimited response" "until close" "$out"
 ok "chunked and close-delimited responses"
 
 # Keep-alive on both sides: one client connection, one upstream connection.
-: >"$T/upstream.jsonl"
-u="http://$ECHO-sbx-at-v1-one.localhost:$GW/connection"
-conns=$($C -w '%{num_connects}' -o /dev/null "$u" -o /dev/null "$u" -o /dev/null "$u")
-assert_eq "client connections for 3 requests" "100" "$conns"
-ports=$(sed 's/.*"peer_port": \([0-9]*\).*/\1/' "$T/upstream.jsonl" | sort -u | wc -l)
-assert_eq "upstream connections for 3 requests" "1" "$ports"
-ok "keep-alive on both sides"
+# (Not in the HTTP/2 pass: curl 7.88 cannot reuse a prior-knowledge
+# connection, curl issue 10634; h2_downstream.sh runs many streams on one
+# connection with h2load.)
+if [ "$H2" != 1 ]; then
+	: >"$T/upstream.jsonl"
+	u="http://$ECHO-sbx-at-v1-one.localhost:$GW/connection"
+	conns=$($C -w '%{num_connects}' -o /dev/null "$u" -o /dev/null "$u" -o /dev/null "$u")
+	assert_eq "client connections for 3 requests" "100" "$conns"
+	ports=$(sed 's/.*"peer_port": \([0-9]*\).*/\1/' "$T/upstream.jsonl" | sort -u | wc -l)
+	assert_eq "upstream connections for 3 requests" "1" "$ports"
+	ok "keep-alive on both sides"
+fi
 
 # Refusals: status, code, sentence, and nothing reaches the upstream.
 : >"$T/upstream.jsonl"
