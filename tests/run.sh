@@ -15,8 +15,11 @@ LOGDIR=$BUILD/test-logs
 CERTS_DIR=$BUILD/certs
 export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
+# Not yet: path_prefix_apps and cross_origin_cookie, whose curl -L and
+# early-refused POSTs meet curl 7.88's HTTP/2 bugs (connection reuse with
+# prior knowledge; RST_STREAM(NO_ERROR) after a complete answer).
 H2_PASS="proxy_basic port_urls private_ports bulk host_form_orders \
-	path_prefix_apps refusals_logged response_trailers cross_origin_cookie"
+	refusals_logged response_trailers"
 pass=0
 fail=0
 failed=""
