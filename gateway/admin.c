@@ -239,6 +239,10 @@ admin_sandbox_json(const struct gw *g, const struct gw_sandbox *sb)
 		}
 		json_object_set_new(p, "access",
 		    json_string(pr->pr_private ? "private" : "public"));
+		if (pr->pr_protocol != GW_PROTO_HTTP1)
+			json_object_set_new(p, "protocol",
+			    json_string(pr->pr_protocol == GW_PROTO_H2C ? "h2c"
+									: "auto"));
 		if (pr->pr_host_rewrite != NULL)
 			json_object_set_new(p, "host_rewrite",
 			    json_string(pr->pr_host_rewrite));

@@ -52,17 +52,19 @@ static const char *const timeout_keys[] = { "request_header", "connect",
 static const char *const limit_keys[] = { "max_connections",
 	"max_connections_per_sandbox", "max_header_size", "max_headers",
 	"max_body_size", "max_idle_upstreams", "h2_max_concurrent_streams",
-	"h2_max_requests", "h2_window", NULL };
+	"h2_max_requests", "h2_window", "h2_upstream_streams", NULL };
 static const char *const sandbox_keys[] = { "id", "address", "netns",
 	"max_connections", "ports", "tunnel", NULL };
 static const char *const port_keys[] = { "port", "access", "host_rewrite",
-	NULL };
+	"protocol", NULL };
 static const char *const tunnel_keys[] = { "listen_port", "mode", "token",
 	"client_wait", "http_timeout", "silence_timeout", "max_queued", NULL };
 static const char *const level_names[] = { "debug", "info", "warn", "error",
 	NULL };
 static const char *const format_names[] = { "text", "json", NULL };
 static const char *const access_names[] = { "public", "private", NULL };
+/* In the order of enum gw_port_proto. */
+static const char *const proto_names[] = { "http1", "h2c", "auto", NULL };
 static const char *const mode_names[] = { "terminate", "forward", NULL };
 
 /* Set the defaults every configuration starts from. */
@@ -86,6 +88,7 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_h2_max_streams = 128;
 	cf->cf_h2_max_requests = 10000;
 	cf->cf_h2_window = 256 * 1024;
+	cf->cf_h2_upstream_streams = 100;
 	cf->cf_ws_idle_timeout = 3600 * 1000;
 	cf->cf_ws_fin_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
@@ -518,6 +521,12 @@ conf_limits(const struct cfg_doc *doc, const struct cfg_node *n,
 	    cfg_get_size(doc, v, "limits.h2_window", 16 * 1024,
 		(1U << 31) - 1, &cf->cf_h2_window, cause) != 0)
 		return (-1);
+	if ((v = cfg_map_get(n, "h2_upstream_streams")) != NULL) {
+		if (cfg_get_int(doc, v, "limits.h2_upstream_streams", 1, 10000,
+			&ll, cause) != 0)
+			return (-1);
+		cf->cf_h2_upstream_streams = (uint64_t)ll;
+	}
 	return (0);
 }
 
@@ -560,7 +569,7 @@ conf_ports(const struct gw_config *cf, const struct cfg_doc *doc,
 	struct gw_port_rule *pr;
 	struct cfg_node *item, *v;
 	size_t i;
-	int access;
+	int access, proto;
 
 	if (cfg_check_seq(doc, n, "ports", cause) != 0)
 		return (-1);
@@ -589,6 +598,12 @@ conf_ports(const struct gw_config *cf, const struct cfg_doc *doc,
 				    "access: "
 				    "private needs auth.secret to check "
 				    "tokens with"));
+		}
+		if ((v = cfg_map_get(item, "protocol")) != NULL) {
+			if (cfg_get_enum(doc, v, "protocol", proto_names,
+				&proto, cause) != 0)
+				return (-1);
+			pr->pr_protocol = (enum gw_port_proto)proto;
 		}
 		if ((v = cfg_map_get(item, "host_rewrite")) != NULL) {
 			if (cfg_get_string(doc, v, "host_rewrite",

@@ -32,11 +32,19 @@ struct splice_pool;
 struct splicer;
 struct memtrim;
 
+/* How the gateway speaks to a sandbox port (ports[].protocol). */
+enum gw_port_proto {
+	GW_PROTO_HTTP1 = 0, /* HTTP/1.1, one exchange per connection */
+	GW_PROTO_H2C, /* cleartext HTTP/2, many streams per connection */
+	GW_PROTO_AUTO, /* native gRPC over h2c, the rest over HTTP/1.1 */
+};
+
 /* One rule of a sandbox's published ports: a port or an inclusive range. */
 struct gw_port_rule {
 	uint16_t pr_lo;
 	uint16_t pr_hi;
 	int pr_private; /* access: private */
+	enum gw_port_proto pr_protocol;
 	char *pr_host_rewrite; /* "localhost:${port}" or NULL */
 };
 
@@ -151,6 +159,7 @@ struct gw_config {
 	uint64_t cf_h2_max_streams; /* HTTP/2 streams open at once */
 	uint64_t cf_h2_max_requests; /* ... per connection's lifetime */
 	uint64_t cf_h2_window; /* an HTTP/2 stream's receive window */
+	uint64_t cf_h2_upstream_streams; /* streams per h2c upstream connection */
 	uint64_t cf_max_idle_upstreams; /* per event loop; 0: no pool */
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
@@ -496,14 +505,17 @@ struct upstream_owner {
 	void (*uo_detach)(struct upstream *, void *arg);
 	/*
 	 * The response (upstream_read_response): an interim (1xx, not 101)
-	 * head; 0 reads on, -1 when the owner has finished with up.
+	 * head, valid for the call; 0 reads on, -1 when the owner has
+	 * finished with up.
 	 */
-	int (*uo_interim)(struct upstream *, const struct http1_msg *, void *);
+	int (*uo_interim)(struct upstream *, const struct head *, void *);
 	/*
 	 * The final head: 0 reads the body, 1 stops reading (101: the
-	 * owner relays the socket from now on), -1 as for uo_interim.
+	 * owner relays the socket from now on), -1 as for uo_interim.  Its
+	 * body: HEAD_F_NO_BODY none, HEAD_F_LENGTH h_length bytes, else
+	 * until the upstream ends it.
 	 */
-	int (*uo_head)(struct upstream *, const struct http1_msg *, void *);
+	int (*uo_head)(struct upstream *, const struct head *, void *);
 	/*
 	 * n bytes of the body, without its framing, at the front of src:
 	 * the owner takes all of them (and may upstream_read_pause).  0

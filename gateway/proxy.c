@@ -43,9 +43,8 @@ static void proxy_upstream_event(struct upstream *, short, void *);
 static void proxy_response_timeout(struct upstream *, void *);
 static void proxy_upstream_detach(struct upstream *, void *);
 static void proxy_upstream_drained(struct upstream *, void *);
-static int proxy_interim(struct upstream *, const struct http1_msg *, void *);
-static int
-proxy_response_head(struct upstream *, const struct http1_msg *, void *);
+static int proxy_interim(struct upstream *, const struct head *, void *);
+static int proxy_response_head(struct upstream *, const struct head *, void *);
 static int
 proxy_response_body(struct upstream *, struct evbuffer *, size_t, void *);
 static void proxy_response_trailers(
@@ -731,38 +730,37 @@ struct proxy_head {
 };
 
 /*
- * The response head for the client from the upstream's m, as the core
- * reads it: m's status and reason, its end-to-end fields (hop-by-hop ones
+ * The response head for the client from the upstream's mh, as the core
+ * reads it: its status and reason, its end-to-end fields (hop-by-hop ones
  * dropped, a path-form request's Location, Content-Location and cookie
- * Path moved under the prefix), Upgrade for a 101, and unless m has one
+ * Path moved under the prefix), Upgrade for a 101, and unless mh has one
  * (or with interim) our X-Request-Id.  The framing is the sink's: only
  * the length is said (HEAD's answer and a 304 keep the one of the body
  * they describe).
  */
 static void
-proxy_head_make(struct gw_xchg *x, const struct http1_msg *m, int interim,
+proxy_head_make(struct gw_xchg *x, const struct head *mh, int interim,
     struct proxy_head *ph)
 {
-	struct head mh, *rh = &ph->ph_head;
+	struct head *rh = &ph->ph_head;
 	const struct hfield *h;
 	size_t i, n = 0, nconn;
 	int own_id = 0;
 	char *v;
 
-	http1_msg_head(m, &mh);
-	nconn = proxy_nconnection(&mh);
-	ph->ph_fields = mh.h_nfields + 2 <= PROXY_HEAD_INLINE
+	nconn = proxy_nconnection(mh);
+	ph->ph_fields = mh->h_nfields + 2 <= PROXY_HEAD_INLINE
 	    ? ph->ph_fields_inline
-	    : xcalloc(mh.h_nfields + 2, sizeof *ph->ph_fields);
+	    : xcalloc(mh->h_nfields + 2, sizeof *ph->ph_fields);
 	/* Values are made only for a path-form request. */
 	ph->ph_made = x->x_prefix == NULL ? NULL
-	    : mh.h_nfields + 1 <= PROXY_HEAD_INLINE
+	    : mh->h_nfields + 1 <= PROXY_HEAD_INLINE
 	    ? ph->ph_made_inline
-	    : xcalloc(mh.h_nfields + 1, sizeof *ph->ph_made);
+	    : xcalloc(mh->h_nfields + 1, sizeof *ph->ph_made);
 	ph->ph_nmade = 0;
-	for (i = 0; i < mh.h_nfields; i++) {
-		h = &mh.h_fields[i];
-		if (proxy_is_hop(&mh, h, nconn))
+	for (i = 0; i < mh->h_nfields; i++) {
+		h = &mh->h_fields[i];
+		if (proxy_is_hop(mh, h, nconn))
 			continue;
 		own_id |= proxy_named(h, "x-request-id", 12);
 		ph->ph_fields[n] = *h;
@@ -774,27 +772,25 @@ proxy_head_make(struct gw_xchg *x, const struct http1_msg *m, int interim,
 		}
 		n++;
 	}
-	if (m->m_status == 101 && (h = head_find(&mh, "upgrade")) != NULL)
+	if (mh->h_status == 101 && (h = head_find(mh, "upgrade")) != NULL)
 		ph->ph_fields[n++] = *h;
 	if (!own_id && !interim)
 		hfield_set(
 		    &ph->ph_fields[n++], "X-Request-Id", x->x_request_id);
 	memset(rh, 0, sizeof *rh);
-	rh->h_status = m->m_status;
-	rh->h_reason = m->m_reason;
+	rh->h_status = mh->h_status;
+	rh->h_reason = mh->h_reason;
 	rh->h_version = 11;
 	rh->h_fields = ph->ph_fields;
 	rh->h_nfields = n;
-	if (m->m_body == HTTP1_BODY_LENGTH) {
+	rh->h_flags = mh->h_flags & (HEAD_F_LENGTH | HEAD_F_NO_BODY);
+	rh->h_length = mh->h_length;
+	if ((mh->h_flags & (HEAD_F_NO_BODY | HEAD_F_LENGTH)) ==
+		HEAD_F_NO_BODY &&
+	    mh->h_status >= 200 && mh->h_status != 204 &&
+	    (h = head_find(mh, "content-length")) != NULL) {
 		rh->h_flags |= HEAD_F_LENGTH;
-		rh->h_length = m->m_content_length;
-	} else if (m->m_body == HTTP1_BODY_NONE) {
-		rh->h_flags |= HEAD_F_NO_BODY;
-		if (m->m_status >= 200 && m->m_status != 204 &&
-		    (h = http1_msg_find(m, "content-length")) != NULL) {
-			rh->h_flags |= HEAD_F_LENGTH;
-			rh->h_length = strtoull(h->value, NULL, 10);
-		}
+		rh->h_length = strtoull(h->value, NULL, 10);
 	}
 }
 
@@ -814,7 +810,7 @@ proxy_head_free(struct proxy_head *ph)
 
 /* The final response head arrived: check it and send it on. */
 static int
-proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
+proxy_response_head(struct upstream *up, const struct head *m, void *arg)
 {
 	struct gw_xchg *x = arg;
 	struct conn *c = x->x_conn;
@@ -823,28 +819,26 @@ proxy_response_head(struct upstream *up, const struct http1_msg *m, void *arg)
 	struct proxy_head ph;
 
 	memset(b, 0, sizeof *b);
-	b->b_kind = m->m_body;
-	b->b_left = m->m_content_length;
-	if (m->m_status == 101 && !(x->x_flags & XCHG_F_WS_REQ)) {
+	if (m->h_flags & HEAD_F_NO_BODY)
+		b->b_kind = HTTP1_BODY_NONE;
+	else if (m->h_flags & HEAD_F_LENGTH) {
+		b->b_kind = HTTP1_BODY_LENGTH;
+		b->b_left = m->h_length;
+	} else
+		b->b_kind = HTTP1_BODY_EOF; /* until the upstream ends it */
+	if (m->h_status == 101 && !(x->x_flags & XCHG_F_WS_REQ)) {
 		xchg_fail(x, gw_err_bad_response,
 		    "Sandbox '%s' port "
 		    "%d switched protocols without being asked to.",
 		    x->x_sandbox->sb_id, x->x_port);
 		return (-1);
 	}
-	if (m->m_status != 101 && (m->m_flags & HTTP1_F_TE_OTHER)) {
-		xchg_fail(x, gw_err_bad_response,
-		    "Sandbox '%s' port %d "
-		    "answered with a transfer coding other than chunked.",
-		    x->x_sandbox->sb_id, x->x_port);
-		return (-1);
-	}
 	if (x->x_flags & XCHG_F_WS_REQ)
 		up->u_flags |= UP_F_NO_REUSE;
 	proxy_head_make(x, m, 0, &ph);
-	x->x_status = m->m_status;
+	x->x_status = m->h_status;
 	x->x_flags |= XCHG_F_RESP_STARTED;
-	if (m->m_status == 101) {
+	if (m->h_status == 101) {
 		(void)sink_head(sk, &ph.ph_head);
 		(void)sink_end(sk);
 		proxy_head_free(&ph);
@@ -953,7 +947,7 @@ proxy_splice_try(struct gw_xchg *x, struct upstream *up)
  * read them, the upstream stops reading.
  */
 static int
-proxy_interim(struct upstream *up, const struct http1_msg *m, void *arg)
+proxy_interim(struct upstream *up, const struct head *m, void *arg)
 {
 	struct gw_xchg *x = arg;
 	struct sink *sk = x->x_sink;

@@ -742,6 +742,7 @@ upstream_read_head(struct upstream *up)
 	struct upstream_resp *resp = up->u_r;
 	struct http1_msg *m = &resp->r_resp;
 	enum http1_err err = HTTP1_E_NONE;
+	struct head h;
 	char why[256];
 	int r;
 
@@ -784,12 +785,21 @@ upstream_read_head(struct upstream *up)
 				    up, gw_err_bad_response, why);
 				return (-1);
 			}
-			if (up->u_owner->uo_interim(up, m, up->u_owner_arg) !=
+			http1_msg_head(m, &h);
+			if (up->u_owner->uo_interim(up, &h, up->u_owner_arg) !=
 				0 ||
 			    up->u_r != resp)
 				return (-1); /* the owner ended it (released) */
 			http1_msg_reset(m);
 			continue;
+		}
+		if (m->m_status != 101 && (m->m_flags & HTTP1_F_TE_OTHER)) {
+			snprintf(why, sizeof why,
+			    "Sandbox '%s' port %d answered with a transfer "
+			    "coding other than chunked.",
+			    up->u_sandbox->sb_id, up->u_port);
+			upstream_read_error(up, gw_err_bad_response, why);
+			return (-1);
 		}
 		up->u_flags |= UP_F_HEAD_DONE;
 		memset(&up->u_r->r_body, 0, sizeof up->u_r->r_body);
@@ -803,7 +813,8 @@ upstream_read_head(struct upstream *up)
 		if (m->m_flags & HTTP1_F_CONN_CLOSE || m->m_minor == 0 ||
 		    m->m_body == HTTP1_BODY_EOF)
 			up->u_flags |= UP_F_NO_REUSE;
-		if ((r = up->u_owner->uo_head(up, m, up->u_owner_arg)) != 0) {
+		http1_msg_head(m, &h);
+		if ((r = up->u_owner->uo_head(up, &h, up->u_owner_arg)) != 0) {
 			if (r > 0)
 				up->u_flags &= ~UP_F_READING;
 			return (r);

@@ -697,7 +697,9 @@ xchg_tunnel_auth(struct gw_xchg *x, struct gw_sandbox *sb)
 }
 
 /* The port-URL rule a forward-mode tunnel WebSocket is proxied with. */
-static const struct gw_port_rule xchg_forward_rule = { 0, 0, 0, NULL };
+static const struct gw_port_rule xchg_forward_rule = {
+	.pr_protocol = GW_PROTO_HTTP1,
+};
 
 /*
  * Serve a tunnel route: /tunnel/{id}[/{ws_port}] or /{id}/{reverse_port}.
