@@ -36,6 +36,9 @@ const struct gw_error gw_err_bad_path[] = { { 400, "bad_path" } };
 const struct gw_error gw_err_tunnel_not_configured[] = { { 404,
     "tunnel_not_configured" } };
 const struct gw_error gw_err_no_resources[] = { { 503, "out_of_resources" } };
+const struct gw_error gw_err_upstream_reset[] = { { 502, "upstream_reset" } };
+const struct gw_error gw_err_grpc_needs_http2[] = { { 400,
+    "grpc_needs_http2" } };
 const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_upstream_unreachable[] = { { 502,

@@ -202,6 +202,8 @@ extern const struct gw_error gw_err_sandbox_unreachable[];
 extern const struct gw_error gw_err_upstream_unreachable[];
 extern const struct gw_error gw_err_tunnel_not_configured[];
 extern const struct gw_error gw_err_no_resources[];
+extern const struct gw_error gw_err_upstream_reset[];
+extern const struct gw_error gw_err_grpc_needs_http2[];
 
 /* Upper bounds (seconds) of the request-duration histogram buckets. */
 #define GW_DURATION_BUCKETS 10
@@ -227,6 +229,8 @@ struct gw_metrics {
 	uint64_t m_upstream_retries;
 	uint64_t m_upstream_idle; /* pooled connections now */
 	uint64_t m_upstream_evicted; /* pooled ones closed at the pool's cap */
+	uint64_t m_upstream_h2_conns; /* HTTP/2 connections to sandbox ports */
+	uint64_t m_upstream_h2_streams; /* ... and the streams on them */
 	uint64_t m_bytes_in; /* from clients */
 	uint64_t m_bytes_out; /* to clients */
 	uint64_t m_ws_active;
@@ -308,6 +312,8 @@ struct gw {
 	uint64_t g_conn_ids;
 	TAILQ_HEAD(, conn) g_conns;
 	struct upstream_pool g_pool; /* idle upstreams (upstream.c) */
+	struct upstream_pool g_h2pool; /* HTTP/2 connections with room */
+	TAILQ_HEAD(uph2_list, uph2) g_h2all; /* ... and every one of them */
 	struct gw_metrics g_metrics;
 	struct admin *g_admin; /* admin listener */
 	struct tunnel_set *g_tunnels; /* terminate-mode tunnels (tunnel.c) */
@@ -498,6 +504,8 @@ struct upstream_owner {
 	void (*uo_drained)(struct upstream *, void *arg);
 	/* The response-head deadline (timeouts.response) passed. */
 	void (*uo_timeout)(struct upstream *, void *arg);
+	/* The request's own deadline (gRPC's grpc-timeout) passed. */
+	void (*uo_deadline)(struct upstream *, void *arg);
 	/*
 	 * The upstream leaves its owner (closed, or back to the pool):
 	 * the owner forgets it and stops using its socket (splice(2)).
@@ -559,6 +567,8 @@ struct upstream {
 #define UP_F_HEAD_REQ 0x100 /* ... to a HEAD request: no body */
 #define UP_F_PAUSED 0x200 /* the owner cannot take more now */
 #define UP_F_EOF 0x400 /* the close that ends a close-delimited body came */
+#define UP_F_H2 0x800 /* a stream of an HTTP/2 connection (u_h2s) */
+#define UP_F_H2_CONN 0x1000 /* the connection of an HTTP/2 session (u_h2) */
 	char *u_key; /* identity, for the log */
 	int u_port;
 	struct gw_sandbox *u_sandbox; /* referenced */
@@ -570,6 +580,8 @@ struct upstream {
 	struct evbuffer *u_chunks; /* a chunked body's data, de-framed */
 	struct splicer *u_spl; /* the body moving to the owner by splice(2) */
 	uint64_t u_spliced; /* body bytes moved so */
+	struct uph2 *u_h2; /* UP_F_H2_CONN: the session on it */
+	struct uph2_stream *u_h2s; /* UP_F_H2: the stream */
 };
 
 /*
@@ -728,6 +740,7 @@ void proxy_request_body(struct gw_xchg *);
 void proxy_client_drained(struct gw_xchg *);
 extern const struct upstream_owner proxy_owner;
 void proxy_request_splice_try(struct gw_xchg *);
+int proxy_is_grpc(const struct head *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
@@ -1036,6 +1049,31 @@ void upstream_read_resume(struct upstream *);
 int upstream_splice_body(struct upstream *, int fd);
 size_t upstream_buffered(const struct upstream *);
 void upstream_print(const struct upstream *, char *, size_t);
+
+void upstream_pool_add(struct upstream_pool *, struct upstream *);
+void upstream_pool_del(struct upstream_pool *, struct upstream *);
+struct upstream_list *
+upstream_pool_bucket(const struct upstream_pool *, const struct gw_sandbox *, int);
+
+/*
+ * upstream_h2.c: HTTP/2 (h2c) to sandbox ports.  Each stream is a struct
+ * upstream of its own (UP_F_H2) that tells its owner what upstream.c's
+ * HTTP/1 connections do; its connection (UP_F_H2_CONN) carries many.
+ */
+struct uph2;
+struct uph2_stream;
+struct upstream *upstream_h2_get(struct gw *, struct gw_sandbox *, int port,
+    int fresh, const struct upstream_owner *, void *arg);
+void upstream_h2_request(struct upstream *, const struct head *, int body);
+struct evbuffer *upstream_h2_body_out(struct upstream *);
+void upstream_h2_body_more(struct upstream *, int done);
+void upstream_h2_timeouts(struct upstream *, uint64_t idle_ms,
+    uint64_t response_ms, uint64_t deadline_ms);
+void upstream_h2_resume(struct upstream *);
+size_t upstream_h2_buffered(const struct upstream *);
+void upstream_h2_stream_close(struct upstream *);
+void upstream_h2_stream_free(struct upstream *);
+void upstream_h2_flush(struct gw *, const char *id, int stale);
 
 /* Bodies with less than this left are not worth a splice(2) set-up. */
 #define UPSTREAM_SPLICE_MIN (256 * 1024)

@@ -49,7 +49,7 @@ h2s_field_forbidden(const struct hfield *f)
  * array and the names, which nghttp2 copies when the frame is submitted.
  * *np says how many.
  */
-static nghttp2_nv *
+nghttp2_nv *
 h2s_nv(const nghttp2_nv *first, size_t nfirst, const struct hfield *f,
     size_t n, size_t *np)
 {

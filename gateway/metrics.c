@@ -163,6 +163,14 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    "Idle upstream connections closed because a pool was full.");
 	evbuffer_add_printf(out, "akgw_upstream_pool_evicted_total %llu\n",
 	    (unsigned long long)m->m_upstream_evicted);
+	metrics_head(out, "akgw_upstream_h2_connections_total", "counter",
+	    "HTTP/2 (h2c) connections opened to sandbox ports.");
+	evbuffer_add_printf(out, "akgw_upstream_h2_connections_total %llu\n",
+	    (unsigned long long)m->m_upstream_h2_conns);
+	metrics_head(out, "akgw_upstream_h2_streams_total", "counter",
+	    "Requests sent to sandbox ports as HTTP/2 streams.");
+	evbuffer_add_printf(out, "akgw_upstream_h2_streams_total %llu\n",
+	    (unsigned long long)m->m_upstream_h2_streams);
 	metrics_head(out, "akgw_bytes_in_total", "counter",
 	    "Body and WebSocket bytes received from clients.");
 	evbuffer_add_printf(out, "akgw_bytes_in_total %llu\n",

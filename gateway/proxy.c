@@ -41,6 +41,7 @@ static void proxy_upstream_failed(
     struct upstream *, const struct gw_error *, const char *, void *);
 static void proxy_upstream_event(struct upstream *, short, void *);
 static void proxy_response_timeout(struct upstream *, void *);
+static void proxy_grpc_deadline(struct upstream *, void *);
 static void proxy_upstream_detach(struct upstream *, void *);
 static void proxy_upstream_drained(struct upstream *, void *);
 static int proxy_interim(struct upstream *, const struct head *, void *);
@@ -59,6 +60,7 @@ const struct upstream_owner proxy_owner = {
 	.uo_failed = proxy_upstream_failed,
 	.uo_event = proxy_upstream_event,
 	.uo_timeout = proxy_response_timeout,
+	.uo_deadline = proxy_grpc_deadline,
 	.uo_detach = proxy_upstream_detach,
 	.uo_drained = proxy_upstream_drained,
 	.uo_interim = proxy_interim,
@@ -134,38 +136,133 @@ proxy_is_hop(const struct head *m, const struct hfield *h, size_t nconn)
 }
 
 /*
- * Append "Name: v1, v2, last" joining every field called name (len bytes)
- * in m (they form one list, RFC 9110 section 5.3) with last at the end.
+ * Where the request head for the upstream is written: HTTP/1 wire bytes
+ * ("Name: value\r\n"), or for an HTTP/2 upstream each field's lowercase
+ * name and value, NUL-ended, with their offsets, made into hfields
+ * afterwards (proxy_out_fields).  The same rewrite writes both.
+ */
+#define PROXY_OUT_INLINE 32
+struct proxy_out {
+	struct strbuf *po_sb;
+	int po_h2;
+	size_t po_n; /* HTTP/2: fields written */
+	size_t po_cap;
+	size_t *po_off; /* HTTP/2: per field, name and value offsets */
+	size_t po_off_inline[2 * PROXY_OUT_INLINE];
+};
+
+/* Start a field called name (len bytes): its value is appended next. */
+static void
+proxy_field_begin(struct proxy_out *po, const char *name, size_t len)
+{
+	struct strbuf *sb = po->po_sb;
+	size_t i;
+
+	if (!po->po_h2) {
+		strbuf_add(sb, name, len);
+		strbuf_add(sb, ": ", 2);
+		return;
+	}
+	if (po->po_n == po->po_cap) {
+		po->po_cap *= 2;
+		if (po->po_off == po->po_off_inline) {
+			po->po_off = xcalloc(2 * po->po_cap, sizeof *po->po_off);
+			memcpy(po->po_off, po->po_off_inline,
+			    sizeof po->po_off_inline);
+		} else
+			po->po_off = xreallocarray(
+			    po->po_off, 2 * po->po_cap, sizeof *po->po_off);
+	}
+	po->po_off[2 * po->po_n] = sb->sb_len;
+	strbuf_grow(sb, len + 1);
+	for (i = 0; i < len; i++) /* HTTP/2 names are lowercase */
+		sb->sb_buf[sb->sb_len + i] =
+		    (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32
+							    : name[i]);
+	sb->sb_buf[sb->sb_len + len] = '\0';
+	sb->sb_len += len + 1;
+	po->po_off[2 * po->po_n + 1] = sb->sb_len;
+}
+
+/* End the field proxy_field_begin started. */
+static void
+proxy_field_end(struct proxy_out *po)
+{
+	if (!po->po_h2) {
+		strbuf_add(po->po_sb, "\r\n", 2);
+		return;
+	}
+	strbuf_add(po->po_sb, "", 1);
+	po->po_n++;
+}
+
+/* A whole field. */
+static void
+proxy_field(struct proxy_out *po, const char *name, size_t nlen,
+    const char *value, size_t vlen)
+{
+	if (!po->po_h2) {
+		strbuf_add_header(po->po_sb, name, nlen, value, vlen);
+		return;
+	}
+	proxy_field_begin(po, name, nlen);
+	strbuf_add(po->po_sb, value, vlen);
+	proxy_field_end(po);
+}
+
+/*
+ * The HTTP/2 fields written, as hfields into f (po_n of them, pointing
+ * into the scratch buffer until it is written again).
  */
 static void
-proxy_add_list(struct strbuf *sb, const struct head *m, const char *name,
+proxy_out_fields(const struct proxy_out *po, struct hfield *f)
+{
+	const char *b = po->po_sb->sb_buf;
+	size_t i, no, vo;
+
+	for (i = 0; i < po->po_n; i++) {
+		no = po->po_off[2 * i];
+		vo = po->po_off[2 * i + 1];
+		f[i].name = b + no;
+		f[i].name_len = vo - no - 1;
+		f[i].value = b + vo;
+		f[i].value_len = strlen(b + vo);
+	}
+}
+
+/*
+ * A field "name: v1, v2, last" joining every field called name (len
+ * bytes) in m (they form one list, RFC 9110 section 5.3) with last at
+ * the end.
+ */
+static void
+proxy_add_list(struct proxy_out *po, const struct head *m, const char *name,
     size_t len, const char *last)
 {
 	const struct hfield *h;
 	size_t i;
 
-	strbuf_add(sb, name, len);
-	strbuf_add(sb, ": ", 2);
+	proxy_field_begin(po, name, len);
 	for (i = 0; i < m->h_nfields; i++) {
 		h = &m->h_fields[i];
 		if (h->value_len == 0 || !proxy_named(h, name, len))
 			continue;
-		strbuf_add(sb, h->value, h->value_len);
-		strbuf_add(sb, ", ", 2);
+		strbuf_add(po->po_sb, h->value, h->value_len);
+		strbuf_add(po->po_sb, ", ", 2);
 	}
-	strbuf_adds(sb, last);
-	strbuf_add(sb, "\r\n", 2);
+	strbuf_adds(po->po_sb, last);
+	proxy_field_end(po);
 }
 
 /* Copy the client's Upgrade field and say Connection: Upgrade. */
 static void
-proxy_add_upgrade(const struct head *m, struct strbuf *sb)
+proxy_add_upgrade(const struct head *m, struct proxy_out *po)
 {
 	const struct hfield *h;
 
 	if ((h = head_find(m, "upgrade")) != NULL)
-		strbuf_add_header(sb, "Upgrade", 7, h->value, h->value_len);
-	strbuf_adds(sb, "Connection: Upgrade\r\n");
+		proxy_field(po, "Upgrade", 7, h->value, h->value_len);
+	proxy_field(po, "Connection", 10, "Upgrade", 7);
 }
 
 /*
@@ -211,6 +308,85 @@ proxy_request_id(struct gw_xchg *x)
 	x->x_request_id[32] = '\0';
 }
 
+/*
+ * Is the request native gRPC: content-type application/grpc, alone or
+ * with a "+format" or parameters (not gRPC-Web, which is HTTP/1-able)?
+ */
+int
+proxy_is_grpc(const struct head *m)
+{
+	const struct hfield *h = head_find(m, "content-type");
+
+	if (h == NULL || h->value_len < 16 ||
+	    strncasecmp(h->value, "application/grpc", 16) != 0)
+		return (0);
+	return (h->value_len == 16 || h->value[16] == '+' ||
+	    h->value[16] == ';');
+}
+
+/*
+ * The deadline a gRPC request carries (grpc-timeout: up to 8 digits and
+ * a unit, H M S m u n), in ms rounded up; 0 for none or a malformed one.
+ */
+static uint64_t
+proxy_grpc_timeout(const struct head *m)
+{
+	const struct hfield *h;
+	uint64_t v = 0, ms;
+	size_t i;
+
+	if (!proxy_is_grpc(m) || (h = head_find(m, "grpc-timeout")) == NULL ||
+	    h->value_len < 2 || h->value_len > 9)
+		return (0);
+	for (i = 0; i + 1 < h->value_len; i++) {
+		if (h->value[i] < '0' || h->value[i] > '9')
+			return (0);
+		v = v * 10 + (uint64_t)(h->value[i] - '0');
+	}
+	switch (h->value[i]) {
+	case 'H':
+		ms = v * 3600 * 1000;
+		break;
+	case 'M':
+		ms = v * 60 * 1000;
+		break;
+	case 'S':
+		ms = v * 1000;
+		break;
+	case 'm':
+		ms = v;
+		break;
+	case 'u':
+		ms = (v + 999) / 1000;
+		break;
+	case 'n':
+		ms = (v + 999999) / 1000000;
+		break;
+	default:
+		return (0);
+	}
+	return (ms == 0 ? 1 : ms);
+}
+
+/*
+ * Does x go to its port over HTTP/2: an h2c port, or native gRPC to an
+ * auto one?  WebSockets upgrade over HTTP/1.1 whatever the port says.
+ */
+static int
+proxy_wants_h2(const struct gw_xchg *x)
+{
+	if (x->x_flags & XCHG_F_WS_REQ)
+		return (0);
+	switch (x->x_rule->pr_protocol) {
+	case GW_PROTO_H2C:
+		return (1);
+	case GW_PROTO_AUTO:
+		return (proxy_is_grpc(&x->x_head));
+	default:
+		return (0);
+	}
+}
+
 /* Is the request a WebSocket upgrade (GET, Connection: upgrade, websocket)? */
 static int
 proxy_is_websocket(const struct head *m)
@@ -224,32 +400,30 @@ proxy_is_websocket(const struct head *m)
 	    h != NULL && http1_list_has(h->value, h->value_len, "websocket"));
 }
 
-/* Write the request head for the upstream. */
+/*
+ * The request's fields for the upstream: the client's end-to-end ones
+ * without credentials, and the gateway's own (Host, X-Request-Id, the
+ * X-Forwarded-* set, Via, the body's framing for HTTP/1).
+ */
 static void
-proxy_write_request_head(struct gw_xchg *x, struct evbuffer *out)
+proxy_request_fields(struct gw_xchg *x, struct proxy_out *po)
 {
 	const struct head *m = &x->x_head;
 	const struct hfield *h;
 	const struct gw_port_rule *pr = x->x_rule;
 	struct conn *c = x->x_conn;
-	struct strbuf *sb = &c->c_gw->g_head;
+	struct strbuf *sb = po->po_sb;
 	const char *p;
 	size_t i, nconn = proxy_nconnection(m);
 	char *cookie, ip[INET6_ADDRSTRLEN];
 
-	strbuf_reset(sb);
-	strbuf_add(sb, m->h_method, m->h_method_len);
-	strbuf_add(sb, " ", 1);
-	strbuf_adds(sb, x->x_target);
-	strbuf_add(sb, " HTTP/1.1\r\n", 11);
 	/*
 	 * Host is the gateway's to write: the authority of an absolute-form
 	 * target replaces the client's field (RFC 9112 section 3.2.2), and
 	 * a Connection field naming Host cannot remove it.
 	 */
 	if (pr->pr_host_rewrite == NULL && x->x_host != NULL)
-		strbuf_add_header(
-		    sb, "Host", 4, x->x_host, strlen(x->x_host));
+		proxy_field(po, "Host", 4, x->x_host, strlen(x->x_host));
 	for (i = 0; i < m->h_nfields; i++) {
 		h = &m->h_fields[i];
 		if (proxy_is_hop(m, h, nconn))
@@ -266,24 +440,27 @@ proxy_write_request_head(struct gw_xchg *x, struct evbuffer *out)
 		if (proxy_named(h, "cookie", 6)) {
 			if ((cookie = auth_strip_cookie(c->c_gw->g_conf,
 				 h->value, h->value_len)) != NULL) {
-				strbuf_add_header(
-				    sb, "Cookie", 6, cookie, strlen(cookie));
+				proxy_field(
+				    po, "Cookie", 6, cookie, strlen(cookie));
 				free(cookie);
 			}
 			continue;
 		}
-		strbuf_add_header(
-		    sb, h->name, h->name_len, h->value, h->value_len);
+		proxy_field(po, h->name, h->name_len, h->value, h->value_len);
 	}
 	if (x->x_flags & XCHG_F_WS_REQ)
-		proxy_add_upgrade(m, sb);
-	strbuf_add_header(sb, "X-Request-Id", 12, x->x_request_id,
+		proxy_add_upgrade(m, po);
+	/* gRPC servers want to hear that trailers are understood. */
+	if (po->po_h2 && (h = head_find(m, "te")) != NULL &&
+	    http1_list_has(h->value, h->value_len, "trailers"))
+		proxy_field(po, "te", 2, "trailers", 8);
+	proxy_field(po, "X-Request-Id", 12, x->x_request_id,
 	    strlen(x->x_request_id));
 	if (x->x_prefix != NULL)
-		strbuf_add_header(sb, "X-Forwarded-Prefix", 18,
-		    x->x_prefix, strlen(x->x_prefix));
+		proxy_field(po, "X-Forwarded-Prefix", 18, x->x_prefix,
+		    strlen(x->x_prefix));
 	if (pr->pr_host_rewrite != NULL) {
-		strbuf_add(sb, "Host: ", 6);
+		proxy_field_begin(po, "Host", 4);
 		if ((p = strstr(pr->pr_host_rewrite, "${port}")) != NULL) {
 			strbuf_add(sb, pr->pr_host_rewrite,
 			    (size_t)(p - pr->pr_host_rewrite));
@@ -291,38 +468,105 @@ proxy_write_request_head(struct gw_xchg *x, struct evbuffer *out)
 			strbuf_adds(sb, p + 7);
 		} else
 			strbuf_adds(sb, pr->pr_host_rewrite);
-		strbuf_add(sb, "\r\n", 2);
+		proxy_field_end(po);
 	}
 	if (x->x_host != NULL)
-		strbuf_add_header(sb, "X-Forwarded-Host", 16, x->x_host,
+		proxy_field(po, "X-Forwarded-Host", 16, x->x_host,
 		    strlen(x->x_host));
 	if (c->c_flags & CONN_F_TLS)
-		strbuf_adds(sb, "X-Forwarded-Proto: https\r\n");
+		proxy_field(po, "X-Forwarded-Proto", 17, "https", 5);
 	else
-		strbuf_adds(sb, "X-Forwarded-Proto: http\r\n");
+		proxy_field(po, "X-Forwarded-Proto", 17, "http", 4);
 	proxy_add_list(
-	    sb, m, "X-Forwarded-For", 15, conn_peer_ip(c, ip, sizeof ip));
-	proxy_add_list(sb, m, "Via", 3,
+	    po, m, "X-Forwarded-For", 15, conn_peer_ip(c, ip, sizeof ip));
+	proxy_add_list(po, m, "Via", 3,
 	    m->h_version == 10	 ? "1.0 akgateway"
 		: m->h_version == 20 ? "2 akgateway"
 				     : "1.1 akgateway");
 	switch (x->x_req_body.b_kind) {
 	case HTTP1_BODY_LENGTH:
-		strbuf_add(sb, "Content-Length: ", 16);
+		proxy_field_begin(po, "Content-Length", 14);
 		strbuf_add_u64(sb, m->h_length);
-		strbuf_add(sb, "\r\n", 2);
+		proxy_field_end(po);
 		break;
 	case HTTP1_BODY_CHUNKED:
-		strbuf_adds(sb, "Transfer-Encoding: chunked\r\n");
+		/* HTTP/2 frames the body itself. */
+		if (!po->po_h2)
+			proxy_field(po, "Transfer-Encoding", 17, "chunked", 7);
 		break;
 	default:
 		/* A body-less POST keeps its explicit zero length. */
 		if (head_find(m, "content-length") != NULL)
-			strbuf_adds(sb, "Content-Length: 0\r\n");
+			proxy_field(po, "Content-Length", 14, "0", 1);
 		break;
 	}
-	strbuf_add(sb, "\r\n", 2);
-	evbuffer_add(out, sb->sb_buf, sb->sb_len);
+}
+
+/* Write the HTTP/1.1 request head for the upstream. */
+static void
+proxy_write_request_head(struct gw_xchg *x, struct evbuffer *out)
+{
+	const struct head *m = &x->x_head;
+	struct proxy_out po;
+
+	memset(&po, 0, sizeof po);
+	po.po_sb = &x->x_conn->c_gw->g_head;
+	strbuf_reset(po.po_sb);
+	strbuf_add(po.po_sb, m->h_method, m->h_method_len);
+	strbuf_add(po.po_sb, " ", 1);
+	strbuf_adds(po.po_sb, x->x_target);
+	strbuf_add(po.po_sb, " HTTP/1.1\r\n", 11);
+	proxy_request_fields(x, &po);
+	strbuf_add(po.po_sb, "\r\n", 2);
+	evbuffer_add(out, po.po_sb->sb_buf, po.po_sb->sb_len);
+}
+
+/*
+ * Submit the request head on an HTTP/2 upstream stream: the same fields,
+ * Host as :authority.
+ */
+static void
+proxy_submit_request_h2(struct gw_xchg *x)
+{
+	const struct head *m = &x->x_head;
+	struct proxy_out po;
+	struct hfield *f;
+	struct head rh;
+	size_t i, n;
+
+	memset(&po, 0, sizeof po);
+	po.po_sb = &x->x_conn->c_gw->g_head;
+	po.po_h2 = 1;
+	po.po_cap = PROXY_OUT_INLINE;
+	po.po_off = po.po_off_inline;
+	strbuf_reset(po.po_sb);
+	proxy_request_fields(x, &po);
+	f = xcalloc(po.po_n + 1, sizeof *f);
+	proxy_out_fields(&po, f);
+	memset(&rh, 0, sizeof rh);
+	rh.h_method = m->h_method;
+	rh.h_method_len = m->h_method_len;
+	rh.h_target = x->x_target;
+	rh.h_target_len = strlen(x->x_target);
+	for (i = n = 0; i < po.po_n; i++) {
+		if (strcmp(f[i].name, "host") == 0) {
+			rh.h_authority = f[i].value;
+			rh.h_authority_len = f[i].value_len;
+			continue;
+		}
+		if (strcmp(f[i].name, "content-length") == 0) {
+			rh.h_flags |= HEAD_F_LENGTH;
+			rh.h_length = strtoull(f[i].value, NULL, 10);
+		}
+		f[n++] = f[i];
+	}
+	rh.h_fields = f;
+	rh.h_nfields = n;
+	upstream_h2_request(x->x_up, &rh, x->x_req_body.b_kind !=
+		HTTP1_BODY_NONE);
+	free(f);
+	if (po.po_off != po.po_off_inline)
+		free(po.po_off);
 }
 
 /*
@@ -375,6 +619,7 @@ proxy_start(struct gw_xchg *x)
 	struct conn *c = x->x_conn;
 	struct gw_body *b = &x->x_req_body;
 	enum http1_err err = HTTP1_E_NONE;
+	int h2;
 
 	if (x->x_req_kind == HTTP1_BODY_CHUNKED && xchg_is_h1(x) &&
 	    !(x->x_flags & XCHG_F_RETRIED) &&
@@ -385,10 +630,12 @@ proxy_start(struct gw_xchg *x)
 	memset(b, 0, sizeof *b);
 	b->b_kind = x->x_req_kind;
 	b->b_left = x->x_req_length;
-	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED;
 	x->x_state = XCHG_S_BODY;
 	if (proxy_is_websocket(&x->x_head))
 		x->x_flags |= XCHG_F_WS_REQ;
+	h2 = proxy_wants_h2(x);
+	/* HTTP/2 frames a body of unknown length itself. */
+	b->b_out_chunked = b->b_kind == HTTP1_BODY_CHUNKED && !h2;
 	/*
 	 * The client must keep sending a body, and keep reading the answer.
 	 * Once its request is whole it owes us nothing (proxy_request_body).
@@ -396,8 +643,8 @@ proxy_start(struct gw_xchg *x)
 	x->x_ops->xo_timeouts(x, b->b_kind != HTTP1_BODY_NONE, 1);
 	if (x->x_up_start_us == 0)
 		x->x_up_start_us = clock_mono_usec();
-	x->x_up = upstream_get(c->c_gw, x->x_sandbox, x->x_port,
-	    x->x_flags & XCHG_F_RETRIED, &proxy_owner, x);
+	x->x_up = (h2 ? upstream_h2_get : upstream_get)(c->c_gw, x->x_sandbox,
+	    x->x_port, x->x_flags & XCHG_F_RETRIED, &proxy_owner, x);
 	if (x->x_up->u_state == UP_S_ACTIVE)
 		proxy_upstream_ready(x->x_up, x);
 }
@@ -408,17 +655,26 @@ proxy_upstream_ready(struct upstream *up, void *arg)
 {
 	struct gw_xchg *x = arg;
 	struct conn *c = x->x_conn;
+	struct gw_config *cf = c->c_gw->g_conf;
 	struct timeval tv;
 
 	up->u_flags |= UP_F_SENT;
+	if (up->u_flags & UP_F_H2) {
+		proxy_submit_request_h2(x);
+		upstream_read_response(up, x->x_flags & XCHG_F_HEAD_REQ);
+		upstream_h2_timeouts(up, cf->cf_idle_timeout,
+		    cf->cf_response_timeout, proxy_grpc_timeout(&x->x_head));
+		proxy_request_body(x);
+		return;
+	}
 	proxy_write_request_head(x, stream_output(up->u_stream));
 	upstream_read_response(up, x->x_flags & XCHG_F_HEAD_REQ);
 	stream_setwatermark(up->u_stream, EV_WRITE, PROXY_LOW, 0);
 	/* No progress either way for this long ends the exchange. */
-	clock_msec_to_tv(c->c_gw->g_conf->cf_idle_timeout, &tv);
+	clock_msec_to_tv(cf->cf_idle_timeout, &tv);
 	stream_set_timeouts(up->u_stream, &tv, &tv);
-	if (c->c_gw->g_conf->cf_response_timeout != 0) {
-		clock_msec_to_tv(c->c_gw->g_conf->cf_response_timeout, &tv);
+	if (cf->cf_response_timeout != 0) {
+		clock_msec_to_tv(cf->cf_response_timeout, &tv);
 		evtimer_add(up->u_timer, &tv);
 	}
 	stream_enable(up->u_stream, EV_READ | EV_WRITE);
@@ -442,12 +698,14 @@ proxy_request_body(struct gw_xchg *x)
 	uint64_t max = c->c_gw->g_conf->cf_max_body_size;
 	struct evbuffer *out, *tmp = NULL;
 	ssize_t n;
+	int h2, done;
 
 	if (x->x_state != XCHG_S_BODY || up == NULL ||
 	    up->u_state != UP_S_ACTIVE ||
 	    (xchg_is_h1(x) && c->c_spl[0] != NULL))
 		return; /* or splice(2) has the rest of the body */
-	out = stream_output(up->u_stream);
+	h2 = (up->u_flags & UP_F_H2) != 0;
+	out = h2 ? upstream_h2_body_out(up) : stream_output(up->u_stream);
 	while (!x->x_ops->xo_body_done(x)) {
 		if (evbuffer_get_length(out) >= PROXY_HIGH)
 			break; /* resumed by proxy_upstream_drained */
@@ -484,7 +742,12 @@ proxy_request_body(struct gw_xchg *x)
 	}
 	if (tmp != NULL)
 		evbuffer_free(tmp);
-	if (x->x_state != XCHG_S_BODY || !x->x_ops->xo_body_done(x))
+	if (x->x_state != XCHG_S_BODY)
+		return;
+	done = x->x_ops->xo_body_done(x);
+	if (h2)
+		upstream_h2_body_more(up, done);
+	if (!done)
 		return;
 	if (b->b_out_chunked)
 		http1_chunk_last(out);
@@ -561,6 +824,7 @@ proxy_request_splice_try(struct gw_xchg *x)
 
 	if (c->c_gw->g_splice == NULL || !xchg_is_h1(x) ||
 	    c->c_spl[0] != NULL || up == NULL || up->u_state != UP_S_ACTIVE ||
+	    (up->u_flags & UP_F_H2) ||
 	    x->x_state != XCHG_S_BODY || x->x_req_body.b_out_chunked ||
 	    (left = x->x_ops->xo_body_left(x)) < PROXY_SPLICE_MIN)
 		return;
@@ -930,7 +1194,7 @@ proxy_splice_try(struct gw_xchg *x, struct upstream *up)
 {
 	int fd;
 
-	if (x->x_conn->c_gw->g_splice == NULL ||
+	if (x->x_conn->c_gw->g_splice == NULL || (up->u_flags & UP_F_H2) ||
 	    !(x->x_flags & XCHG_F_RESP_STARTED) ||
 	    x->x_resp_body.b_kind != HTTP1_BODY_LENGTH ||
 	    x->x_resp_body.b_left < PROXY_SPLICE_MIN ||
@@ -1031,6 +1295,48 @@ proxy_response_timeout(struct upstream *up, void *arg)
 	    "send a response head within %llums.",
 	    x->x_sandbox->sb_id, x->x_port,
 	    (unsigned long long)c->c_gw->g_conf->cf_response_timeout);
+}
+
+/*
+ * The gRPC deadline (grpc-timeout) passed before the answer ended: the
+ * upstream stream is cancelled and the client hears DEADLINE_EXCEEDED,
+ * as the whole (trailers-only) answer or as trailers after what it had.
+ */
+static void
+proxy_grpc_deadline(struct upstream *up, void *arg)
+{
+	static const char msg[] = "The request's grpc-timeout passed before "
+				  "the sandbox answered (gateway).";
+	struct gw_xchg *x = arg;
+	struct sink *sk = x->x_sink;
+	struct hfield f[4];
+	struct head h;
+
+	upstream_close(up, "grpc-timeout passed");
+	x->x_err_code = "grpc_deadline_exceeded";
+	hfield_set(&f[0], "grpc-status", "4");
+	hfield_set(&f[1], "grpc-message", msg);
+	if (!(x->x_flags & XCHG_F_RESP_STARTED)) {
+		hfield_set(&f[2], "content-type", "application/grpc");
+		hfield_set(&f[3], "x-request-id", x->x_request_id);
+		memset(&h, 0, sizeof h);
+		h.h_status = 200;
+		h.h_version = 20;
+		h.h_fields = f;
+		h.h_nfields = 4;
+		h.h_flags = HEAD_F_NO_BODY;
+		x->x_status = 200;
+		x->x_flags |= XCHG_F_RESP_STARTED;
+		(void)sink_head(sk, &h);
+	} else
+		(void)sink_trailers(sk, f, 2);
+	x->x_resp_body.b_done = 1;
+	x->x_flags |= XCHG_F_RESP_DONE;
+	log_info("conn %llu: sandbox '%s' port %d: grpc-timeout passed, "
+		 "stream cancelled",
+	    (unsigned long long)x->x_conn->c_id, x->x_sandbox->sb_id,
+	    x->x_port);
+	xchg_response_done(x);
 }
 
 /* Connecting failed for good: tell the client. */

@@ -36,7 +36,6 @@ static void upstream_connect_error(struct upstream *, int);
 static void upstream_idle_read_cb(struct stream *, void *);
 static void upstream_idle_event_cb(struct stream *, short, void *);
 static void upstream_event_cb(struct stream *, short, void *);
-static void upstream_pool_remove(struct upstream_pool *, struct upstream *);
 
 /* The name of an upstream state, for logs. */
 const char *
@@ -118,6 +117,8 @@ upstream_resp_free(struct upstream *up)
 static void
 upstream_free(struct upstream *up)
 {
+	if (up->u_h2s != NULL)
+		upstream_h2_stream_free(up);
 	splicer_free(up->u_spl);
 	if (up->u_chunks != NULL)
 		evbuffer_free(up->u_chunks);
@@ -149,7 +150,7 @@ upstream_close(struct upstream *up, const char *reason)
 		return;
 	log_debug("upstream %s closed: %s", up->u_key, reason);
 	if (up->u_state == UP_S_IDLE) {
-		upstream_pool_remove(&up->u_gw->g_pool, up);
+		upstream_pool_del(&up->u_gw->g_pool, up);
 		GW_ADD(up->u_gw->g_metrics.m_upstream_idle, -1);
 	}
 	up->u_state = UP_S_DEAD;
@@ -157,6 +158,8 @@ upstream_close(struct upstream *up, const char *reason)
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
 	upstream_detach(up);
+	if (up->u_flags & UP_F_H2)
+		upstream_h2_stream_close(up);
 	if (up->u_stream != NULL)
 		stream_disable(up->u_stream, EV_READ | EV_WRITE);
 	if (up->u_timer != NULL)
@@ -344,7 +347,7 @@ upstream_event_cb(struct stream *s, short what, void *arg)
 }
 
 /* The bucket of the pool for identity (sb, port). */
-static struct upstream_list *
+struct upstream_list *
 upstream_pool_bucket(
     const struct upstream_pool *p, const struct gw_sandbox *sb, int port)
 {
@@ -366,6 +369,10 @@ upstream_pool_init(struct gw *g)
 
 	memset(p, 0, sizeof *p);
 	TAILQ_INIT(&p->p_idle);
+	p = &g->g_h2pool;
+	memset(p, 0, sizeof *p);
+	TAILQ_INIT(&p->p_idle);
+	TAILQ_INIT(&g->g_h2all);
 }
 
 /*
@@ -390,8 +397,8 @@ upstream_pool_rehash(struct upstream_pool *p, size_t nbuckets)
 }
 
 /* Put up in p, newest first. */
-static void
-upstream_pool_insert(struct upstream_pool *p, struct upstream *up)
+void
+upstream_pool_add(struct upstream_pool *p, struct upstream *up)
 {
 	TAILQ_INSERT_HEAD(&p->p_idle, up, u_entry);
 	p->p_count++;
@@ -405,8 +412,8 @@ upstream_pool_insert(struct upstream_pool *p, struct upstream *up)
 }
 
 /* Take up out of p. */
-static void
-upstream_pool_remove(struct upstream_pool *p, struct upstream *up)
+void
+upstream_pool_del(struct upstream_pool *p, struct upstream *up)
 {
 	TAILQ_REMOVE(&p->p_idle, up, u_entry);
 	TAILQ_REMOVE(
@@ -432,7 +439,7 @@ upstream_pool_take(struct gw *g, const struct gw_sandbox *sb, int port)
 	TAILQ_FOREACH (up, upstream_pool_bucket(p, sb, port), u_hentry) {
 		if (up->u_sandbox != sb || up->u_port != port)
 			continue;
-		upstream_pool_remove(p, up);
+		upstream_pool_del(p, up);
 		GW_ADD(g->g_metrics.m_upstream_idle, -1);
 		event_del(up->u_timer);
 		up->u_state = UP_S_ACTIVE;
@@ -512,6 +519,11 @@ upstream_release(struct upstream *up, int reusable)
 
 	if (up->u_state != UP_S_ACTIVE)
 		return;
+	if (up->u_flags & UP_F_H2) {
+		/* A stream is not pooled: its connection is, all along. */
+		upstream_close(up, "stream done");
+		return;
+	}
 	upstream_detach(up);
 	splicer_free(up->u_spl);
 	up->u_spl = NULL;
@@ -538,7 +550,7 @@ upstream_release(struct upstream *up, int reusable)
 	stream_enable(up->u_stream, EV_READ);
 	clock_msec_to_tv(g->g_conf->cf_upstream_idle, &tv);
 	evtimer_add(up->u_timer, &tv);
-	upstream_pool_insert(p, up);
+	upstream_pool_add(p, up);
 	GW_ADD(g->g_metrics.m_upstream_idle, 1);
 }
 
@@ -554,6 +566,7 @@ upstream_pool_flush_sandbox(struct gw *g, const char *id)
 			upstream_close(
 			    up, "sandbox removed from the directory");
 	}
+	upstream_h2_flush(g, id, 0);
 }
 
 /*
@@ -572,6 +585,7 @@ upstream_pool_flush_stale(struct gw *g)
 			upstream_close(
 			    up, "sandbox removed from the directory");
 	}
+	upstream_h2_flush(g, NULL, 1);
 }
 
 /*
@@ -607,6 +621,10 @@ upstream_pool_flush(struct gw *g)
 
 	while ((up = TAILQ_FIRST(&g->g_pool.p_idle)) != NULL)
 		upstream_close(up, "pool flushed");
+	upstream_h2_flush(g, NULL, 0);
+	free(g->g_h2pool.p_buckets);
+	g->g_h2pool.p_buckets = NULL;
+	g->g_h2pool.p_mask = 0;
 	free(g->g_pool.p_buckets);
 	g->g_pool.p_buckets = NULL;
 	g->g_pool.p_mask = 0;
@@ -884,6 +902,8 @@ upstream_read_response(struct upstream *up, int head_request)
 	up->u_flags &= ~(
 	    UP_F_HEAD_DONE | UP_F_PAUSED | UP_F_HEAD_REQ | UP_F_EOF);
 	up->u_flags |= UP_F_READING | (head_request ? UP_F_HEAD_REQ : 0);
+	if (up->u_flags & UP_F_H2)
+		return; /* the stream tells what its session reads */
 	if (up->u_r == NULL)
 		up->u_r = xcalloc(1, sizeof *up->u_r);
 	http1_msg_reset(&up->u_r->r_resp);
@@ -913,6 +933,11 @@ upstream_read_resume(struct upstream *up)
 	if (up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
 	    up->u_spl != NULL)
 		return;
+	if (up->u_flags & UP_F_H2) {
+		up->u_flags &= ~UP_F_PAUSED;
+		upstream_h2_resume(up);
+		return;
+	}
 	if (up->u_flags & UP_F_PAUSED) {
 		up->u_flags &= ~UP_F_PAUSED;
 		stream_enable(up->u_stream, EV_READ);
@@ -968,6 +993,7 @@ upstream_splice_body(struct upstream *up, int fd)
 	int sfd;
 
 	if (g->g_splice == NULL || up->u_spl != NULL ||
+	    up->u_stream == NULL || (up->u_flags & UP_F_H2) ||
 	    up->u_state != UP_S_ACTIVE || !(up->u_flags & UP_F_READING) ||
 	    !(up->u_flags & UP_F_HEAD_DONE) || up->u_r == NULL ||
 	    up->u_r->r_body.b_kind != HTTP1_BODY_LENGTH ||
@@ -988,6 +1014,8 @@ upstream_splice_body(struct upstream *up, int fd)
 size_t
 upstream_buffered(const struct upstream *up)
 {
+	if (up->u_flags & UP_F_H2)
+		return (upstream_h2_buffered(up));
 	return (up->u_stream != NULL
 		? evbuffer_get_length(stream_input(up->u_stream))
 		: 0);

@@ -441,6 +441,8 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_upstream_retries += GW_LOAD(m->m_upstream_retries);
 	sum->m_upstream_idle += GW_LOAD(m->m_upstream_idle);
 	sum->m_upstream_evicted += GW_LOAD(m->m_upstream_evicted);
+	sum->m_upstream_h2_conns += GW_LOAD(m->m_upstream_h2_conns);
+	sum->m_upstream_h2_streams += GW_LOAD(m->m_upstream_h2_streams);
 	sum->m_bytes_in += GW_LOAD(m->m_bytes_in);
 	sum->m_bytes_out += GW_LOAD(m->m_bytes_out);
 	sum->m_ws_active += GW_LOAD(m->m_ws_active);

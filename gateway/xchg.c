@@ -863,6 +863,15 @@ xchg_route(struct gw_xchg *x)
 	}
 	if (xchg_auth(x) != 0)
 		return;
+	/* gRPC needs trailers and streams both ways at once: HTTP/2. */
+	if (xchg_is_h1(x) && proxy_is_grpc(m)) {
+		xchg_fail(x, gw_err_grpc_needs_http2,
+		    "gRPC needs HTTP/2; this request came over HTTP/1.%d. "
+		    "Use an HTTP/2 client (prior knowledge on http://, ALPN "
+		    "h2 on https://).",
+		    m->h_version == 10 ? 0 : 1);
+		return;
+	}
 	limit = sb->sb_max_connections != 0
 	    ? sb->sb_max_connections
 	    : g->g_conf->cf_max_connections_per_sandbox;
