@@ -37,7 +37,7 @@ sandboxes:
 EOF
 out=$("$AKGW" -c "$T/bad.yaml" --check 2>&1)
 assert_eq "--check bad exit" "1" "$?"
-assert_eq "--check bad message" "akgateway: $T/bad.yaml:8:9: unknown key 'acces' in a port (expected one of: port, access, host_rewrite)" "$out"
+assert_eq "--check bad message" "akgateway: $T/bad.yaml:8:9: unknown key 'acces' in a port (expected one of: port, access, host_rewrite, protocol)" "$out"
 
 printf 'listen:\n  - address: [127.0.0.1:80\n' >"$T/syntax.yaml"
 out=$("$AKGW" -c "$T/syntax.yaml" --check 2>&1)

@@ -244,7 +244,7 @@ test_sandbox_refused(void **state)
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"ports\": [{\"port\": 80}, {\"a/b~c\": 1}]}",
 	    "request body at /ports/1/a~1b~0c: unknown key 'a/b~c' in a port "
-	    "(expected one of: port, access, host_rewrite)");
+	    "(expected one of: port, access, host_rewrite, protocol)");
 	expect_refused(NULL, "[1, 2]",
 	    "request body: a sandbox must be a mapping, not a list");
 	expect_refused(NULL, "{\"address\": \"127.0.0.1\"}",

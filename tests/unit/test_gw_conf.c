@@ -446,6 +446,49 @@ test_units(void **state)
 	assert_int_equal(cfg_parse_size("", &v), -1);
 }
 
+/* ports[].protocol and limits.h2_upstream_streams. */
+static void
+test_port_protocol(void **state)
+{
+	struct gw_config *cf;
+
+	(void)state;
+	cf = expect_ok("listen: [{address: 127.0.0.1:1}]\n"
+		       "limits: {h2_upstream_streams: 7}\n"
+		       "sandboxes:\n"
+		       "  - id: a\n"
+		       "    address: 127.0.0.1\n"
+		       "    ports:\n"
+		       "      - {port: 1000}\n"
+		       "      - {port: 1001, protocol: h2c}\n"
+		       "      - {port: 1002-1009, protocol: auto}\n"
+		       "      - {port: 1010, protocol: http1}\n");
+	assert_int_equal(cf->cf_h2_upstream_streams, 7);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[0].pr_protocol,
+	    GW_PROTO_HTTP1);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[1].pr_protocol,
+	    GW_PROTO_H2C);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[2].pr_protocol,
+	    GW_PROTO_AUTO);
+	assert_int_equal(cf->cf_sandboxes[0]->sb_ports[3].pr_protocol,
+	    GW_PROTO_HTTP1);
+	conf_free(cf);
+	cf = expect_ok("listen: [{address: 127.0.0.1:1}]\n");
+	assert_int_equal(cf->cf_h2_upstream_streams, 100);
+	conf_free(cf);
+	expect_error("listen: [{address: 127.0.0.1:1}]\n"
+		     "sandboxes:\n"
+		     "  - id: a\n"
+		     "    address: 127.0.0.1\n"
+		     "    ports:\n"
+		     "      - {port: 1000, protocol: h2}\n",
+	    "t.yaml:6:32: protocol must be http1, h2c or auto, not 'h2'");
+	expect_error("listen: [{address: 127.0.0.1:1}]\n"
+		     "limits: {h2_upstream_streams: 0}\n",
+	    "t.yaml:2:31: limits.h2_upstream_streams must be between 1 and "
+	    "10000, not 0");
+}
+
 int
 main(void)
 {
@@ -457,6 +500,7 @@ main(void)
 		cmocka_unit_test(test_workers),
 		cmocka_unit_test(test_netns),
 		cmocka_unit_test(test_units),
+		cmocka_unit_test(test_port_protocol),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
