@@ -186,6 +186,6 @@ int h2s_send_data_cb(nghttp2_session *, nghttp2_frame *,
     const uint8_t *framehd, size_t length, nghttp2_data_source *, void *);
 /* Also upstream_h2.c's, for request heads. */
 nghttp2_nv *h2s_nv(const nghttp2_nv *first, size_t nfirst,
-    const struct hfield *, size_t n, size_t *np);
+    const struct hfield *, size_t n, int copy, size_t *np);
 
 #endif

@@ -46,20 +46,21 @@ h2s_field_forbidden(const struct hfield *f)
 /*
  * The fields f as nghttp2 name/value pairs, names lower-cased, after
  * first (the pseudo-headers, nfirst of them); one allocation holds the
- * array and the names, which nghttp2 copies when the frame is submitted.
- * *np says how many.
+ * array and the names (and with copy the values too: fields the caller
+ * keeps only for the call), which nghttp2 copies when the frame is
+ * submitted.  *np says how many.
  */
 nghttp2_nv *
 h2s_nv(const nghttp2_nv *first, size_t nfirst, const struct hfield *f,
-    size_t n, size_t *np)
+    size_t n, int copy, size_t *np)
 {
 	nghttp2_nv *nv;
-	size_t i, j, names = 0, k = 0;
+	size_t i, j, bytes = 0, k = 0;
 	uint8_t *p;
 
 	for (i = 0; i < n; i++)
-		names += f[i].name_len;
-	nv = xmalloc((nfirst + n) * sizeof *nv + names + 1);
+		bytes += f[i].name_len + (copy ? f[i].value_len : 0);
+	nv = xmalloc((nfirst + n) * sizeof *nv + bytes + 1);
 	p = (uint8_t *)(nv + nfirst + n);
 	for (i = 0; i < nfirst; i++)
 		nv[k++] = first[i];
@@ -70,10 +71,15 @@ h2s_nv(const nghttp2_nv *first, size_t nfirst, const struct hfield *f,
 			p[j] = (uint8_t)tolower((unsigned char)f[i].name[j]);
 		nv[k].name = p;
 		nv[k].namelen = f[i].name_len;
-		nv[k].value = (uint8_t *)(uintptr_t)f[i].value;
+		p += f[i].name_len;
+		if (copy) {
+			memcpy(p, f[i].value, f[i].value_len);
+			nv[k].value = p;
+			p += f[i].value_len;
+		} else
+			nv[k].value = (uint8_t *)(uintptr_t)f[i].value;
 		nv[k].valuelen = f[i].value_len;
 		nv[k].flags = NGHTTP2_NV_FLAG_NONE;
-		p += f[i].name_len;
 		k++;
 	}
 	*np = k;
@@ -188,7 +194,7 @@ h2s_sink_head(struct sink *sk, const struct head *hd)
 		first[nfirst].valuelen = strlen(len);
 		first[nfirst++].flags = NGHTTP2_NV_FLAG_NONE;
 	}
-	nv = h2s_nv(first, nfirst, hd->h_fields, hd->h_nfields, &n);
+	nv = h2s_nv(first, nfirst, hd->h_fields, hd->h_nfields, 0, &n);
 	if (hd->h_status < 200) {
 		rv = nghttp2_submit_headers(h->h_ng, NGHTTP2_FLAG_NONE,
 		    st->st_id, NULL, nv, n, NULL);
@@ -266,32 +272,13 @@ h2s_sink_trailers(struct sink *sk, const struct hfield *f, size_t n)
 {
 	struct h2s_stream *st = sk->sk_arg;
 	nghttp2_nv *nv;
-	size_t i, j, k, vlen = 0;
-	uint8_t *p;
+	size_t k;
 
 	if (!h2s_sink_live(st) || !(st->st_flags & ST_F_DATA) ||
 	    (st->st_flags & ST_F_TRAILERS) || n == 0)
 		return (h2s_sink_live(st) ? 0 : -1);
 	/* Names and values: the fields are the caller's for this call. */
-	for (i = 0; i < n; i++)
-		vlen += f[i].name_len + f[i].value_len;
-	nv = xmalloc(n * sizeof *nv + vlen + 1);
-	p = (uint8_t *)(nv + n);
-	for (i = 0, k = 0; i < n; i++) {
-		if (h2s_field_forbidden(&f[i]))
-			continue;
-		nv[k].name = p;
-		for (j = 0; j < f[i].name_len; j++)
-			p[j] = (uint8_t)tolower((unsigned char)f[i].name[j]);
-		p += f[i].name_len;
-		nv[k].namelen = f[i].name_len;
-		nv[k].value = p;
-		memcpy(p, f[i].value, f[i].value_len);
-		p += f[i].value_len;
-		nv[k].valuelen = f[i].value_len;
-		nv[k].flags = NGHTTP2_NV_FLAG_NONE;
-		k++;
-	}
+	nv = h2s_nv(NULL, 0, f, n, 1, &k);
 	st->st_tr = nv;
 	st->st_ntr = k;
 	st->st_flags |= ST_F_TRAILERS;
@@ -314,7 +301,12 @@ h2s_sink_end(struct sink *sk)
 	return (0);
 }
 
-/* Body bytes the stream takes before it is full. */
+/*
+ * Body bytes the stream takes before it is full.  A 0 is a promise as
+ * the sink contract has it: the stream is marked full, so that its owner
+ * hears on_drain when it has room again, even when it is full only
+ * because other streams filled the connection.
+ */
 static size_t
 h2s_sink_room(const struct sink *sk)
 {

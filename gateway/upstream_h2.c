@@ -1202,7 +1202,7 @@ upstream_h2_request(struct upstream *up, const struct head *hd, int body)
 		UPH2_NV("content-length", len, strlen(len));
 	}
 #undef UPH2_NV
-	nv = h2s_nv(first, k, hd->h_fields, hd->h_nfields, &n);
+	nv = h2s_nv(first, k, hd->h_fields, hd->h_nfields, 0, &n);
 	dp.source.ptr = s;
 	dp.read_callback = uph2_body_cb;
 	if (!body)
