@@ -872,16 +872,23 @@ grpc_check() {
 }
 
 # Workload 10: gRPC unary calls (h2c with prior knowledge) through the
-# proxies to akbench-grpc.  akgateway needs upstream h2c for it; h2o 2.2
-# proxies to HTTP/1.1 only.
+# proxies to akbench-grpc, HTTP/2 both ways (akgateway: a port with
+# protocol: h2c, by its path form).  h2o 2.2 proxies to HTTP/1.1 only.
 w10() {
-	local round c cell gp gn gh
+	local round c cell gp gn gh sbf="$T/grpc-sandboxes.yaml"
 	local -a args
 	say "workload 10 ($MODE): gRPC unary (h2load, h2c)"
 	start_backend
 	read -r gp gn gh <<<"$(util ports 3)"
 	spawn grpc "${PINL[@]}" "$GRPCBK" --listen "127.0.0.1:$gp" --threads "$BTHREADS"
 	wait_port "$gp" || die "akbench-grpc did not start: $(tail -n 5 "$T/logs/grpc.log")"
+	cat >"$sbf" <<EOF
+  - id: grpc
+    address: 127.0.0.1
+    ports:
+      - {port: $gp, protocol: h2c}
+EOF
+	start_akgateway "$sbf" akgateway "" "gRPC, $MODE"
 	NGX_GRPC="
     # Workload 10: gRPC (h2c) to akbench-grpc, HTTP/2 both ways.
     upstream grpc_backend {
@@ -911,21 +918,21 @@ backend grpc_be
 	start_haproxy "gRPC, $MODE"
 	wait_port "$gn" && wait_port "$gh" || die "the gRPC listeners of nginx or HAProxy did not start"
 	BASE[direct]="http://127.0.0.1:$gp"
+	BASE[akgateway]="http://127.0.0.1:$GW_PORT/grpc/$gp"
 	BASE[nginx]="http://127.0.0.1:$gn"
 	BASE[haproxy]="http://127.0.0.1:$gh"
 	ROOTS[direct]=""
 	grpc_request "$T/grpc-req.bin"
 	args=(-d "$T/grpc-req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
 	cell="gRPC unary 12 B message x $H2_CONNS conns x $H2_STREAMS streams"
-	na "$MODE" 10 "$cell" "req/s" akgateway "gateway upstream h2c not built"
 	na "$MODE" 10 "$cell" "req/s" h2o "h2o 2.2 proxies to HTTP/1.1 only"
 	declare -A bad
-	for c in direct nginx haproxy; do
+	for c in direct akgateway nginx haproxy; do
 		grpc_check "$c" "${BASE[$c]}$GRPC_PATH"
 		bad[$c]=$GRPC_BAD
 	done
 	for round in $(seq 1 "$RUNS"); do
-		for c in direct nginx haproxy; do
+		for c in direct akgateway nginx haproxy; do
 			if [ -n "${bad[$c]}" ]; then
 				rec "$MODE" 10 "$cell" "req/s" "$c" "$round" - - - - - "FAILED(${bad[$c]})"
 				continue
