@@ -323,6 +323,79 @@ errpage_html(struct evbuffer *body, const struct errpage *ep)
 }
 
 /*
+ * The gRPC status a refusal of HTTP status stands for: what the client
+ * can do about it (RFC-less; gRPC's own status codes).
+ */
+static int
+errpage_grpc_status(int status)
+{
+	switch (status) {
+	case 400:
+		return (3); /* INVALID_ARGUMENT */
+	case 401:
+		return (16); /* UNAUTHENTICATED */
+	case 403:
+		return (7); /* PERMISSION_DENIED */
+	case 404:
+		return (5); /* NOT_FOUND */
+	case 413:
+	case 431:
+		return (8); /* RESOURCE_EXHAUSTED */
+	case 429:
+	case 502:
+	case 503:
+	case 504:
+		return (14); /* UNAVAILABLE: worth a retry */
+	default:
+		return (status < 500 ? 3 : 13); /* INVALID_ARGUMENT, INTERNAL */
+	}
+}
+
+/*
+ * Send a gRPC client a trailers-only answer of ours (HTTP 200, no body,
+ * grpc-status and grpc-message in the one HEADERS frame, as gRPC clients
+ * read an error), with the gateway's code in X-Gateway-Error.  The
+ * message is percent-encoded as gRPC's wire format says.  Returns 0, or
+ * -1 when the sink is gone.
+ */
+int
+errpage_grpc(struct sink *to, const char *request_id, int grpc_status,
+    const char *code, const char *message)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	struct hfield f[5];
+	struct head h;
+	char st[8], *msg, *p;
+	const unsigned char *m;
+	size_t n = 0;
+	int rv;
+
+	msg = p = xmalloc(3 * strlen(message) + 1);
+	for (m = (const unsigned char *)message; *m != '\0'; m++) {
+		if (*m >= 0x20 && *m <= 0x7e && *m != '%')
+			*p++ = (char)*m;
+		else {
+			*p++ = '%';
+			*p++ = hex[*m >> 4];
+			*p++ = hex[*m & 0xf];
+		}
+	}
+	*p = '\0';
+	snprintf(st, sizeof st, "%d", grpc_status);
+	hfield_set(&f[n++], "content-type", "application/grpc");
+	hfield_set(&f[n++], "grpc-status", st);
+	hfield_set(&f[n++], "grpc-message", msg);
+	hfield_set(&f[n++], "x-gateway-error", code);
+	if (request_id != NULL)
+		hfield_set(&f[n++], "x-request-id", request_id);
+	errpage_head(&h, 200, f, n, 1);
+	h.h_flags |= HEAD_F_NO_BODY;
+	rv = sink_head(to, &h) != 0 ? -1 : sink_end(to);
+	free(msg);
+	return (rv);
+}
+
+/*
  * Send error ep through sink to: JSON, or with ERRPAGE_F_HTML a page for a
  * browser, with the code in X-Gateway-Error and ep's own fields after
  * ours.  Returns 0, or -1 when the sink is gone.
@@ -338,6 +411,10 @@ errpage_out(struct sink *to, const struct errpage *ep)
 	size_t n = 0, i;
 	char *js;
 
+	if (ep->ep_flags & ERRPAGE_F_GRPC)
+		return (errpage_grpc(to, ep->ep_request_id,
+		    errpage_grpc_status(ep->ep_status), ep->ep_code,
+		    ep->ep_message));
 	body = evbuffer_new();
 	if (html) {
 		errpage_html(body, ep);

@@ -1412,10 +1412,13 @@ struct errpage {
 #define ERRPAGE_F_HTML 0x01 /* an HTML page for a browser, not JSON */
 #define ERRPAGE_F_HEAD 0x02 /* HEAD: no body, but its Content-Length */
 #define ERRPAGE_F_KEEPALIVE 0x04 /* the connection stays open */
+#define ERRPAGE_F_GRPC 0x08 /* a gRPC client's: trailers-only, grpc-status */
 	const struct hfield *ep_fields; /* more fields (Allow...), or NULL */
 	size_t ep_nfields;
 };
 int errpage_send(struct sink *, const struct errpage *);
+int errpage_grpc(struct sink *, const char *request_id, int grpc_status,
+    const char *code, const char *message);
 int errpage_wants_html(const struct head *);
 
 /* auth.c */

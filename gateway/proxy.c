@@ -1306,36 +1306,31 @@ static void
 proxy_grpc_deadline(struct upstream *up, void *arg)
 {
 	static const char msg[] = "The request's grpc-timeout passed before "
-				  "the sandbox answered (gateway).";
+				  "the sandbox answered (gateway)";
 	struct gw_xchg *x = arg;
 	struct sink *sk = x->x_sink;
-	struct hfield f[4];
-	struct head h;
+	struct hfield f[2];
 
 	upstream_close(up, "grpc-timeout passed");
 	x->x_err_code = "grpc_deadline_exceeded";
-	hfield_set(&f[0], "grpc-status", "4");
-	hfield_set(&f[1], "grpc-message", msg);
-	if (!(x->x_flags & XCHG_F_RESP_STARTED)) {
-		hfield_set(&f[2], "content-type", "application/grpc");
-		hfield_set(&f[3], "x-request-id", x->x_request_id);
-		memset(&h, 0, sizeof h);
-		h.h_status = 200;
-		h.h_version = 20;
-		h.h_fields = f;
-		h.h_nfields = 4;
-		h.h_flags = HEAD_F_NO_BODY;
-		x->x_status = 200;
-		x->x_flags |= XCHG_F_RESP_STARTED;
-		(void)sink_head(sk, &h);
-	} else
-		(void)sink_trailers(sk, f, 2);
-	x->x_resp_body.b_done = 1;
-	x->x_flags |= XCHG_F_RESP_DONE;
 	log_info("conn %llu: sandbox '%s' port %d: grpc-timeout passed, "
 		 "stream cancelled",
 	    (unsigned long long)x->x_conn->c_id, x->x_sandbox->sb_id,
 	    x->x_port);
+	x->x_resp_body.b_done = 1;
+	x->x_flags |= XCHG_F_RESP_DONE;
+	if (!(x->x_flags & XCHG_F_RESP_STARTED)) {
+		/* The whole answer: trailers-only, as the sink ends it. */
+		x->x_status = 200;
+		x->x_flags |= XCHG_F_RESP_STARTED;
+		xchg_log_end(x);
+		(void)errpage_grpc(sk, x->x_request_id, 4, x->x_err_code, msg);
+		xchg_done(x);
+		return;
+	}
+	hfield_set(&f[0], "grpc-status", "4");
+	hfield_set(&f[1], "grpc-message", msg);
+	(void)sink_trailers(sk, f, 2);
 	xchg_response_done(x);
 }
 

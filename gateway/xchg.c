@@ -327,6 +327,10 @@ xchg_vrefuse(struct gw_xchg *x, const struct gw_error *e, enum http1_err err,
 	/* The engine keeps the connection only when it may. */
 	ep.ep_flags = (xchg_wants_html(x) ? ERRPAGE_F_HTML : 0) |
 	    ERRPAGE_F_KEEPALIVE;
+	/* A gRPC client reads errors from grpc-status, not a page. */
+	if (!xchg_is_h1(x) && x->x_head.h_method != NULL &&
+	    proxy_is_grpc(&x->x_head))
+		ep.ep_flags |= ERRPAGE_F_GRPC;
 	log_debug("conn %llu %s: refused %d %s: %s",
 	    (unsigned long long)c->c_id, conn_peer_ip(c, ip, sizeof ip), status,
 	    code, msg);
