@@ -1074,6 +1074,7 @@ size_t upstream_h2_buffered(const struct upstream *);
 void upstream_h2_stream_close(struct upstream *);
 void upstream_h2_stream_free(struct upstream *);
 void upstream_h2_flush(struct gw *, const char *id, int stale);
+void upstream_h2_adopt(struct gw *, struct gw_sandbox *, int port, int fd);
 
 /* Bodies with less than this left are not worth a splice(2) set-up. */
 #define UPSTREAM_SPLICE_MIN (256 * 1024)

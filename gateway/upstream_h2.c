@@ -716,6 +716,7 @@ uph2_begin_headers_cb(
 		/* An interim head not yet told gives way to this one. */
 		uph2_fields_clear(&s->s_head);
 		s->s_status = 0;
+		s->s_flags &= ~S_F_HEAD;
 	}
 	return (0);
 }
@@ -1075,9 +1076,9 @@ static const struct upstream_owner uph2_conn_owner = {
 	.uo_failed = uph2_conn_failed,
 };
 
-/* A new connection to port of sb, connecting. */
+/* A session not yet on a connection. */
 static struct uph2 *
-uph2_new(struct gw *g, struct gw_sandbox *sb, int port)
+uph2_alloc(struct gw *g)
 {
 	struct uph2 *h;
 
@@ -1087,14 +1088,49 @@ uph2_new(struct gw *g, struct gw_sandbox *sb, int port)
 	TAILQ_INIT(&h->h_notes);
 	h->h_kick = event_new(g->g_base, -1, 0, uph2_kick_cb, h);
 	h->h_idle = evtimer_new(g->g_base, uph2_idle_cb, h);
-	h->h_conn = upstream_get(g, sb, port, 1, &uph2_conn_owner, h);
-	h->h_conn->u_flags |= UP_F_H2_CONN;
-	h->h_conn->u_h2 = h;
+	return (h);
+}
+
+/* h runs on connection conn, and new streams may find it in the pool. */
+static void
+uph2_attach(struct uph2 *h, struct upstream *conn)
+{
+	struct gw *g = h->h_gw;
+
+	h->h_conn = conn;
+	conn->u_flags |= UP_F_H2_CONN;
+	conn->u_h2 = h;
 	h->h_flags |= UPH2_F_POOLED;
-	upstream_pool_add(&g->g_h2pool, h->h_conn);
+	upstream_pool_add(&g->g_h2pool, conn);
 	TAILQ_INSERT_TAIL(&g->g_h2all, h, h_all);
 	GW_ADD(g->g_metrics.m_upstream_h2_conns, 1);
+}
+
+/* A new connection to port of sb, connecting. */
+static struct uph2 *
+uph2_new(struct gw *g, struct gw_sandbox *sb, int port)
+{
+	struct uph2 *h;
+
+	h = uph2_alloc(g);
+	uph2_attach(h, upstream_get(g, sb, port, 1, &uph2_conn_owner, h));
 	return (h);
+}
+
+/*
+ * A session on fd, already connected (one end of a socketpair): the unit
+ * tests and the fuzz harness drive the whole client through it.
+ */
+void
+upstream_h2_adopt(struct gw *g, struct gw_sandbox *sb, int port, int fd)
+{
+	struct uph2 *h = uph2_alloc(g);
+	struct upstream *conn;
+
+	conn = upstream_pipe(g, sb, fd, &uph2_conn_owner, h);
+	conn->u_port = port;
+	uph2_attach(h, conn);
+	uph2_conn_ready(conn, h);
 }
 
 /* A pooled connection to port of sb with room for a stream, or NULL. */
