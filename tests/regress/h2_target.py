@@ -1,9 +1,10 @@
 """An HTTPS target for aktunnel's HTTP/2 tests (aktunnel_h2.sh).
 
 Listens on 127.0.0.1:PORT with TLS (the development certificate) and ALPN
-h2 and http/1.1, and writes one JSON line per connection and per request to
---log, so a test can count connections and see the protocol a request came
-over.  HTTP/2 uses python3-h2 with flow control both ways; HTTP/1.1 is a
+h2 and http/1.1, or with --plain cleartext HTTP/2 alone (prior knowledge,
+an h2c-only sandbox port for grpc_upstream.sh), and writes one JSON line
+per connection, per request and per stream the peer reset to --log, so a
+test can count connections and see the protocol a request came over.  HTTP/2 uses python3-h2 with flow control both ways; HTTP/1.1 is a
 minimal reader for GET requests (enough to see --target-http2 off, and
 /files/ for bench/aktunnel-h2.sh).
 
@@ -67,7 +68,8 @@ class H2(asyncio.Protocol):
         NCONN += 1
         self.id = NCONN
         self.transport = transport
-        alpn = transport.get_extra_info("ssl_object").selected_alpn_protocol()
+        tls = transport.get_extra_info("ssl_object")
+        alpn = tls.selected_alpn_protocol() if tls is not None else "h2"
         log({"event": "conn", "conn": self.id, "alpn": alpn})
         if alpn != "h2":
             self.h1 = b""
@@ -109,6 +111,9 @@ class H2(asyncio.Protocol):
                 if r is not None:
                     asyncio.ensure_future(self.answer(ev.stream_id, r))
             elif isinstance(ev, h2.events.StreamReset):
+                log({"event": "reset", "conn": self.id,
+                     "stream": ev.stream_id, "error": int(ev.error_code),
+                     "remote": ev.remote_reset})
                 w = self.waiters.pop(ev.stream_id, None)
                 if w is not None and not w.done():
                     w.cancel()
@@ -239,16 +244,22 @@ def main():
     global LOG
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--cert", required=True)
-    p.add_argument("--key", required=True)
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--plain", action="store_true",
+                   help="cleartext HTTP/2 with prior knowledge, no TLS")
     p.add_argument("--log", required=True)
     p.add_argument("--root", default=".")
     p.add_argument("--max-streams", type=int, default=0)
     a = p.parse_args()
     LOG = open(a.log, "a")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(a.cert, a.key)
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx = None
+    if not a.plain:
+        if a.cert is None or a.key is None:
+            p.error("--cert and --key are needed without --plain")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.cert, a.key)
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     srv = loop.run_until_complete(loop.create_server(
