@@ -50,7 +50,7 @@ DEB_PKGS = gcc clang make pkg-config libevent-dev libssl-dev libnghttp2-dev \
 	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev \
 	   libcmocka-dev libclang-rt-14-dev clang-format curl openssl \
 	   iproute2 procps python3 python3-websockets python3-pil libnss3-tools \
-	   nghttp2-client nghttp2-server python3-h2 chromium
+	   nghttp2-client nghttp2-server python3-h2 python3-grpcio chromium
 
 ifeq ($(V),1)
 Q =
