@@ -130,7 +130,7 @@ printf '\000\000\000\000\002hi' >"$T/frame.bin"
 for l in plain tls; do
 	a=$($l "$GRPC" sb1)
 	gcall $a unary
-	gcall $a server-stream --n 200 --size 1000
+	gcall $a server-stream --n 1000 --size 1024
 	gcall $a client-stream --n 200 --size 16384
 	gcall $a bidi --n 50
 	gcall $a fail
