@@ -348,14 +348,17 @@ def sc_bidi(ch, a):
         requests(), metadata=(("x-tag", a.tag),), timeout=a.timeout)
     want = first
     n = 0
-    for got in call:
-        expect("echo %d" % n, want, got)
-        n += 1
-        if n == a.n:
-            q.put(None)
-            continue
-        want = b"ping %d " % n + b"x" * (n * 37)
-        q.put(want)
+    try:
+        for got in call:
+            expect("echo %d" % n, want, got)
+            n += 1
+            if n == a.n:
+                q.put(None)
+                continue
+            want = b"ping %d " % n + b"x" * (n * 37)
+            q.put(want)
+    except grpc.RpcError as e:
+        raise Failed("after %d echoes: %s %s" % (n, e.code(), e.details()))
     expect("echoes", a.n, n)
     expect("status", grpc.StatusCode.OK, call.code())
     return "%d messages ping-pong" % n
