@@ -32,7 +32,8 @@ is akgw.test.Peer:
   grpc_peer.py call --target HOST:PORT [--authority A] [--ca FILE]
       [--tag T] [--n N] [--size B] [--timeout S] SCENARIO
       runs one scenario (unary, server-stream, client-stream, bidi, fail,
-      big, deadline, cancel, concurrent, unavailable) and exits 1 with
+      big, deadline, cancel, concurrent; refused --path P --code C
+      --gw-error E: a call the gateway answers itself) and exits 1 with
       one line saying what was wrong.  --authority is the :authority sent
       (the gateway's host form) and with --ca (TLS) also the name the
       certificate is checked against.
@@ -447,18 +448,25 @@ def sc_concurrent(ch, a):
     return "%d calls in progress together on one channel" % a.n
 
 
-def sc_unavailable(ch, a):
-    e = rpc_error(lambda: method(ch, "Unary", "unary_unary")(
+def sc_refused(ch, a):
+    """A unary call to --path that the gateway refuses: the status --code
+    and X-Gateway-Error --gw-error, read as a gRPC client reads them."""
+    e = rpc_error(lambda: ch.unary_unary(a.path)(
         b"x", metadata=(("x-tag", a.tag),), timeout=a.timeout))
-    expect("status", grpc.StatusCode.UNAVAILABLE, e.code())
-    return "UNAVAILABLE: %s" % e.details()
+    expect("status", grpc.StatusCode[a.code], e.code())
+    got = (md_find(e.trailing_metadata(), "x-gateway-error") or
+           md_find(e.initial_metadata(), "x-gateway-error"))
+    expect("x-gateway-error", a.gw_error, got)
+    if not e.details():
+        raise Failed("no grpc-message")
+    return "%s %s: %s" % (a.code, got, e.details())
 
 
 SCENARIOS = {
     "unary": sc_unary, "server-stream": sc_server_stream,
     "client-stream": sc_client_stream, "bidi": sc_bidi, "fail": sc_fail,
     "big": sc_big, "deadline": sc_deadline, "cancel": sc_cancel,
-    "concurrent": sc_concurrent, "unavailable": sc_unavailable,
+    "concurrent": sc_concurrent, "refused": sc_refused,
 }
 
 
@@ -478,11 +486,10 @@ def call(a):
     what = "%s via %s%s" % (a.scenario, a.target,
                             " as " + a.authority if a.authority else "")
     try:
-        if a.scenario != "unavailable":
-            try:
-                grpc.channel_ready_future(ch).result(timeout=10)
-            except grpc.FutureTimeoutError:
-                raise Failed("no connection within 10 s")
+        try:
+            grpc.channel_ready_future(ch).result(timeout=10)
+        except grpc.FutureTimeoutError:
+            raise Failed("no connection within 10 s")
         detail = SCENARIOS[a.scenario](ch, a)
     except Failed as e:
         print("FAIL %s: %s" % (what, e), flush=True)
@@ -571,6 +578,9 @@ def main():
     c.add_argument("--n", type=int, default=50)
     c.add_argument("--size", type=int, default=0)
     c.add_argument("--timeout", type=float, default=30.0)
+    c.add_argument("--path", default="/%s/Unary" % SERVICE)
+    c.add_argument("--code", default="UNAVAILABLE")
+    c.add_argument("--gw-error")
     c.add_argument("scenario", choices=sorted(SCENARIOS))
     r = sub.add_parser("raw-timeout")
     r.add_argument("--port", type=int, required=True)

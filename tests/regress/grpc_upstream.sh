@@ -40,6 +40,7 @@ GRPCA=$(free_port)	# grpc_peer.py behind protocol: auto
 H2T=$(free_port)	# h2_target.py --plain (h2c only) behind h2c
 NGX=$(free_port)	# nghttpd --no-tls (h2c only) behind h2c
 BACKA=$(free_port)	# backend.py (HTTP/1.1 only) behind auto
+CLOSED=$(free_port)	# nothing listens, behind h2c
 GLOG="$T/grpc-calls.log"
 GALOG="$T/grpca-calls.log"
 HLOG="$T/h2t-events.log"
@@ -85,6 +86,8 @@ sandboxes:
         protocol: h2c
       - port: $NGX
         protocol: h2c
+      - port: $CLOSED
+        protocol: h2c
   - id: sb2
     address: 127.0.0.1
     ports:
@@ -103,6 +106,16 @@ H2S="$C --http2 --cacert $CERTS/ca.crt"
 H1S="$C --http1.1 --cacert $CERTS/ca.crt"
 calls() { _n=$(grep -c "^call " "$1" 2>/dev/null); echo "${_n:-0}"; }
 lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+resets() { grep -c '"event": "reset".*"error": 8,' "$HLOG"; }
+
+# Wait until resets (CANCEL) in h2_target.py's log pass $1 (10 s at most).
+wait_resets() {
+	i=0
+	while [ "$(resets)" -le "$1" ] && [ $i -lt 200 ]; do
+		sleep 0.05; i=$((i + 1))
+	done
+	[ "$(resets)" -gt "$1" ] || fail "$2: the upstream stream was not reset (CANCEL)"
+}
 
 # The host form of port $1 of sandbox $2 on the plain listener and on the
 # TLS one (whose certificate covers *.gw.localhost).
@@ -162,7 +175,7 @@ done
 # The gateway's own grpc-timeout: h2_target.py ignores grpc-timeout and
 # answers /slow after 8 s, the raw client never cancels; only the gateway
 # can answer grpc-status 4 after 300 ms, and cancel the upstream stream.
-n0=$(grep -c '"event": "reset"' "$HLOG")
+n0=$(resets)
 out=$(timeout 30 $PY "$PEER" raw-timeout --port "$GW" \
 	--authority "$H2T-sb1.localhost:$GW" --path "/slow?ms=8000" \
 	--grpc-timeout 300m --tag gwdl 2>&1) || fail "raw gRPC client: $out"
@@ -172,10 +185,8 @@ took=$(echo "$out" | sed -n 's/.* took=\([0-9.]*\) .*/\1/p')
 $PY -c "import sys; sys.exit(not 0.29 <= $took < 3)" ||
 	fail "grpc-status 4 after $took s for grpc-timeout 300m"
 wait_log "$HLOG" '"path": "/slow?ms=8000"'
-wait_log "$HLOG" '"event": "reset".*"error": 8,'
-[ "$(grep -c '"event": "reset"' "$HLOG")" -gt "$n0" ] ||
-	fail "the upstream stream was not reset"
-wait_log "$T/gateway.log" 'access .*path=/slow.*\(error\|code\)=grpc_deadline_exceeded'
+wait_resets "$n0" "gateway deadline"
+wait_log "$T/gateway.log" 'access .*path=/slow.*error=grpc_deadline_exceeded'
 ok "the gateway answers grpc-status 4 when grpc-timeout passes ($took s) and resets the upstream stream with CANCEL"
 
 # --- many calls at once on one channel ------------------------------------
@@ -207,7 +218,7 @@ for ct in application/grpc application/grpc+proto; do
 done
 assert_eq "calls the gRPC server saw after the refusals" "$g0" "$(calls "$GLOG")"
 assert_eq "requests backend.py saw after the refusals" "$b0" "$(lines "$BLOG")"
-line=$(grep 'access .*\(error\|code\)=grpc_needs_http2' "$T/gateway.log" | tail -n 1)
+line=$(grep 'access .*error=grpc_needs_http2' "$T/gateway.log" | tail -n 1)
 [ -n "$line" ] || fail "a refused HTTP/1.1 gRPC request has no access line"
 assert_contains "access line of the refusal: status" "status=400" "$line"
 assert_contains "access line of the refusal: protocol" "proto=h1" "$line"
@@ -249,9 +260,36 @@ for c in "$H1" "$H2C"; do
 	assert_eq "stream reset before the head ($c): code" upstream_reset \
 		"$(json_code <"$T/reset.json")"
 done
-grep -q 'access .*path=/reset .*\(error\|code\)=upstream_reset' "$T/gateway.log" ||
+grep -q 'access .*path=/reset .*error=upstream_reset' "$T/gateway.log" ||
 	fail "no access line with upstream_reset"
 ok "a stream reset before the head is 502 upstream_reset"
+
+# A response cut short by the upstream never looks complete: h2_target.py
+# sends the head (content-length 100000) and 1000 bytes, then resets.
+for c in "$H1" "$H2C"; do
+	$c -o /dev/null "http://$H2T-sb1.localhost:$GW/reset-late" 2>/dev/null &&
+		fail "a response reset after 1000 bytes looked complete ($c)"
+done
+ok "a stream reset after the head cuts the client's response short"
+
+# An HTTP/2 client that goes away (curl closes the connection, it sends no
+# RST_STREAM) cancels its upstream stream.  Not HTTP/1.1: the gateway takes
+# a client's end after a whole request for a half-close and still answers.
+n0=$(resets)
+$H2C --max-time 1 -o /dev/null "http://$H2T-sb1.localhost:$GW/slow?ms=8000" \
+	2>/dev/null && fail "/slow?ms=8000 answered within 1 s"
+wait_resets "$n0" "an HTTP/2 client that went away"
+ok "an HTTP/2 client that goes away resets its upstream stream (CANCEL)"
+
+# --- refusals a gRPC client reads: trailers-only, grpc-status ---------------
+g0=$(calls "$GLOG")
+gcall $(plain "$GRPC" nosuch) refused --code NOT_FOUND --gw-error sandbox_not_found
+gcall $(plain "$CLOSED" sb1) refused --code UNAVAILABLE --gw-error port_not_listening
+gcall $(tls "$H2T" sb1) refused --path /reset --code UNAVAILABLE --gw-error upstream_reset
+assert_eq "calls the gRPC server saw" "$g0" "$(calls "$GLOG")"
+grep -q 'access .*path=/reset status=502 .*error=upstream_reset .*proto=h2' "$T/gateway.log" ||
+	fail "no access line status=502 error=upstream_reset for the gRPC call"
+ok "gRPC clients read the gateway's refusals as grpc-status (NOT_FOUND, UNAVAILABLE)"
 
 # --- auto: gRPC over h2c, the rest over HTTP/1.1 ----------------------------
 a0=$(calls "$GALOG")
