@@ -23,16 +23,19 @@ is akgw.test.Peer:
   Big           answers x-size bytes (metadata); trailing x-sha256 of the
                 answer, x-req-sha256 and x-req-len of the request
 
-  grpc_peer.py serve --port P --log FILE [--tls CERT KEY]
+  grpc_peer.py serve --port P --log FILE [--tls CERT KEY] [--max-streams N]
       prints "listening P" once it accepts, and writes to FILE one line a
       call ("call METHOD tag=T peer=P deadline=S|none"), one a cancelled
       Slow call ("cancelled Slow tag=T reason=cancel|deadline") and one a
-      Slow call that ran to its end ("finished Slow tag=T").
+      Slow call that ran to its end ("finished Slow tag=T").  With
+      --max-streams it allows N streams at once on a connection
+      (SETTINGS_MAX_CONCURRENT_STREAMS).
 
   grpc_peer.py call --target HOST:PORT [--authority A] [--ca FILE]
       [--tag T] [--n N] [--size B] [--timeout S] SCENARIO
       runs one scenario (unary, server-stream, client-stream, bidi, fail,
-      big, deadline, cancel, concurrent; refused --path P --code C
+      big, deadline, cancel, concurrent, parallel --n N --ms MS: N
+      Slow calls of MS ms at once; refused --path P --code C
       --gw-error E: a call the gateway answers itself) and exits 1 with
       one line saying what was wrong.  --authority is the :authority sent
       (the gateway's host form) and with --ca (TLS) also the name the
@@ -240,7 +243,9 @@ def serve(a):
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=160),
         handlers=[grpc.method_handlers_generic_handler(SERVICE, handlers)],
-        options=COMMON_OPTS + [("grpc.so_reuseport", 0)])
+        options=COMMON_OPTS + [("grpc.so_reuseport", 0)] +
+        ([("grpc.max_concurrent_streams", a.max_streams)]
+         if a.max_streams else []))
     addr = "127.0.0.1:%d" % a.port
     if a.tls:
         with open(a.tls[0], "rb") as f:
@@ -448,6 +453,27 @@ def sc_concurrent(ch, a):
     return "%d calls in progress together on one channel" % a.n
 
 
+def sc_parallel(ch, a):
+    """--n Slow calls of --ms at once on one channel, all answered."""
+    stub = method(ch, "Slow", "unary_stream")
+    start = time.monotonic()
+    calls = [stub(b"%d" % a.ms, metadata=(("x-tag", a.tag),),
+                  timeout=a.timeout) for _ in range(a.n)]
+    bad = []
+    for c in calls:
+        try:
+            got = list(c)
+            if got != [b"slept %d" % a.ms]:
+                bad.append(repr(got))
+        except grpc.RpcError as e:
+            bad.append("%s %s" % (e.code(), e.details()))
+    if bad:
+        raise Failed("%d of %d calls failed, first: %s"
+                     % (len(bad), a.n, bad[0]))
+    return "%d calls of %d ms in %.2f s" % (a.n, a.ms,
+                                            time.monotonic() - start)
+
+
 def sc_refused(ch, a):
     """A unary call to --path that the gateway refuses: the status --code
     and X-Gateway-Error --gw-error, read as a gRPC client reads them."""
@@ -466,7 +492,8 @@ SCENARIOS = {
     "unary": sc_unary, "server-stream": sc_server_stream,
     "client-stream": sc_client_stream, "bidi": sc_bidi, "fail": sc_fail,
     "big": sc_big, "deadline": sc_deadline, "cancel": sc_cancel,
-    "concurrent": sc_concurrent, "refused": sc_refused,
+    "concurrent": sc_concurrent, "parallel": sc_parallel,
+    "refused": sc_refused,
 }
 
 
@@ -570,6 +597,7 @@ def main():
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--log", required=True)
     s.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    s.add_argument("--max-streams", type=int, default=0)
     c = sub.add_parser("call")
     c.add_argument("--target", required=True)
     c.add_argument("--authority")
@@ -578,6 +606,7 @@ def main():
     c.add_argument("--n", type=int, default=50)
     c.add_argument("--size", type=int, default=0)
     c.add_argument("--timeout", type=float, default=30.0)
+    c.add_argument("--ms", type=int, default=200)
     c.add_argument("--path", default="/%s/Unary" % SERVICE)
     c.add_argument("--code", default="UNAVAILABLE")
     c.add_argument("--gw-error")
