@@ -27,7 +27,9 @@ is akgw.test.Peer:
       prints "listening P" once it accepts, and writes to FILE one line a
       call ("call METHOD tag=T peer=P deadline=S|none"), one a cancelled
       Slow call ("cancelled Slow tag=T reason=cancel|deadline") and one a
-      Slow call that ran to its end ("finished Slow tag=T").  With
+      Slow call that ran to its end ("finished Slow tag=T"), and how far
+      a ServerStream call got ("progress ServerStream tag=T sent=I",
+      every 16 messages and at the end).  With
       --max-streams it allows N streams at once on a connection
       (SETTINGS_MAX_CONCURRENT_STREAMS).
 
@@ -35,7 +37,9 @@ is akgw.test.Peer:
       [--tag T] [--n N] [--size B] [--timeout S] SCENARIO
       runs one scenario (unary, server-stream, client-stream, bidi, fail,
       big, deadline, cancel, concurrent, parallel --n N --ms MS: N
-      Slow calls of MS ms at once; refused --path P --code C
+      Slow calls of MS ms at once, slow-reader --n N --size B --release
+      FILE: reads one message, prints "paused", reads on once FILE
+      exists; refused --path P --code C
       --gw-error E: a call the gateway answers itself) and exits 1 with
       one line saying what was wrong.  --authority is the :authority sent
       (the gateway's host form) and with --ca (TLS) also the name the
@@ -133,14 +137,19 @@ def do_unary(req, ctx):
 
 
 def do_server_stream(req, ctx):
-    log_call(ctx, "ServerStream")
+    tag = log_call(ctx, "ServerStream")
     spec = req.decode().split(":")
     n = int(spec[0])
     size = int(spec[1]) if len(spec) > 1 else 0
     ctx.set_trailing_metadata((("x-count", str(n)),))
     for i in range(n):
+        # A yield returns once gRPC took the message: how far the
+        # client's reading lets it go.
+        if i % 16 == 0:
+            LOG.write("progress ServerStream tag=%s sent=%d" % (tag, i))
         m = b"%d:" % i
         yield m + b"." * max(0, size - len(m))
+    LOG.write("progress ServerStream tag=%s sent=%d" % (tag, n))
 
 
 def do_client_stream(it, ctx):
@@ -325,6 +334,28 @@ def sc_server_stream(ch, a):
     return "%d messages in order" % a.n
 
 
+def sc_slow_reader(ch, a):
+    """ServerStream of --n messages of --size bytes; after the first one
+    print "paused" and read nothing more until the file --release exists
+    (60 s at most), then read the rest."""
+    call = method(ch, "ServerStream", "unary_stream")(
+        b"%d:%d" % (a.n, a.size), metadata=(("x-tag", a.tag),),
+        timeout=a.timeout)
+    it = iter(call)
+    first = next(it)
+    if not first.startswith(b"0:"):
+        raise Failed("first message is %r" % first[:40])
+    print("paused", flush=True)
+    end = time.monotonic() + 60
+    while not os.path.exists(a.release):
+        if time.monotonic() > end:
+            raise Failed("%s never appeared" % a.release)
+        time.sleep(0.05)
+    rest = list(it)
+    expect("message count", a.n, 1 + len(rest))
+    return "%d messages of %d bytes, read slowly" % (a.n, a.size)
+
+
 def sc_client_stream(ch, a):
     msgs = [pattern(1 + (i * 997) % (a.size or 4096)) for i in range(a.n)]
     h = hashlib.sha256()
@@ -493,6 +524,7 @@ SCENARIOS = {
     "client-stream": sc_client_stream, "bidi": sc_bidi, "fail": sc_fail,
     "big": sc_big, "deadline": sc_deadline, "cancel": sc_cancel,
     "concurrent": sc_concurrent, "parallel": sc_parallel,
+    "slow-reader": sc_slow_reader,
     "refused": sc_refused,
 }
 
@@ -607,6 +639,7 @@ def main():
     c.add_argument("--size", type=int, default=0)
     c.add_argument("--timeout", type=float, default=30.0)
     c.add_argument("--ms", type=int, default=200)
+    c.add_argument("--release", default="/nonexistent")
     c.add_argument("--path", default="/%s/Unary" % SERVICE)
     c.add_argument("--code", default="UNAVAILABLE")
     c.add_argument("--gw-error")

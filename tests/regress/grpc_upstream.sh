@@ -208,6 +208,38 @@ for l in plain tls; do
 	ok "50 calls in progress together on one channel ($l), $conns upstream connection(s)"
 done
 
+# --- a client that reads slowly holds the server back ------------------------
+# It reads one message of a 64 MiB stream and then nothing until told: the
+# server must stop after what the windows hold (a few MiB), not push the
+# rest into the gateway's memory.
+sent() { grep "^progress ServerStream tag=$1 " "$GLOG" | tail -n 1 | sed 's/.*sent=//'; }
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$GW_PID/status"; }
+for l in plain tls; do
+	rm -f "$T/release"
+	r0=$(rss)
+	timeout 120 $PY "$PEER" call $($l "$GRPC" sb1) slow-reader --n 4096 \
+	    --size 16384 --tag "slow-$l" --release "$T/release" \
+	    >"$T/slow-reader.out" 2>&1 &
+	SR=$!
+	PIDS="$PIDS $SR"
+	wait_log "$T/slow-reader.out" "^paused"
+	# Wait until the server stops moving: the same count for 1 s.
+	i=0; last=-1; same=0
+	while [ $i -lt 200 ] && [ $same -lt 10 ]; do
+		cur=$(sent "slow-$l")
+		if [ "${cur:-0}" = "$last" ]; then same=$((same + 1)); else same=0; last=${cur:-0}; fi
+		sleep 0.1; i=$((i + 1))
+	done
+	[ $same -ge 10 ] || fail "the server never stopped sending to a paused reader ($l): $last"
+	[ "$last" -lt 1024 ] ||
+		fail "the server sent $last of 4096 messages of 16 KiB to a reader that read one ($l)"
+	grew=$(( ($(rss) - r0) / 1024 ))
+	[ "$grew" -lt 16 ] || fail "the gateway grew by $grew MiB for a paused reader ($l)"
+	touch "$T/release"
+	wait $SR || fail "slow reader ($l): $(cat "$T/slow-reader.out")"
+	ok "a paused gRPC reader holds the server at $last of 4096 messages ($l), the gateway grew $grew MiB"
+done
+
 # An upstream that allows 8 streams a connection (its SETTINGS) gets no
 # more: 40 calls at once all succeed, however the gateway spreads them.
 gcall $(plain "$GRPCM" sb1) parallel --n 40 --ms 200 --tag lim
