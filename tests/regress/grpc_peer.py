@@ -48,9 +48,10 @@ is akgw.test.Peer:
   grpc_peer.py raw-timeout --port P --authority A --path PATH
       [--grpc-timeout 300m]
       a python3-h2 client on cleartext HTTP/2 that sends one gRPC request
-      with grpc-timeout and never cancels it: prints the grpc-status and
-      grpc-message it got and the seconds it waited; exits 1 unless the
-      answer came within 10 s.
+      with grpc-timeout and never cancels it: prints the grpc-status, where
+      it came (head: trailers-only, or trailers), grpc-message, the seconds
+      it waited and the body bytes; exits 1 unless the answer ended within
+      10 s.
 
 Only loopback addresses are used.
 """
@@ -615,10 +616,12 @@ def raw_timeout(a):
     # A Trailers-Only answer carries grpc-status in its head.
     st = dict(head or {})
     st.update(trailers or {})
-    print("status=%s grpc-status=%s grpc-message=%s reset=%s took=%.3f "
-          "body=%d" % (st.get(":status"), st.get("grpc-status"),
-                       json.dumps(st.get("grpc-message")), reset, took,
-                       len(data)), flush=True)
+    where = ("trailers" if "grpc-status" in (trailers or {}) else
+             "head" if "grpc-status" in (head or {}) else "none")
+    print("status=%s grpc-status=%s in=%s grpc-message=%s reset=%s "
+          "took=%.3f body=%d" % (st.get(":status"), st.get("grpc-status"),
+                                 where, json.dumps(st.get("grpc-message")),
+                                 reset, took, len(data)), flush=True)
     return 0
 
 

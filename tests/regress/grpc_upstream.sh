@@ -191,15 +191,30 @@ n0=$(resets)
 out=$(timeout 30 $PY "$PEER" raw-timeout --port "$GW" \
 	--authority "$H2T-sb1.localhost:$GW" --path "/slow?ms=8000" \
 	--grpc-timeout 300m --tag gwdl 2>&1) || fail "raw gRPC client: $out"
-assert_contains "gateway deadline: grpc-status" "grpc-status=4 " "$out"
+assert_contains "gateway deadline: trailers-only grpc-status" "grpc-status=4 in=head " "$out"
 assert_contains "gateway deadline: HTTP status" "status=200 " "$out"
 took=$(echo "$out" | sed -n 's/.* took=\([0-9.]*\) .*/\1/p')
 $PY -c "import sys; sys.exit(not 0.29 <= $took < 3)" ||
 	fail "grpc-status 4 after $took s for grpc-timeout 300m"
 wait_log "$HLOG" '"path": "/slow?ms=8000"'
 wait_resets "$n0" "gateway deadline"
-wait_log "$T/gateway.log" 'access .*path=/slow.*error=grpc_deadline_exceeded'
+wait_log "$T/gateway.log" 'access .*path=/slow .*error=grpc_deadline_exceeded'
 ok "the gateway answers grpc-status 4 when grpc-timeout passes ($took s) and resets the upstream stream with CANCEL"
+
+# The same once the head and a first part came (/drip: the end after 8 s):
+# grpc-status 4 in trailers after what the client had.
+n0=$(resets)
+out=$(timeout 30 $PY "$PEER" raw-timeout --port "$GW" \
+	--authority "$H2T-sb1.localhost:$GW" --path "/drip?ms=8000" \
+	--grpc-timeout 300m --tag gwdl2 2>&1) || fail "raw gRPC client: $out"
+assert_contains "gateway deadline after the head: trailers" "grpc-status=4 in=trailers " "$out"
+assert_contains "gateway deadline after the head: what came before" "body=6" "$out"
+took=$(echo "$out" | sed -n 's/.* took=\([0-9.]*\) .*/\1/p')
+$PY -c "import sys; sys.exit(not 0.29 <= $took < 3)" ||
+	fail "grpc-status 4 after $took s for grpc-timeout 300m"
+wait_resets "$n0" "gateway deadline after the head"
+wait_log "$T/gateway.log" 'access .*path=/drip .*error=grpc_deadline_exceeded'
+ok "after the head the gateway ends the answer with grpc-status 4 in trailers ($took s) and resets the upstream stream"
 
 # --- many calls at once on one channel ------------------------------------
 for l in plain tls; do

@@ -13,6 +13,8 @@ Paths:
                    body_sha256
   /sink            the same (for uploads)
   /slow?ms=N       /echo after N ms
+  /drip?ms=N       the head and "first\n" at once, "last\n" and the end
+                   after N ms
   /files/NAME      the file NAME of --root
   /reset           RST_STREAM INTERNAL_ERROR instead of an answer
   /reset-late      the head and 1000 body bytes, then RST_STREAM
@@ -190,6 +192,15 @@ class H2(asyncio.Protocol):
                 self.transport.write(self.conn.data_to_send())
                 await asyncio.sleep(0.2)
                 self.conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                self.transport.write(self.conn.data_to_send())
+                return
+            if u.path == "/drip":
+                self.conn.send_headers(sid, [(":status", "200"),
+                                             ("content-type", "text/plain")])
+                self.conn.send_data(sid, b"first\n")
+                self.transport.write(self.conn.data_to_send())
+                await asyncio.sleep(int(q.get("ms", ["1000"])[0]) / 1000)
+                self.conn.send_data(sid, b"last\n", end_stream=True)
                 self.transport.write(self.conn.data_to_send())
                 return
             if u.path == "/slow":
