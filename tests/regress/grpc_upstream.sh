@@ -231,12 +231,13 @@ done
 # --- a client that reads slowly holds the server back ------------------------
 # It reads one message of a 64 MiB stream and then nothing until told: the
 # server must stop after what the windows hold (a few MiB), not push the
-# rest into the gateway's memory.
+# rest into the gateway's memory.  The server can send only what the
+# gateway's windows let it, so its count bounds what the gateway holds (the
+# gateway's RSS would say less: a sanitizer build's allocator keeps freed
+# memory).
 sent() { grep "^progress ServerStream tag=$1 " "$GLOG" | tail -n 1 | sed 's/.*sent=//'; }
-rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$GW_PID/status"; }
 for l in plain tls; do
 	rm -f "$T/release"
-	r0=$(rss)
 	timeout 120 $PY "$PEER" call $($l "$GRPC" sb1) slow-reader --n 4096 \
 	    --size 16384 --tag "slow-$l" --release "$T/release" \
 	    >"$T/slow-reader.log" 2>&1 &
@@ -253,11 +254,9 @@ for l in plain tls; do
 	[ $same -ge 10 ] || fail "the server never stopped sending to a paused reader ($l): $last"
 	[ "$last" -lt 1024 ] ||
 		fail "the server sent $last of 4096 messages of 16 KiB to a reader that read one ($l)"
-	grew=$(( ($(rss) - r0) / 1024 ))
-	[ "$grew" -lt 16 ] || fail "the gateway grew by $grew MiB for a paused reader ($l)"
 	touch "$T/release"
 	wait $SR || fail "slow reader ($l): $(cat "$T/slow-reader.log")"
-	ok "a paused gRPC reader holds the server at $last of 4096 messages ($l), the gateway grew $grew MiB"
+	ok "a paused gRPC reader holds the server at $last of 4096 messages of 16 KiB ($l)"
 done
 
 # An upstream that allows 8 streams a connection (its SETTINGS) gets no
@@ -415,3 +414,10 @@ wait_log "$T/grpc2.log" "^listening $GRPC"
 gcall $(plain "$GRPC" sb1) unary
 gcall $(tls "$GRPC" sb1) unary
 ok "calls after the gRPC server restarted succeed"
+
+# A clean stop: no sanitizer report, no leak (in a sanitizer build).
+stop "$GW_PID"
+kill -0 "$GW_PID" 2>/dev/null && fail "the gateway did not stop within 5 s"
+grep -q 'AddressSanitizer\|LeakSanitizer\|runtime error' "$T/gateway.log" &&
+	fail "sanitizer report in the gateway log"
+ok "the gateway stops cleanly"
