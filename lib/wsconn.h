@@ -88,6 +88,14 @@ char *ws_client_request(const char *host_header, const char *path,
  */
 int
 ws_check_accept_response(const struct http1_msg *, const char *key, char **why);
+/*
+ * The same, on a response head as the gateway's core reads it, for a
+ * proxy that passed another client's offers on (Sec-WebSocket-Extensions,
+ * -Protocol): the extension and subprotocol the server chose are not
+ * checked, the client checks them.
+ */
+struct head;
+int ws_check_accept_relayed(const struct head *, const char *key, char **why);
 
 /* Put a fresh random Sec-WebSocket-Key and a NUL in out. */
 void ws_random_key(char out[WS_KEY_LEN + 1]);

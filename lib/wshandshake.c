@@ -98,34 +98,36 @@ ws_refuse(char **why, const char *fmt, ...)
 	return (-1);
 }
 
-/* How many header fields are named name; *first gets the first one. */
+/*
+ * How many of the nf fields f are named name; *first gets the first
+ * one.
+ */
 static size_t
-ws_count(const struct http1_msg *m, const char *name,
+ws_count(const struct hfield *f, size_t nf, const char *name,
     const struct hfield **first)
 {
 	size_t i, n = 0;
 
 	*first = NULL;
-	for (i = 0; i < m->m_nheaders; i++) {
-		if (strcasecmp(m->m_headers[i].name, name) != 0)
+	for (i = 0; i < nf; i++) {
+		if (strcasecmp(f[i].name, name) != 0)
 			continue;
 		if (n++ == 0)
-			*first = &m->m_headers[i];
+			*first = &f[i];
 	}
 	return (n);
 }
 
-/* Does any field named name list token (case-insensitive)? */
+/* Does any of the nf fields f named name list token (case-insensitive)? */
 static int
-ws_list_has(const struct http1_msg *m, const char *name, const char *token)
+ws_list_has(
+    const struct hfield *f, size_t nf, const char *name, const char *token)
 {
-	const struct hfield *h;
 	size_t i;
 
-	for (i = 0; i < m->m_nheaders; i++) {
-		h = &m->m_headers[i];
-		if (strcasecmp(h->name, name) == 0 &&
-		    http1_list_has(h->value, h->value_len, token))
+	for (i = 0; i < nf; i++) {
+		if (strcasecmp(f[i].name, name) == 0 &&
+		    http1_list_has(f[i].value, f[i].value_len, token))
 			return (1);
 	}
 	return (0);
@@ -148,12 +150,12 @@ ws_check_upgrade_request(
 	if (m->m_body != HTTP1_BODY_NONE)
 		return (ws_refuse(
 		    why, "a WebSocket upgrade request must not have a body"));
-	if (!ws_list_has(m, "connection", "upgrade"))
+	if (!ws_list_has(m->m_headers, m->m_nheaders, "connection", "upgrade"))
 		return (ws_refuse(why, "Connection does not list upgrade"));
-	if (!ws_list_has(m, "upgrade", "websocket"))
+	if (!ws_list_has(m->m_headers, m->m_nheaders, "upgrade", "websocket"))
 		return (ws_refuse(why, "Upgrade does not list websocket"));
 
-	n = ws_count(m, "sec-websocket-version", &h);
+	n = ws_count(m->m_headers, m->m_nheaders, "sec-websocket-version", &h);
 	if (n == 0)
 		return (ws_refuse(why, "Sec-WebSocket-Version is missing"));
 	if (n > 1)
@@ -164,7 +166,7 @@ ws_check_upgrade_request(
 		    "Sec-WebSocket-Version %.16s is not supported (only 13)",
 		    h->value));
 
-	n = ws_count(m, "sec-websocket-key", &h);
+	n = ws_count(m->m_headers, m->m_nheaders, "sec-websocket-key", &h);
 	if (n == 0)
 		return (ws_refuse(why, "Sec-WebSocket-Key is missing"));
 	if (n > 1)
@@ -261,28 +263,34 @@ ws_client_request(const char *host_header, const char *path, const char *key,
 	return (s);
 }
 
-/* Check that a response head accepts the upgrade we asked for with key. */
-int
-ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
+/*
+ * Check that a response head (its status, its nf fields f) accepts the
+ * upgrade asked for with key.  relayed: the request carried another
+ * client's offers (a proxy), so the extension and subprotocol the server
+ * chose are that client's to check.
+ */
+static int
+ws_check_accept(int status, const struct hfield *f, size_t nf,
+    const char *key, int relayed, char **why)
 {
 	const struct hfield *h;
 	char want[WS_ACCEPT_LEN + 1];
 	size_t n;
 
 	*why = NULL;
-	if (m->m_status != 101)
+	if (status != 101)
 		return (ws_refuse(why,
 		    "the server answered %d instead of 101 Switching Protocols",
-		    m->m_status));
-	if (!ws_list_has(m, "upgrade", "websocket"))
+		    status));
+	if (!ws_list_has(f, nf, "upgrade", "websocket"))
 		return (ws_refuse(why,
 		    "the 101 response has no Upgrade: "
 		    "websocket"));
-	if (!ws_list_has(m, "connection", "upgrade"))
+	if (!ws_list_has(f, nf, "connection", "upgrade"))
 		return (ws_refuse(why,
 		    "the 101 response has no Connection: "
 		    "upgrade"));
-	n = ws_count(m, "sec-websocket-accept", &h);
+	n = ws_count(f, nf, "sec-websocket-accept", &h);
 	if (n == 0)
 		return (ws_refuse(why, "Sec-WebSocket-Accept is missing"));
 	if (n > 1)
@@ -293,11 +301,33 @@ ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
 	if (strcmp(h->value, want) != 0)
 		return (ws_refuse(
 		    why, "Sec-WebSocket-Accept does not match our key"));
-	if (ws_count(m, "sec-websocket-extensions", &h) != 0)
+	if (relayed)
+		return (0);
+	if (ws_count(f, nf, "sec-websocket-extensions", &h) != 0)
 		return (ws_refuse(why,
 		    "the server chose a WebSocket extension we did not offer"));
-	if (ws_count(m, "sec-websocket-protocol", &h) != 0)
+	if (ws_count(f, nf, "sec-websocket-protocol", &h) != 0)
 		return (ws_refuse(
 		    why, "the server chose a subprotocol we did not offer"));
 	return (0);
+}
+
+/* Check that a response head accepts the upgrade we asked for with key. */
+int
+ws_check_accept_response(const struct http1_msg *m, const char *key, char **why)
+{
+	return (ws_check_accept(
+	    m->m_status, m->m_headers, m->m_nheaders, key, 0, why));
+}
+
+/*
+ * The same for a head (struct head) answering a request that passed on
+ * another client's offers: any extension or subprotocol the server chose
+ * is that client's to check.
+ */
+int
+ws_check_accept_relayed(const struct head *h, const char *key, char **why)
+{
+	return (ws_check_accept(
+	    h->h_status, h->h_fields, h->h_nfields, key, 1, why));
 }

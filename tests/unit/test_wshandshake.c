@@ -306,6 +306,45 @@ static const struct upgrade_case response_cases[] = {
 	    "the server chose a subprotocol we did not offer" },
 };
 
+/*
+ * For a proxy that passed a client's offers on (a head, as the core reads
+ * one): the server's extension and subprotocol are the client's to
+ * check; the status, Upgrade, Connection and the accept key are ours.
+ */
+static void
+test_accept_relayed(void **state)
+{
+	struct http1_msg m;
+	struct head h;
+	char *why;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof response_cases / sizeof response_cases[0]; i++) {
+		const struct upgrade_case *rc = &response_cases[i];
+		int offer = rc->uc_why != NULL &&
+		    strstr(rc->uc_why, "did not offer") != NULL;
+
+		parse_response(rc->uc_head, strlen(rc->uc_head), &m);
+		http1_msg_head(&m, &h);
+		why = NULL;
+		if (rc->uc_why == NULL || offer) {
+			assert_int_equal(
+			    ws_check_accept_relayed(&h, TEST_KEY, &why), 0);
+			assert_null(why);
+		} else {
+			assert_int_equal(
+			    ws_check_accept_relayed(&h, TEST_KEY, &why), -1);
+			assert_non_null(why);
+			if (strcmp(why, rc->uc_why) != 0)
+				fail_msg("case %zu: \"%s\", want \"%s\"", i,
+				    why, rc->uc_why);
+			free(why);
+		}
+		http1_msg_reset(&m);
+	}
+}
+
 /* Every refusal of a 101 response has its own reason. */
 static void
 test_accept_response_checks(void **state)
@@ -348,6 +387,7 @@ main(void)
 		cmocka_unit_test(test_upgrade_request_checks),
 		cmocka_unit_test(test_accept_response_accepted),
 		cmocka_unit_test(test_accept_response_checks),
+		cmocka_unit_test(test_accept_relayed),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
