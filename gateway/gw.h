@@ -1393,6 +1393,7 @@ uint32_t h2s_stream_id(const struct h2s_stream *);
 ssize_t h2s_stream_body_read(struct h2s_stream *, struct evbuffer *, size_t);
 int h2s_stream_body_done(const struct h2s_stream *);
 uint64_t h2s_stream_started_us(const struct h2s_stream *);
+void h2s_stream_idle(struct h2s_stream *, uint64_t ms);
 void h2s_stream_release(struct h2s_stream *);
 
 /* errpage.c */

@@ -131,9 +131,11 @@ void
 h2s_stream_touch(struct h2s_stream *st)
 {
 	struct h2s *h = st->st_h;
+	uint64_t ms = st->st_idle_ms != 0 ? st->st_idle_ms
+					  : h->h_conf->hc_stream_idle_ms;
 
-	if (h->h_conf->hc_stream_idle_ms != 0 && !(st->st_flags & ST_F_CLOSED))
-		tq_timer_set(h->h_tq, &st->st_timer, h->h_conf->hc_stream_idle_ms);
+	if (ms != 0 && !(st->st_flags & ST_F_CLOSED))
+		tq_timer_set(h->h_tq, &st->st_timer, ms);
 }
 
 /* Give back connection window for n body bytes nobody will read. */
@@ -1392,6 +1394,17 @@ uint32_t
 h2s_stream_id(const struct h2s_stream *st)
 {
 	return ((uint32_t)st->st_id);
+}
+
+/*
+ * The stream's own idle timeout from now on (an RFC 8441 WebSocket's is
+ * the upgraded connections' one), in place of hc_stream_idle_ms.
+ */
+void
+h2s_stream_idle(struct h2s_stream *st, uint64_t ms)
+{
+	st->st_idle_ms = ms;
+	h2s_stream_touch(st);
 }
 
 /* When the stream's HEADERS began (monotonic microseconds). */

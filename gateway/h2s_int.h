@@ -86,6 +86,7 @@ struct h2s_stream {
 	void *st_arg; /* the owner's */
 	uint64_t st_started_us;
 	struct tq_timer st_timer; /* stream idle */
+	uint64_t st_idle_ms; /* its idle timeout; 0: hc_stream_idle_ms */
 	/* The request's header block, kept by reference. */
 	nghttp2_rcbuf *st_ps[H2S_PS_MAX];
 	nghttp2_rcbuf **st_rc; /* name, value, name, value ... */
