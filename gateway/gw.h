@@ -1046,6 +1046,7 @@ const char *upstream_state_name(enum upstream_state);
 void upstream_read_response(struct upstream *, int head_request);
 void upstream_read_pause(struct upstream *);
 void upstream_read_resume(struct upstream *);
+void upstream_read_raw(struct upstream *);
 int upstream_splice_body(struct upstream *, int fd);
 size_t upstream_buffered(const struct upstream *);
 void upstream_print(const struct upstream *, char *, size_t);

@@ -945,6 +945,23 @@ upstream_read_resume(struct upstream *up)
 	upstream_read(up);
 }
 
+/*
+ * The owner took a 101 and relays what follows without HTTP/1 (an RFC
+ * 8441 WebSocket): from uo_head, before it returns 0, it asks for the
+ * rest of the connection as a body read to the close (uo_body, uo_done
+ * at the peer's end).  The connection is never pooled again.
+ */
+void
+upstream_read_raw(struct upstream *up)
+{
+	up->u_flags |= UP_F_NO_REUSE;
+	evtimer_del(up->u_timer);
+	if (up->u_r != NULL) {
+		up->u_r->r_body.b_kind = HTTP1_BODY_EOF;
+		up->u_r->r_body.b_left = 0;
+	}
+}
+
 /* Bytes of the body reached the owner's socket in the kernel. */
 static void
 upstream_splice_progress(void *arg, size_t n)
