@@ -420,6 +420,8 @@ struct gw_xchg {
 	struct gw_body x_req_body;
 	struct gw_body x_resp_body;
 	struct upstream *x_up;
+	/* What the upstream tells the exchange; NULL: proxy_owner. */
+	const struct upstream_owner *x_uo;
 	struct gw_sandbox *x_sandbox; /* referenced while routed */
 	const struct gw_port_rule *x_rule;
 	int x_port;
@@ -741,6 +743,7 @@ void proxy_client_drained(struct gw_xchg *);
 extern const struct upstream_owner proxy_owner;
 void proxy_request_splice_try(struct gw_xchg *);
 int proxy_is_grpc(const struct head *);
+int proxy_upgrade_head(struct gw_xchg *, const struct head *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);

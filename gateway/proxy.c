@@ -644,7 +644,8 @@ proxy_start(struct gw_xchg *x)
 	if (x->x_up_start_us == 0)
 		x->x_up_start_us = clock_mono_usec();
 	x->x_up = (h2 ? upstream_h2_get : upstream_get)(c->c_gw, x->x_sandbox,
-	    x->x_port, x->x_flags & XCHG_F_RETRIED, &proxy_owner, x);
+	    x->x_port, x->x_flags & XCHG_F_RETRIED,
+	    x->x_uo != NULL ? x->x_uo : &proxy_owner, x);
 	if (x->x_up->u_state == UP_S_ACTIVE)
 		proxy_upstream_ready(x->x_up, x);
 }
@@ -1070,6 +1071,37 @@ proxy_head_free(struct proxy_head *ph)
 		free(ph->ph_made);
 	if (ph->ph_fields != ph->ph_fields_inline)
 		free(ph->ph_fields);
+}
+
+/*
+ * An RFC 8441 WebSocket's answer, from the upstream's 101: 200 with the
+ * 101's end-to-end fields (its Sec-WebSocket-Protocol and -Extensions
+ * among them, not Sec-WebSocket-Accept, which is HTTP/1's handshake) and
+ * a stream that stays open for the bytes both ways.  Returns sink_head's
+ * result.
+ */
+int
+proxy_upgrade_head(struct gw_xchg *x, const struct head *m)
+{
+	struct proxy_head ph;
+	struct head *rh = &ph.ph_head;
+	size_t i, n = 0;
+	int r;
+
+	proxy_head_make(x, m, 0, &ph);
+	for (i = 0; i < rh->h_nfields; i++) {
+		if (proxy_named(&ph.ph_fields[i], "sec-websocket-accept", 20) ||
+		    proxy_named(&ph.ph_fields[i], "upgrade", 7))
+			continue;
+		ph.ph_fields[n++] = ph.ph_fields[i];
+	}
+	rh->h_nfields = n;
+	rh->h_status = 200;
+	rh->h_reason = NULL;
+	rh->h_flags = 0;
+	r = sink_head(x->x_sink, rh);
+	proxy_head_free(&ph);
+	return (r);
 }
 
 /* The final response head arrived: check it and send it on. */
