@@ -39,6 +39,8 @@ conn_h2conf(struct gw *g)
 	hc->hc_idle_ms = cf->cf_keepalive_timeout;
 	hc->hc_stream_idle_ms = cf->cf_idle_timeout;
 	hc->hc_write_ms = cf->cf_idle_timeout;
+	/* RFC 8441: WebSockets over the session (ws_h2.c). */
+	hc->hc_flags |= H2S_C_CONNECT_PROTOCOL;
 	return (hc);
 }
 
@@ -56,7 +58,8 @@ conn_h2_on_head(struct h2s *h, void *arg, struct h2s_stream *st,
 	x->x_stream = h2s_stream_id(st);
 	h2s_stream_set_arg(st, x);
 	TAILQ_INSERT_TAIL(&c->c_xchgs, x, x_entry);
-	if (h2s_stream_body_done(st))
+	/* An RFC 8441 stream's bytes are the WebSocket's (ws_h2.c). */
+	if (h2s_stream_body_done(st) || head->h_protocol != NULL)
 		kind = HTTP1_BODY_NONE;
 	else if (head->h_flags & HEAD_F_LENGTH)
 		kind = HTTP1_BODY_LENGTH;
@@ -71,6 +74,16 @@ conn_h2_on_head(struct h2s *h, void *arg, struct h2s_stream *st,
 		h2s_shutdown(h);
 		return;
 	}
+	if (head->h_protocol != NULL) {
+		if (!ws_h2_protocol_ok(head)) {
+			xchg_start_refused(x, head, gw_err_unsupported_protocol,
+			    "The gateway carries only WebSockets over HTTP/2's "
+			    "extended CONNECT (:protocol websocket), not '%s'.",
+			    head->h_protocol);
+			return;
+		}
+		x->x_flags |= XCHG_F_H2_WS;
+	}
 	xchg_start(x, head, NULL, kind,
 	    kind == HTTP1_BODY_LENGTH ? head->h_length : 0);
 }
@@ -82,7 +95,11 @@ conn_h2_on_body(struct h2s_stream *st, void *sarg)
 	struct gw_xchg *x = sarg;
 
 	(void)st;
-	if (x != NULL && x->x_state == XCHG_S_BODY)
+	if (x == NULL)
+		return;
+	if (x->x_flags & XCHG_F_UPGRADED)
+		ws_h2_client_data(x);
+	else if (x->x_state == XCHG_S_BODY)
 		proxy_request_body(x);
 }
 
@@ -105,6 +122,7 @@ conn_h2_on_error(struct h2s_stream *st, void *sarg, const char *why)
 	if (x == NULL)
 		return;
 	x->x_tr = NULL; /* the stream is not used again */
+	ws_h2_lost(x);
 	xchg_lost(x, why);
 }
 
@@ -197,6 +215,9 @@ conn_h2_body_read(
 	*err = HTTP1_E_NONE;
 	if (x->x_tr == NULL)
 		return (-1);
+	/* An RFC 8441 stream's bytes wait for the upstream's 101. */
+	if ((x->x_flags & (XCHG_F_H2_WS | XCHG_F_UPGRADED)) == XCHG_F_H2_WS)
+		return (0);
 	return (h2s_stream_body_read(x->x_tr, dst, max));
 }
 
@@ -268,6 +289,7 @@ conn_h2_abort(struct gw_xchg *x, const char *why)
 static void
 conn_h2_done(struct gw_xchg *x)
 {
+	ws_h2_end(x);
 	if (x->x_tr != NULL) {
 		h2s_stream_set_arg(x->x_tr, NULL);
 		h2s_stream_release(x->x_tr);

@@ -39,6 +39,8 @@ const struct gw_error gw_err_no_resources[] = { { 503, "out_of_resources" } };
 const struct gw_error gw_err_upstream_reset[] = { { 502, "upstream_reset" } };
 const struct gw_error gw_err_grpc_needs_http2[] = { { 400,
     "grpc_needs_http2" } };
+const struct gw_error gw_err_unsupported_protocol[] = { { 501,
+    "unsupported_protocol" } };
 const struct gw_error gw_err_sandbox_unreachable[] = { { 502,
     "sandbox_unreachable" } };
 const struct gw_error gw_err_upstream_unreachable[] = { { 502,

@@ -204,6 +204,7 @@ extern const struct gw_error gw_err_tunnel_not_configured[];
 extern const struct gw_error gw_err_no_resources[];
 extern const struct gw_error gw_err_upstream_reset[];
 extern const struct gw_error gw_err_grpc_needs_http2[];
+extern const struct gw_error gw_err_unsupported_protocol[];
 
 /* Upper bounds (seconds) of the request-duration histogram buckets. */
 #define GW_DURATION_BUCKETS 10
@@ -416,12 +417,14 @@ struct gw_xchg {
 #define XCHG_F_REQ_WHOLE 0x080 /* the request, body included, was read */
 #define XCHG_F_LOGGED 0x100 /* the access line is written */
 #define XCHG_F_NO_SLASH 0x200 /* path form without "/" after the port */
-#define XCHG_F_UPGRADED 0x400 /* HTTP/1: the connection relays after 101 */
+#define XCHG_F_UPGRADED 0x400 /* relays bytes after the upstream's 101 */
+#define XCHG_F_H2_WS 0x800 /* an RFC 8441 WebSocket (extended CONNECT) */
 	struct gw_body x_req_body;
 	struct gw_body x_resp_body;
 	struct upstream *x_up;
 	/* What the upstream tells the exchange; NULL: proxy_owner. */
 	const struct upstream_owner *x_uo;
+	struct ws_h2 *x_ws; /* an RFC 8441 WebSocket's (ws_h2.c), or NULL */
 	struct gw_sandbox *x_sandbox; /* referenced while routed */
 	const struct gw_port_rule *x_rule;
 	int x_port;
@@ -745,6 +748,18 @@ void proxy_request_splice_try(struct gw_xchg *);
 int proxy_is_grpc(const struct head *);
 int proxy_upgrade_head(struct gw_xchg *, const struct head *);
 
+/*
+ * ws_h2.c: RFC 8441 WebSockets from HTTP/2 clients, relayed to an
+ * HTTP/1.1 upgrade upstream.
+ */
+struct ws_h2;
+int ws_h2_protocol_ok(const struct head *);
+void ws_h2_start(struct gw_xchg *);
+void ws_h2_client_data(struct gw_xchg *);
+void ws_h2_lost(struct gw_xchg *);
+void ws_h2_end(struct gw_xchg *);
+void ws_h2_free(struct gw_xchg *);
+
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
 void relay_splice_stop(struct conn *);
@@ -757,6 +772,7 @@ void relay_client_eof(struct conn *);
 void relay_idle(struct conn *);
 void relay_end(struct conn *);
 void relay_abort(struct conn *);
+void relay_abort_stuck(struct stream *);
 
 /* memtrim.c */
 void memtrim_start(struct gw *);

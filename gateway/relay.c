@@ -104,11 +104,11 @@ relay_arm_idle(struct conn *c)
 }
 
 /*
- * Make closing bev reset its connection when it holds bytes its peer never
+ * Make closing s reset its connection when it holds bytes its peer never
  * read: the kernel would otherwise keep the socket, and try to deliver
  * them, long after the relay gave up on it.
  */
-static void
+void
 relay_abort_stuck(struct stream *s)
 {
 	struct linger l = { 1, 0 };

@@ -80,6 +80,7 @@ xchg_free(struct gw_xchg *x)
 	free(x->x_method);
 	free(x->x_path);
 	free(x->x_prefix);
+	ws_h2_free(x);
 	if (x->x_sandbox != NULL) {
 		if (x->x_flags & XCHG_F_COUNTED)
 			__atomic_sub_fetch(
@@ -901,6 +902,9 @@ xchg_route(struct gw_xchg *x)
 		    (unsigned long long)g->g_conf->cf_max_body_size);
 		return;
 	}
-	proxy_start(x);
+	if (x->x_flags & XCHG_F_H2_WS)
+		ws_h2_start(x);
+	else
+		proxy_start(x);
 }
 
