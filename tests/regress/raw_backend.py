@@ -19,6 +19,8 @@ One request per connection; every answer closes the connection.
                  and x-checksum: sha256=<hex of the body>, and the
                  forbidden content-length: 99, Host: evil and
                  Transfer-Encoding: chunked
+  /badaccept     101 accepting a WebSocket with a Sec-WebSocket-Accept
+                 that matches no key of ours (RFC 6455's example)
   anything else: 200 "ok"
 
   raw_backend.py --port N --log FILE [--ready FILE]
@@ -154,6 +156,11 @@ def serve(conn, logpath):
         elif path == "/body":
             data = read_body(conn, head, rest)
             conn.sendall(answer(str(len(data)).encode()))
+        elif path == "/badaccept":
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\n"
+                         b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                         b"Sec-WebSocket-Accept: "
+                         b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
         else:
             conn.sendall(answer(b"ok"))
     except OSError:
