@@ -68,6 +68,10 @@ struct t {
 	struct h2s_stream *st[T_MAXST]; /* by (id - 1) / 2 */
 	struct evbuffer *body[T_MAXST]; /* request body read */
 	int heads, bodies, drains, errors, logs, closes, frees;
+	char method[16], protocol[32]; /* the last request head's */
+	int head_flags;
+	struct evbuffer *cl_out; /* a client's streamed body (t_cl_read_cb) */
+	int cl_end; /* ... and its end */
 	char log_code[64];
 	char log_all[1024]; /* every hr_code, comma-separated */
 	int log_status;
@@ -378,6 +382,8 @@ t_done(struct t *t)
 		nghttp2_session_del(t->cl);
 	if (t->raw != NULL)
 		evbuffer_free(t->raw);
+	if (t->cl_out != NULL)
+		evbuffer_free(t->cl_out);
 	for (i = 0; i < T_MAXST; i++) {
 		if (t->cst[i].body != NULL)
 			evbuffer_free(t->cst[i].body);
@@ -474,8 +480,12 @@ t_head_cb(
 	struct t *t = arg;
 
 	(void)h;
-	(void)req;
 	t->heads++;
+	snprintf(t->method, sizeof t->method, "%.*s", (int)req->h_method_len,
+	    req->h_method);
+	snprintf(t->protocol, sizeof t->protocol, "%s",
+	    req->h_protocol != NULL ? req->h_protocol : "");
+	t->head_flags = req->h_flags;
 	h2s_stream_set_arg(st, t);
 	t->st[t_idx((int32_t)h2s_stream_id(st))] = st;
 	if (t->mode == T_ECHO)
@@ -1290,6 +1300,181 @@ test_ping_noread(void **state)
 	t_done(&t);
 }
 
+/* A client's body as it comes (t->cl_out), deferred while there is none. */
+static ssize_t
+t_cl_read_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct t *t = src->ptr;
+	size_t n = evbuffer_get_length(t->cl_out);
+
+	(void)s;
+	(void)id;
+	(void)arg;
+	if (n == 0 && !t->cl_end)
+		return (NGHTTP2_ERR_DEFERRED);
+	if (n > len)
+		n = len;
+	evbuffer_remove(t->cl_out, buf, n);
+	if (t->cl_end && evbuffer_get_length(t->cl_out) == 0)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return ((ssize_t)n);
+}
+
+/* The client sends text on stream id (or, text NULL, ends it). */
+static void
+t_cl_write(struct t *t, int32_t id, const char *text)
+{
+	if (text != NULL)
+		evbuffer_add(t->cl_out, text, strlen(text));
+	else
+		t->cl_end = 1;
+	nghttp2_session_resume_data(t->cl, id);
+	t_pump(t, 10);
+}
+
+/* The owner sends text on the stream's sink (or, text NULL, ends it). */
+static void
+t_sink_write(struct t *t, struct h2s_stream *st, const char *text)
+{
+	struct sink *sk = h2s_stream_sink(st);
+	struct evbuffer *b;
+
+	if (text == NULL) {
+		assert_int_equal(sink_end(sk), 0);
+	} else {
+		b = evbuffer_new();
+		evbuffer_add(b, text, strlen(text));
+		assert_int_equal(sink_body(sk, b, strlen(text)), 0);
+		evbuffer_free(b);
+	}
+	t_pump(t, 10);
+}
+
+/*
+ * RFC 8441: the session says SETTINGS_ENABLE_CONNECT_PROTOCOL=1, an
+ * extended CONNECT reaches the owner with its :protocol, and a 200
+ * without a length leaves the stream open for bytes both ways, each
+ * side's end on its own.
+ */
+static void
+test_extended_connect(void **state)
+{
+	static struct t t;
+	nghttp2_nv proto = { (uint8_t *)":protocol", (uint8_t *)"websocket", 9,
+		9, NGHTTP2_NV_FLAG_NONE };
+	nghttp2_data_provider dp;
+	struct h2s_stream *st;
+	struct t_cst *c;
+	struct evbuffer *in;
+	struct head rh;
+	int32_t id;
+
+	(void)state;
+	t_init(&t);
+	t.mode = T_HOLD;
+	t.conf.hc_flags = H2S_C_CONNECT_PROTOCOL;
+	t_start(&t, 0);
+	assert_int_equal(nghttp2_session_get_remote_settings(
+			     t.cl, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL),
+	    1);
+	t.cl_out = evbuffer_new();
+	dp.source.ptr = &t;
+	dp.read_callback = t_cl_read_cb;
+	id = t_req(&t, "CONNECT", "/chat", &proto, 1, &dp);
+	t_pump(&t, 10);
+	assert_int_equal(t.heads, 1);
+	assert_string_equal(t.method, "CONNECT");
+	assert_string_equal(t.protocol, "websocket");
+	assert_true(t.head_flags & HEAD_F_UPGRADE);
+	assert_false(t.head_flags & HEAD_F_LENGTH);
+	st = t.st[t_idx(id)];
+	assert_non_null(st);
+	assert_false(h2s_stream_body_done(st));
+
+	memset(&rh, 0, sizeof rh);
+	rh.h_status = 200;
+	assert_int_equal(sink_head(h2s_stream_sink(st), &rh), 0);
+	t_sink_write(&t, st, "from the server ");
+	c = &t.cst[t_idx(id)];
+	assert_int_equal(c->status, 200);
+	assert_false(c->ended);
+	assert_int_equal(c->rst, 0);
+	assert_null(strstr(c->fields, "content-length"));
+
+	in = evbuffer_new();
+	t_cl_write(&t, id, "from the client");
+	assert_int_equal(h2s_stream_body_read(st, in, 1024), 15);
+	assert_false(h2s_stream_body_done(st));
+	/* The client ends its side; the server's still sends. */
+	t_cl_write(&t, id, NULL);
+	assert_int_equal(h2s_stream_body_read(st, in, 1024), 0);
+	assert_true(h2s_stream_body_done(st));
+	assert_int_equal(evbuffer_get_length(in), 15);
+	t_sink_write(&t, st, "and its last words");
+	assert_false(c->ended);
+	t_sink_write(&t, st, NULL);
+	h2s_stream_release(st);
+	t_pump(&t, 10);
+	assert_true(c->ended);
+	assert_int_equal(c->rst, 0);
+	assert_int_equal(t.errors, 0);
+	t_body_is(&t, id, "from the server and its last words");
+	assert_int_equal(h2s_nstreams(t.h), 0);
+	evbuffer_free(in);
+	t_done(&t);
+}
+
+/* Without H2S_C_CONNECT_PROTOCOL an extended CONNECT is reset. */
+static void
+test_extended_connect_off(void **state)
+{
+	static struct t t;
+	nghttp2_nv proto = { (uint8_t *)":protocol", (uint8_t *)"websocket", 9,
+		9, NGHTTP2_NV_FLAG_NONE };
+	int32_t id;
+
+	(void)state;
+	t_init(&t);
+	t.mode = T_HOLD;
+	t_start(&t, 0);
+	assert_int_equal(nghttp2_session_get_remote_settings(
+			     t.cl, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL),
+	    0);
+	id = t_req(&t, "CONNECT", "/chat", &proto, 1, NULL);
+	t_pump(&t, 10);
+	assert_int_equal(t.heads, 0);
+	assert_int_equal(t.cst[t_idx(id)].rst, NGHTTP2_PROTOCOL_ERROR + 1);
+	assert_int_equal(h2s_nstreams(t.h), 0);
+	t_done(&t);
+}
+
+/* A stream's own idle timeout (h2s_stream_idle): reset, on_error. */
+static void
+test_stream_idle(void **state)
+{
+	static struct t t;
+	int32_t id;
+
+	(void)state;
+	t_init(&t);
+	t.mode = T_HOLD;
+	t_start(&t, 0);
+	id = t_req(&t, "GET", "/quiet", NULL, 0, NULL);
+	t_pump(&t, 10);
+	assert_non_null(t.st[0]);
+	h2s_stream_idle(t.st[0], 100);
+	t_sleep(&t, 50);
+	assert_int_equal(t.errors, 0);
+	t_sleep(&t, 250);
+	assert_int_equal(t.errors, 1);
+	assert_string_equal(t.why, "stream idle timeout");
+	assert_int_equal(t.cst[t_idx(id)].rst, NGHTTP2_CANCEL + 1);
+	t_logged(&t, "h2_stream_idle");
+	assert_int_equal(h2s_nstreams(t.h), 0);
+	t_done(&t);
+}
+
 int
 main(void)
 {
@@ -1317,6 +1502,9 @@ main(void)
 		cmocka_unit_test(test_idle),
 		cmocka_unit_test(test_head_timeout),
 		cmocka_unit_test(test_ping_noread),
+		cmocka_unit_test(test_extended_connect),
+		cmocka_unit_test(test_extended_connect_off),
+		cmocka_unit_test(test_stream_idle),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
