@@ -70,3 +70,7 @@ grep "access .*method=CONNECT" "$T/gateway.log"
 n=$(grep -c '"path": "/ws".*"upgrade": "websocket"' "$T/app.jsonl")
 assert_eq "HTTP/1.1 upgrades at the application" "2" "$n"
 ok "the browser's WebSockets went over HTTP/2 (extended CONNECT); the application saw HTTP/1.1 upgrades"
+stop "$GW_PID" # a sanitizer build reports leaks as it exits
+if grep -E "Sanitizer|runtime error" "$T/gateway.log"; then
+	fail "the sanitizer reported on the gateway"
+fi
