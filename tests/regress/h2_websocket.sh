@@ -13,6 +13,7 @@
 # idle timeout.
 . "$(dirname "$0")/lib.sh"
 
+command -v curl >/dev/null 2>&1 || fail "curl is needed for this test"
 [ -f "$CERTS/ca.crt" ] || fail "no development certificates in $CERTS (make certs)"
 $PY -c 'import h2, websockets' 2>/dev/null || fail "python3-h2 and python3-websockets are needed"
 
