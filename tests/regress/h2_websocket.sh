@@ -120,6 +120,9 @@ want=$(sed -n 's/.*"flood_sha256": "\([0-9a-f]*\)".*/\1/p' "$T/ws.jsonl")
 assert_contains "the flood arrived whole" "sha256 $want" "$out"
 ok "a slow reader: the backend and the gateway's memory wait for it"
 
+run push $PLAIN --pid "$GW_PID" --stall 2 --max-sent 24 --max-rss 24
+ok "a sandbox that reads nothing: the client and the gateway's memory wait for it"
+
 # --- multiplexing -----------------------------------------------------
 run multi $PLAIN --get-authority "$HTTP-sbx.localhost:$GW"
 run multi $TLS --get-authority "$HTTP-sbx.gw.localhost:$GWS"

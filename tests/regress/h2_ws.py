@@ -14,6 +14,7 @@ itself.
         /drop       echoes one message, then drops the connection
                     without a close frame
         /deny       answers 403 "denied by the app" (no WebSocket)
+        /noread     reads nothing for 10 s
         anything    echoes each message
 
   h2_ws.py CASE --port PORT --authority A [--tls --ca FILE] [options]
@@ -28,6 +29,9 @@ itself.
         slow       /flood: the client takes nothing for a while, then a
                    little at a time, while the gateway's RSS (--pid) and
                    what the backend could send (--sent FILE) stay bounded
+        push       /noread: the client sends for --stall seconds to a
+                   backend that reads nothing, and can send only what the
+                   buffers on the way hold, the gateway's RSS bounded
         multi      two WebSockets and --get requests on one connection
         refused    --expect STATUS [--code C] [--body TEXT], with
                    --protocol P, or --plain-connect (no :protocol)
@@ -90,6 +94,12 @@ def serve(port, logpath):
                         f.write("%d\n" % sent)
                     os.replace(logpath + ".tmp", logpath + ".sent")
                 record({"flood_sha256": h.hexdigest(), "flood_bytes": sent})
+                await ws.wait_closed()
+            elif u.path == "/noread":
+                # Take nothing for a while: the client must wait.
+                ws.transport.pause_reading()
+                await asyncio.sleep(10)
+                ws.transport.resume_reading()
                 await ws.wait_closed()
             elif u.path in ("/close", "/drop"):
                 await ws.send(await ws.recv())
@@ -625,6 +635,44 @@ def case_idle(a):
           (a.quiet, cl.st[sid]["reset"], time.monotonic() - t0))
 
 
+def case_push(a):
+    import h2.errors
+
+    cl = Client(a)
+    base = rss_kib(a.pid)
+    peak = base
+    sid = cl.open_ws("/noread")
+    msg = frame(2, os.urandom(1 << 20))
+    pending = b""
+    sent = 0
+    end = time.monotonic() + a.stall
+    while time.monotonic() < end:
+        w = min(cl.c.local_flow_control_window(sid),
+                cl.c.max_outbound_frame_size)
+        if w > 0:
+            if not pending:
+                pending = msg
+            cl.c.send_data(sid, pending[:w])
+            cl.flush()
+            sent += min(w, len(pending))
+            pending = pending[w:]
+        else:
+            cl.pump(0.05)
+        peak = max(peak, rss_kib(a.pid))
+    cl.c.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+    cl.flush()
+    grew = (peak - base) // 1024
+    if sent > a.max_sent << 20:
+        sys.exit("the client sent %d bytes to a backend that read none "
+                 "(%d MiB allowed)" % (sent, a.max_sent))
+    if grew > a.max_rss:
+        sys.exit("the gateway's RSS grew by %d MiB (%d allowed)" %
+                 (grew, a.max_rss))
+    print("ok push: the client could send %.1f MiB in %.0fs to a backend "
+          "that reads nothing; gateway RSS %d MiB, +%d MiB at most" %
+          (sent / 1048576.0, a.stall, base // 1024, grew))
+
+
 def case_multi(a):
     cl = Client(a)
     w1 = cl.connect(a.path + "?one")
@@ -733,7 +781,7 @@ def main():
              "deflate": case_deflate, "bulk": case_bulk, "slow": case_slow,
              "multi": case_multi, "refused": case_refused, "rst": case_rst,
              "upclose": case_upclose, "halfclose": case_halfclose,
-             "idle": case_idle}
+             "idle": case_idle, "push": case_push}
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(cases))
     ap.add_argument("--port", type=int, required=True)
