@@ -198,7 +198,7 @@ run halfclose $PLAIN --path "/ws?half"
 wait_log "$T/ws.jsonl" '"closed": "/ws?half", "code": 1006'
 ok "the client's END_STREAM reaches the upstream as the end of its input"
 
-# --- idle timeouts: websocket_idle, not idle ------------------------------
+# --- idle timeouts: websocket_idle, not idle; an h2c port -------------------
 GW2=$(free_port)
 cat >"$T/gw2.yaml" <<EOF
 listen:
@@ -212,6 +212,7 @@ sandboxes:
     address: 127.0.0.1
     ports:
       - port: $WS
+        protocol: h2c
 EOF
 spawn gateway2 "$AKGW" -c "$T/gw2.yaml"
 GW2_PID=$LAST_PID
@@ -219,7 +220,7 @@ wait_port "$GW2"
 run idle --port "$GW2" --authority "$WS-sbx.localhost:$GW2" --path "/ws?idle" --quiet 2.5
 wait_log "$T/ws.jsonl" '"closed": "/ws?idle", "code": 1006'
 wait_log "$T/gateway2.log" "path=/ws status=200 .*close=stream idle timeout"
-ok "a quiet WebSocket outlives timeouts.idle and ends at timeouts.websocket_idle"
+ok "a quiet WebSocket outlives timeouts.idle and ends at timeouts.websocket_idle; it upgrades over HTTP/1.1 on an h2c port too"
 
 if grep -q "akt1\." "$T/gateway.log"; then fail "a token was logged"; fi
 # Both stop cleanly (a sanitizer build reports leaks here).
