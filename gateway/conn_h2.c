@@ -135,25 +135,29 @@ static void
 conn_h2_on_log(struct h2s *h, void *arg, const struct h2s_refusal *r)
 {
 	struct conn *c = arg;
-	struct gw_xchg *x;
-	char ip[INET6_ADDRSTRLEN];
+	const struct head *hd = r->hr_head;
+	struct xchg_line l;
+	char ip[INET6_ADDRSTRLEN], *method = NULL, *path = NULL;
 
 	(void)h;
 	if (r->hr_stream != 0) {
-		x = xchg_new(c, &conn_h2_xops, NULL, NULL, 0);
-		x->x_stream = r->hr_stream;
-		if (r->hr_head != NULL && r->hr_head->h_method != NULL) {
-			x->x_method = xstrndup(
-			    r->hr_head->h_method, r->hr_head->h_method_len);
-			x->x_path = r->hr_head->h_target != NULL
-			    ? xchg_path_of(r->hr_head->h_target,
-				  r->hr_head->h_target_len)
-			    : NULL;
-		}
-		x->x_status = r->hr_status;
-		x->x_err_code = r->hr_code;
-		xchg_log_access(x, r->hr_status != 0 ? "keep-alive" : "reset");
-		xchg_free(x);
+		/* No exchange was made for it: the line is the refusal's. */
+		if (hd != NULL && hd->h_method != NULL)
+			method = xstrndup(hd->h_method, hd->h_method_len);
+		if (hd != NULL && hd->h_target != NULL)
+			path = xchg_path_of(hd->h_target, hd->h_target_len);
+		memset(&l, 0, sizeof l);
+		l.xl_method = method;
+		l.xl_path = path;
+		l.xl_err_code = r->hr_code;
+		l.xl_close = r->hr_status != 0 ? "keep-alive" : "reset";
+		l.xl_proto = conn_h2_xops.xo_proto;
+		l.xl_status = r->hr_status;
+		l.xl_stream = r->hr_stream;
+		l.xl_start_us = clock_mono_usec();
+		xchg_log_line(c, &l);
+		free(method);
+		free(path);
 	} else
 		metrics_code(c->c_gw, r->hr_code);
 	log_info("conn %llu %s: HTTP/2 %s%s: %s", (unsigned long long)c->c_id,

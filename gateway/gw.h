@@ -720,6 +720,24 @@ void xchg_refuse(struct gw_xchg *, const struct gw_error *, enum http1_err,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define xchg_fail(x, e, ...) xchg_refuse(x, e, HTTP1_E_NONE, __VA_ARGS__)
 void xchg_response_done(struct gw_xchg *);
+/* What one access line says (xchg_log_line). */
+struct xchg_line {
+	const char *xl_request_id; /* or NULL */
+	const char *xl_method;
+	const char *xl_path; /* without the query */
+	const char *xl_sandbox; /* routed to, or NULL */
+	const char *xl_err_code; /* the gateway's error code, or NULL */
+	const char *xl_close; /* what the connection does next */
+	const char *xl_proto; /* "h1", "h2" */
+	int xl_status;
+	int xl_port; /* 0: none */
+	uint32_t xl_stream; /* HTTP/2 stream id; 0: HTTP/1 */
+	uint64_t xl_bytes_in;
+	uint64_t xl_bytes_out;
+	uint64_t xl_start_us; /* monotonic: the request began */
+	uint64_t xl_up_start_us; /* ... its upstream was asked for; 0: never */
+};
+void xchg_log_line(struct conn *, const struct xchg_line *);
 void xchg_log_access(struct gw_xchg *, const char *close);
 void xchg_log_end(struct gw_xchg *);
 void xchg_done(struct gw_xchg *);

@@ -209,48 +209,74 @@ xchg_start(struct gw_xchg *x, const struct head *head,
 }
 
 /*
- * Log one access line for a finished request and count it.  close says
- * what happens to the connection next ("keep-alive", or why it closes).
+ * Log one access line on connection c and count it: a finished exchange's
+ * (xchg_log_access), or a stream an engine refused before there was one.
  * The query string is never logged.
  */
 void
-xchg_log_access(struct gw_xchg *x, const char *close)
+xchg_log_line(struct conn *c, const struct xchg_line *l)
 {
-	struct conn *c = x->x_conn;
 	struct gw_metrics *m = &c->c_gw->g_metrics;
-	uint64_t now = clock_mono_usec(), us = now - x->x_start_us;
+	uint64_t now = clock_mono_usec(), us = now - l->xl_start_us;
 	char ip[INET6_ADDRSTRLEN];
 	struct log_field f[16];
 
-	x->x_flags |= XCHG_F_LOGGED;
-	metrics_request(c->c_gw, x->x_status, x->x_err_code, us,
-	    !xchg_is_h1(x));
-	GW_ADD(m->m_bytes_in, x->x_req_body.b_total);
-	GW_ADD(m->m_bytes_out, x->x_resp_body.b_total);
+	metrics_request(c->c_gw, l->xl_status, l->xl_err_code, us,
+	    l->xl_stream != 0);
+	GW_ADD(m->m_bytes_in, l->xl_bytes_in);
+	GW_ADD(m->m_bytes_out, l->xl_bytes_out);
 	if (!log_enabled(LOG_LVL_INFO))
 		return;
 	f[0] = log_fint("conn", (int64_t)c->c_id);
 	f[1] = log_fstr("client", conn_peer_ip(c, ip, sizeof ip));
-	f[2] = log_fstr(
-	    "request_id", x->x_request_id[0] != '\0' ? x->x_request_id : NULL);
-	f[3] = log_fstr("method", x->x_method);
-	f[4] = log_fstr("path", x->x_path);
-	f[5] = log_fint("status", x->x_status);
-	f[6] = log_fstr(
-	    "sandbox", x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL);
-	f[7] = x->x_port != 0 ? log_fint("port", x->x_port) : log_fnull("port");
-	f[8] = log_fint("bytes_in", (int64_t)x->x_req_body.b_total);
-	f[9] = log_fint("bytes_out", (int64_t)x->x_resp_body.b_total);
+	f[2] = log_fstr("request_id", l->xl_request_id);
+	f[3] = log_fstr("method", l->xl_method);
+	f[4] = log_fstr("path", l->xl_path);
+	f[5] = log_fint("status", l->xl_status);
+	f[6] = log_fstr("sandbox", l->xl_sandbox);
+	f[7] = l->xl_port != 0 ? log_fint("port", l->xl_port)
+			       : log_fnull("port");
+	f[8] = log_fint("bytes_in", (int64_t)l->xl_bytes_in);
+	f[9] = log_fint("bytes_out", (int64_t)l->xl_bytes_out);
 	f[10] = log_fms("ms", us);
-	f[11] = x->x_up_start_us != 0
-	    ? log_fms("upstream_ms", now - x->x_up_start_us)
+	f[11] = l->xl_up_start_us != 0
+	    ? log_fms("upstream_ms", now - l->xl_up_start_us)
 	    : log_fnull("upstream_ms");
-	f[12] = log_fstr("error", x->x_err_code);
-	f[13] = log_fstr("close", close);
-	f[14] = log_fstr("proto", x->x_ops->xo_proto);
-	f[15] = x->x_stream != 0 ? log_fint("stream", (int64_t)x->x_stream)
-				 : log_fnull("stream");
+	f[12] = log_fstr("error", l->xl_err_code);
+	f[13] = log_fstr("close", l->xl_close);
+	f[14] = log_fstr("proto", l->xl_proto);
+	f[15] = l->xl_stream != 0 ? log_fint("stream", (int64_t)l->xl_stream)
+				  : log_fnull("stream");
 	log_fields(LOG_LVL_INFO, "access", f, sizeof f / sizeof f[0]);
+}
+
+/*
+ * Log the access line of a finished request and count it.  close says
+ * what happens to the connection next ("keep-alive", or why it closes).
+ */
+void
+xchg_log_access(struct gw_xchg *x, const char *close)
+{
+	struct xchg_line l = {
+		.xl_request_id =
+		    x->x_request_id[0] != '\0' ? x->x_request_id : NULL,
+		.xl_method = x->x_method,
+		.xl_path = x->x_path,
+		.xl_sandbox = x->x_sandbox != NULL ? x->x_sandbox->sb_id : NULL,
+		.xl_err_code = x->x_err_code,
+		.xl_close = close,
+		.xl_proto = x->x_ops->xo_proto,
+		.xl_status = x->x_status,
+		.xl_port = x->x_port,
+		.xl_stream = x->x_stream,
+		.xl_bytes_in = x->x_req_body.b_total,
+		.xl_bytes_out = x->x_resp_body.b_total,
+		.xl_start_us = x->x_start_us,
+		.xl_up_start_us = x->x_up_start_us,
+	};
+
+	x->x_flags |= XCHG_F_LOGGED;
+	xchg_log_line(x->x_conn, &l);
 }
 
 /*
