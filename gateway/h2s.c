@@ -759,6 +759,11 @@ h2s_stream_timer_cb(void *arg)
 
 	if (h->h_state >= H2S_S_CLOSING || (st->st_flags & ST_F_CLOSED))
 		return;
+	if (st->st_flags & ST_F_DISCARD) {
+		/* Answered long ago: the rest of the body is not waited for. */
+		h2s_stream_reset(st, NGHTTP2_NO_ERROR);
+		return;
+	}
 	h2s_log(h, 0, "h2_stream_idle", "The stream moved nothing for its "
 	    "idle timeout.", st);
 	h2s_stream_reset(st, NGHTTP2_CANCEL);
@@ -1088,6 +1093,8 @@ h2s_data_cb(nghttp2_session *ng, uint8_t flags, int32_t id,
 	if (h->h_state >= H2S_S_CLOSING)
 		return (NGHTTP2_ERR_CALLBACK_FAILURE);
 	st = nghttp2_session_get_stream_user_data(ng, id);
+	if (st != NULL)
+		st->st_in_total += len;
 	if (st == NULL || !(st->st_flags & ST_F_OWNED)) {
 		nghttp2_session_consume(ng, id, len);
 		return (0);
@@ -1172,6 +1179,21 @@ h2s_goaway_code(struct h2s *h, uint32_t code)
 }
 
 /*
+ * The response went out whole before the request: is what is left of
+ * the request body small enough (a length said, at most H2S_DISCARD_MAX
+ * to come) to read and drop rather than reset the stream?
+ */
+static int
+h2s_stream_discards(const struct h2s_stream *st)
+{
+	const struct head *hd = &st->st_head;
+
+	return ((st->st_flags & ST_F_HEAD) && !(st->st_flags & ST_F_CONNECT) &&
+	    (hd->h_flags & HEAD_F_LENGTH) && hd->h_length >= st->st_in_total &&
+	    hd->h_length - st->st_in_total <= H2S_DISCARD_MAX);
+}
+
+/*
  * A frame went out.  A GOAWAY nghttp2 sent on its own is a defence of its
  * that fired; a reset it sent on its own was provoked by the peer and is
  * counted; the end of a response while the request still comes is
@@ -1227,8 +1249,13 @@ h2s_frame_send_cb(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
 		if (st == NULL || !(fr->hd.flags & NGHTTP2_FLAG_END_STREAM))
 			break;
 		st->st_flags |= ST_F_OUT_DONE;
-		if (!(st->st_flags & ST_F_CLOSED) &&
-		    nghttp2_session_get_stream_remote_close(ng, st->st_id) == 0)
+		if ((st->st_flags & ST_F_CLOSED) ||
+		    nghttp2_session_get_stream_remote_close(ng, st->st_id) != 0)
+			break;
+		if (h2s_stream_discards(st)) {
+			st->st_flags |= ST_F_DISCARD;
+			tq_timer_set(h->h_tq, &st->st_timer, H2S_DISCARD_MS);
+		} else
 			h2s_stream_reset(st, NGHTTP2_NO_ERROR);
 		break;
 	default:

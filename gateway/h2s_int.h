@@ -41,6 +41,14 @@
 #define H2S_MAX_TOTAL 10000
 #define H2S_OUT_HIGH (256 * 1024)
 #define H2S_CONN_OUT_HIGH (4 * 1024 * 1024)
+/*
+ * A response that ends before its request: the rest of a body of known
+ * length up to this is read and dropped for at most H2S_DISCARD_MS, so a
+ * client sees its stream end rather than reset (RFC 9113 section 8.1
+ * allows either; some clients take the reset for an error).
+ */
+#define H2S_DISCARD_MAX (64 * 1024)
+#define H2S_DISCARD_MS 1000
 /* Body bytes one h2s_stream_body_read moves at most. */
 #define H2S_READ_MAX (256 * 1024)
 
@@ -80,12 +88,14 @@ struct h2s_stream {
 #define ST_F_RESP 0x4000 /* the final response head was submitted */
 #define ST_F_DATA 0x8000 /* ... with a body to come (data provider) */
 #define ST_F_TRAILERS 0x10000 /* trailer fields wait in st_tr */
+#define ST_F_DISCARD 0x20000 /* answered: a small body's rest is dropped */
 	struct evbuffer *st_in; /* request body not yet taken */
 	struct evbuffer *st_out; /* response body not yet framed */
 	struct sink st_sink;
 	void *st_arg; /* the owner's */
 	uint64_t st_started_us;
-	struct tq_timer st_timer; /* stream idle */
+	uint64_t st_in_total; /* request body bytes received */
+	struct tq_timer st_timer; /* stream idle; ST_F_DISCARD: its bound */
 	uint64_t st_idle_ms; /* its idle timeout; 0: hc_stream_idle_ms */
 	/* The request's header block, kept by reference. */
 	nghttp2_rcbuf *st_ps[H2S_PS_MAX];

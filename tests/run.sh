@@ -15,11 +15,8 @@ LOGDIR=$BUILD/test-logs
 CERTS_DIR=$BUILD/certs
 export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
-# Not yet: path_prefix_apps and cross_origin_cookie, whose curl -L and
-# early-refused POSTs meet curl 7.88's HTTP/2 bugs (connection reuse with
-# prior knowledge; RST_STREAM(NO_ERROR) after a complete answer).
 H2_PASS="proxy_basic port_urls private_ports bulk host_form_orders \
-	refusals_logged response_trailers"
+	refusals_logged response_trailers path_prefix_apps cross_origin_cookie"
 pass=0
 fail=0
 failed=""

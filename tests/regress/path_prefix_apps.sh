@@ -49,7 +49,9 @@ ok "/{id}/{port} without a slash is a 308 to the slash form"
 code=$($C -o /dev/null -D "$T/h" -w '%{http_code}' "$B/local/$FILES/sub")
 assert_eq "directory redirect" 301 "$code"
 assert_eq "directory Location under the prefix" "/local/$FILES/sub/" "$(field Location)"
-body=$($C -L "$B/local/$FILES/sub")
+# Followed by hand: curl 7.88 cannot reuse a prior-knowledge connection
+# for -L (curl issue 10634), which the HTTP/2 pass would meet.
+body=$($C "$B$(field Location)")
 assert_eq "following it serves the directory" "inside sub" "$body"
 ok "an upstream redirect to /sub/ stays under the prefix"
 

@@ -960,6 +960,91 @@ test_early_response(void **state)
 	t_done(&t);
 }
 
+/* A request body that stops after "first" bytes until told to go on. */
+struct t_held_body {
+	size_t left;
+	size_t first;
+	int hold;
+};
+
+static ssize_t
+t_held_read_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+    uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+	struct t_held_body *b = src->ptr;
+
+	(void)s;
+	(void)id;
+	(void)arg;
+	if (b->hold && b->first == 0)
+		return (NGHTTP2_ERR_DEFERRED);
+	if (b->hold && len > b->first)
+		len = b->first;
+	if (len > b->left)
+		len = b->left;
+	memset(buf, 'q', len);
+	b->left -= len;
+	if (b->hold)
+		b->first -= len;
+	if (b->left == 0)
+		*flags |= NGHTTP2_DATA_FLAG_EOF;
+	return ((ssize_t)len);
+}
+
+/*
+ * The response ends while a small body of known length still comes: its
+ * rest is read and dropped, and the stream ends without a reset (some
+ * clients take RST_STREAM(NO_ERROR) for an error); a large rest is reset.
+ */
+static void
+test_early_response_small(void **state)
+{
+	static struct t t;
+	nghttp2_data_provider dp;
+	struct t_held_body b = { 10000, 4000, 1 };
+	struct t_held_body big = { 300000, 4000, 1 };
+	nghttp2_nv cl[1] = { { (uint8_t *)"content-length", (uint8_t *)"10000",
+	    14, 5, NGHTTP2_NV_FLAG_NONE } };
+	nghttp2_nv bigcl[1] = { { (uint8_t *)"content-length",
+	    (uint8_t *)"300000", 14, 6, NGHTTP2_NV_FLAG_NONE } };
+	int32_t id, id2;
+
+	(void)state;
+	t_init(&t);
+	t.mode = T_HOLD;
+	t_start(&t, 0);
+	dp.source.ptr = &b;
+	dp.read_callback = t_held_read_cb;
+	id = t_req(&t, "POST", "/s", cl, 1, &dp);
+	t_pump(&t, 10);
+	assert_non_null(t.st[0]);
+	t_answer(&t, t.st[0], "early");
+	h2s_stream_release(t.st[0]);
+	t_pump(&t, 10);
+	assert_int_equal(t.cst[t_idx(id)].status, 200);
+	assert_true(t.cst[t_idx(id)].ended);
+	assert_int_equal(t.cst[t_idx(id)].rst, 0);
+	/* The rest of the body comes: the stream closes, still no reset. */
+	b.hold = 0;
+	nghttp2_session_resume_data(t.cl, id);
+	t_pump(&t, 10);
+	assert_int_equal(b.left, 0);
+	assert_int_equal(t.cst[t_idx(id)].rst, 0);
+	assert_int_equal(h2s_nstreams(t.h), 0);
+	t_body_is(&t, id, "early");
+	/* Too much left to wait for: RST_STREAM(NO_ERROR), as before. */
+	dp.source.ptr = &big;
+	id2 = t_req(&t, "POST", "/b", bigcl, 1, &dp);
+	t_pump(&t, 10);
+	assert_non_null(t.st[1]);
+	t_answer(&t, t.st[1], "early");
+	h2s_stream_release(t.st[1]);
+	t_pump(&t, 10);
+	assert_true(t.cst[t_idx(id2)].ended);
+	assert_int_equal(t.cst[t_idx(id2)].rst, NGHTTP2_NO_ERROR + 1);
+	t_done(&t);
+}
+
 /* h2s_shutdown: GOAWAY(NO_ERROR), the close after the last stream. */
 static void
 test_shutdown(void **state)
@@ -1489,6 +1574,7 @@ main(void)
 		cmocka_unit_test(test_client_reset),
 		cmocka_unit_test(test_release_cancel),
 		cmocka_unit_test(test_early_response),
+		cmocka_unit_test(test_early_response_small),
 		cmocka_unit_test(test_shutdown),
 		cmocka_unit_test(test_rapid_reset),
 		cmocka_unit_test(test_continuation_flood),
