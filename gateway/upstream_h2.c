@@ -79,6 +79,7 @@ struct uph2 {
 	int h_flags;
 #define UPH2_F_POOLED 0x01 /* in g_h2pool: new streams may find it */
 #define UPH2_F_USED 0x02 /* a stream was answered on it */
+#define UPH2_F_SETTINGS 0x04 /* the server's SETTINGS came */
 	TAILQ_HEAD(, uph2_stream) h_streams; /* waiting and open */
 	TAILQ_HEAD(, uph2_stream) h_notes; /* to tell their owners */
 	size_t h_nstreams;
@@ -172,14 +173,17 @@ uph2_note(struct uph2_stream *s)
 	uph2_kick(h);
 }
 
-/* How many streams h may carry at once. */
+/*
+ * How many streams h may carry at once: ours and the server's limit, or
+ * before its SETTINGS came, what a sibling learned (0: none did).
+ */
 static size_t
-uph2_max_streams(const struct uph2 *h)
+uph2_max_streams(const struct uph2 *h, size_t learned)
 {
-	uint32_t peer = UINT32_MAX;
 	size_t ours = (size_t)h->h_gw->g_conf->cf_h2_upstream_streams;
+	size_t peer = learned != 0 ? learned : ours;
 
-	if (h->h_ng != NULL)
+	if (h->h_flags & UPH2_F_SETTINGS)
 		peer = nghttp2_session_get_remote_settings(
 		    h->h_ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 	return (peer < ours ? peer : ours);
@@ -769,6 +773,11 @@ uph2_frame_recv_cb(nghttp2_session *ng, const nghttp2_frame *fr, void *arg)
 	struct uph2 *h = arg;
 	struct uph2_stream *s = uph2_stream_of(ng, fr->hd.stream_id);
 
+	if (fr->hd.type == NGHTTP2_SETTINGS &&
+	    !(fr->hd.flags & NGHTTP2_FLAG_ACK)) {
+		h->h_flags |= UPH2_F_SETTINGS;
+		return (0);
+	}
 	if (fr->hd.type == NGHTTP2_GOAWAY) {
 		/* Streams past its last id are closed as REFUSED_STREAM. */
 		uph2_drain(h, "the server sent GOAWAY");
@@ -1133,22 +1142,37 @@ upstream_h2_adopt(struct gw *g, struct gw_sandbox *sb, int port, int fd)
 	uph2_conn_ready(conn, h);
 }
 
-/* A pooled connection to port of sb with room for a stream, or NULL. */
+/*
+ * A pooled connection to port of sb with room for a stream, or NULL.  A
+ * connection whose server has not said its stream limit yet is held to
+ * the one a sibling learned, so that a burst does not pile onto it.
+ */
 static struct uph2 *
 uph2_find(struct gw *g, const struct gw_sandbox *sb, int port)
 {
 	struct upstream_pool *p = &g->g_h2pool;
+	struct upstream_list *bucket;
 	struct upstream *conn;
 	struct uph2 *h;
+	size_t learned = 0;
 
 	if (p->p_count == 0)
 		return (NULL);
-	TAILQ_FOREACH (conn, upstream_pool_bucket(p, sb, port), u_hentry) {
+	bucket = upstream_pool_bucket(p, sb, port);
+	TAILQ_FOREACH (conn, bucket, u_hentry) {
+		h = conn->u_h2;
+		if (conn->u_sandbox == sb && conn->u_port == port &&
+		    (h->h_flags & UPH2_F_SETTINGS)) {
+			learned = uph2_max_streams(h, 0);
+			break;
+		}
+	}
+	TAILQ_FOREACH (conn, bucket, u_hentry) {
 		if (conn->u_sandbox != sb || conn->u_port != port)
 			continue;
 		h = conn->u_h2;
 		if (h->h_state <= UPH2_S_READY &&
-		    h->h_nstreams < uph2_max_streams(h))
+		    h->h_nstreams < uph2_max_streams(h, learned))
 			return (h);
 	}
 	return (NULL);
