@@ -1,12 +1,16 @@
-"""An HTTPS target for aktunnel's HTTP/2 tests (aktunnel_h2.sh).
+"""An HTTP/2 target for the HTTP/2 tests (aktunnel_h2.sh, grpc_upstream.sh,
+h2c_upstream.sh).
 
 Listens on 127.0.0.1:PORT with TLS (the development certificate) and ALPN
-h2 and http/1.1, or with --plain cleartext HTTP/2 alone (prior knowledge,
-an h2c-only sandbox port for grpc_upstream.sh), and writes one JSON line
-per connection, per request and per stream the peer reset to --log, so a
-test can count connections and see the protocol a request came over.  HTTP/2 uses python3-h2 with flow control both ways; HTTP/1.1 is a
-minimal reader for GET requests (enough to see --target-http2 off, and
-/files/ for bench/aktunnel-h2.sh).
+h2 and http/1.1, or with --plain in cleartext: HTTP/2 with prior knowledge
+(RFC 9113 section 3.3) when a connection starts with the client preface,
+HTTP/1.1 otherwise (an h2c sandbox port, or an auto one).  Writes one JSON
+line per connection (in cleartext once it spoke: a port probe is not one),
+per request and per stream the peer reset to --log, so a test can count
+connections and see the protocol a request came over.  HTTP/2 uses
+python3-h2 with flow control both ways; HTTP/1.1 is a minimal reader for
+GET requests (enough to see --target-http2 off, an auto port's HTTP/1.1,
+and /files/ for bench/aktunnel-h2.sh).
 
 Paths:
   /echo            JSON: proto, conn, method, path, headers, body_len,
@@ -40,6 +44,7 @@ import h2.settings
 LOG = None
 NCONN = 0
 REFUSED = set()
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 def log(obj):
@@ -55,9 +60,10 @@ class Req:
 
 
 class H2(asyncio.Protocol):
-    def __init__(self, root, max_streams):
+    def __init__(self, root, max_streams, plain=False):
         self.root = root
         self.max_streams = max_streams
+        self.sniff = b"" if plain else None  # cleartext: the first bytes
         self.conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False,
                                       header_encoding="utf-8"))
@@ -70,12 +76,18 @@ class H2(asyncio.Protocol):
         NCONN += 1
         self.id = NCONN
         self.transport = transport
-        tls = transport.get_extra_info("ssl_object")
-        alpn = tls.selected_alpn_protocol() if tls is not None else "h2"
+        if self.sniff is not None:
+            # Prior knowledge or HTTP/1.1: the first bytes tell, and only
+            # then is it logged.
+            return
+        alpn = transport.get_extra_info("ssl_object").selected_alpn_protocol()
         log({"event": "conn", "conn": self.id, "alpn": alpn})
         if alpn != "h2":
             self.h1 = b""
             return
+        self.start_h2()
+
+    def start_h2(self):
         self.conn.initiate_connection()
         if self.max_streams:
             self.conn.update_settings({
@@ -84,12 +96,27 @@ class H2(asyncio.Protocol):
         self.transport.write(self.conn.data_to_send())
 
     def connection_lost(self, exc):
+        if self.sniff is not None:
+            return  # never logged: nothing came
         log({"event": "closed", "conn": self.id})
         for w in self.waiters.values():
             if not w.done():
                 w.cancel()
 
     def data_received(self, data):
+        if self.sniff is not None:
+            self.sniff += data
+            n = min(len(self.sniff), len(PREFACE))
+            if self.sniff[:n] == PREFACE[:n] and n < len(PREFACE):
+                return
+            data, self.sniff = self.sniff, None
+            h2c = data.startswith(PREFACE)
+            log({"event": "conn", "conn": self.id, "alpn": None,
+                 "proto": "h2c" if h2c else "http/1.1"})
+            if h2c:
+                self.start_h2()
+            else:
+                self.h1 = b""
         if self.h1 is not None:
             return self.h1_data(data)
         try:
@@ -224,7 +251,9 @@ class H2(asyncio.Protocol):
                 ("content-length", str(len(body))), ("x-target", "h2")])
             self.transport.write(self.conn.data_to_send())
             await self.send_body(sid, body)
-        except (asyncio.CancelledError, h2.exceptions.StreamClosedError):
+        except (asyncio.CancelledError, h2.exceptions.ProtocolError):
+            # The stream was reset meanwhile (python3-h2 may have forgotten
+            # it), or the connection closed.
             pass
 
     def h1_data(self, data):
@@ -258,7 +287,7 @@ def main():
     p.add_argument("--cert")
     p.add_argument("--key")
     p.add_argument("--plain", action="store_true",
-                   help="cleartext HTTP/2 with prior knowledge, no TLS")
+                   help="cleartext: HTTP/2 with prior knowledge, or HTTP/1.1")
     p.add_argument("--log", required=True)
     p.add_argument("--root", default=".")
     p.add_argument("--max-streams", type=int, default=0)
@@ -274,7 +303,8 @@ def main():
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     srv = loop.run_until_complete(loop.create_server(
-        lambda: H2(a.root, a.max_streams), "127.0.0.1", a.port, ssl=ctx))
+        lambda: H2(a.root, a.max_streams, a.plain), "127.0.0.1", a.port,
+        ssl=ctx))
     print("listening", a.port, flush=True)
     loop.run_forever()
 
