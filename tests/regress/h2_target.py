@@ -7,7 +7,9 @@ h2 and http/1.1, or with --plain in cleartext: HTTP/2 with prior knowledge
 HTTP/1.1 otherwise (an h2c sandbox port, or an auto one).  Writes one JSON
 line per connection (in cleartext once it spoke: a port probe is not one),
 per request and per stream the peer reset to --log, so a test can count
-connections and see the protocol a request came over.  HTTP/2 uses
+connections and see the protocol a request came over; an HTTP/2 request's
+line has its stream id, the streams open on its connection with it
+("open") and a monotonic time ("t").  HTTP/2 uses
 python3-h2 with flow control both ways; HTTP/1.1 is a minimal reader for
 GET requests (enough to see --target-http2 off, an auto port's HTTP/1.1,
 and /files/ for bench/aktunnel-h2.sh).
@@ -24,6 +26,13 @@ Paths:
   /reset-late      the head and 1000 body bytes, then RST_STREAM
   /refuse-once     RST_STREAM REFUSED_STREAM the first time, then /echo
   /goaway          GOAWAY ENHANCE_YOUR_CALM (this stream the last), close
+  /goaway-once     the first time: GOAWAY NO_ERROR with the stream before
+                   this one the last (this one never processed), close;
+                   then /echo
+  /trailers        200, ?n= body bytes ("t" * n, 16 by default), then the
+                   trailer fields x-trailer: done, grpc-status: 0
+  /status/N        status N without a body (204 and 304 end on the head)
+A HEAD request gets the head of its GET (content-length) and no body.
 """
 import argparse
 import asyncio
@@ -32,6 +41,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import urllib.parse
 
 import h2.config
@@ -57,6 +67,7 @@ class Req:
         self.headers = headers
         self.sha = hashlib.sha256()
         self.len = 0
+        self.open = 0  # streams open on the connection with it
 
 
 class H2(asyncio.Protocol):
@@ -64,6 +75,7 @@ class H2(asyncio.Protocol):
         self.root = root
         self.max_streams = max_streams
         self.sniff = b"" if plain else None  # cleartext: the first bytes
+        self.active = set()  # streams not yet answered in full
         self.conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False,
                                       header_encoding="utf-8"))
@@ -127,7 +139,9 @@ class H2(asyncio.Protocol):
             return
         for ev in events:
             if isinstance(ev, h2.events.RequestReceived):
+                self.active.add(ev.stream_id)
                 self.reqs[ev.stream_id] = Req(ev.headers)
+                self.reqs[ev.stream_id].open = len(self.active)
             elif isinstance(ev, h2.events.DataReceived):
                 r = self.reqs.get(ev.stream_id)
                 if r is not None:
@@ -143,6 +157,7 @@ class H2(asyncio.Protocol):
                 log({"event": "reset", "conn": self.id,
                      "stream": ev.stream_id, "error": int(ev.error_code),
                      "remote": ev.remote_reset})
+                self.active.discard(ev.stream_id)
                 w = self.waiters.pop(ev.stream_id, None)
                 if w is not None and not w.done():
                     w.cancel()
@@ -165,8 +180,9 @@ class H2(asyncio.Protocol):
             if not w.done():
                 w.set_result(None)
 
-    async def send_body(self, sid, data):
-        """Send data on sid within the flow-control windows."""
+    async def send_body(self, sid, data, trailers=None):
+        """Send data on sid within the flow-control windows, then the
+        trailer fields if any."""
         off = 0
         while off < len(data):
             room = min(self.conn.local_flow_control_window(sid),
@@ -182,7 +198,10 @@ class H2(asyncio.Protocol):
             self.transport.write(self.conn.data_to_send())
             if self.transport.get_write_buffer_size() > 1 << 20:
                 await asyncio.sleep(0.001)
-        self.conn.end_stream(sid)
+        if trailers:
+            self.conn.send_headers(sid, trailers, end_stream=True)
+        else:
+            self.conn.end_stream(sid)
         self.transport.write(self.conn.data_to_send())
 
     async def answer(self, sid, r):
@@ -194,7 +213,9 @@ class H2(asyncio.Protocol):
              "method": h.get(":method"), "path": path,
              "authority": h.get(":authority"),
              "headers": [[k, v] for k, v in r.headers],
-             "body_len": r.len, "body_sha256": r.sha.hexdigest()})
+             "body_len": r.len, "body_sha256": r.sha.hexdigest(),
+             "stream": sid, "open": r.open,
+             "t": round(time.monotonic(), 3)})
         try:
             if u.path == "/reset":
                 self.conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
@@ -204,6 +225,14 @@ class H2(asyncio.Protocol):
                 REFUSED.add(path)
                 self.conn.reset_stream(sid, h2.errors.ErrorCodes.REFUSED_STREAM)
                 self.transport.write(self.conn.data_to_send())
+                return
+            if u.path == "/goaway-once" and path not in REFUSED:
+                REFUSED.add(path)
+                self.conn.close_connection(
+                    error_code=h2.errors.ErrorCodes.NO_ERROR,
+                    last_stream_id=max(sid - 2, 0))
+                self.transport.write(self.conn.data_to_send())
+                self.transport.close()
                 return
             if u.path == "/goaway":
                 self.conn.close_connection(
@@ -232,7 +261,20 @@ class H2(asyncio.Protocol):
                 return
             if u.path == "/slow":
                 await asyncio.sleep(int(q.get("ms", ["100"])[0]) / 1000)
-            if u.path.startswith("/files/"):
+            if u.path.startswith("/status/"):
+                code = u.path[len("/status/"):]
+                fields = [(":status", code)]
+                if code not in ("204", "304"):
+                    fields.append(("content-length", "0"))
+                self.conn.send_headers(sid, fields, end_stream=True)
+                self.transport.write(self.conn.data_to_send())
+                return
+            trailers = None
+            if u.path == "/trailers":
+                body = b"t" * int(q.get("n", ["16"])[0])
+                ctype = "text/plain"
+                trailers = [("x-trailer", "done"), ("grpc-status", "0")]
+            elif u.path.startswith("/files/"):
                 name = os.path.basename(u.path)
                 with open(os.path.join(self.root, name), "rb") as f:
                     body = f.read()
@@ -246,15 +288,23 @@ class H2(asyncio.Protocol):
                     "body_len": r.len, "body_sha256": r.sha.hexdigest(),
                 }).encode()
                 ctype = "application/json"
-            self.conn.send_headers(sid, [
-                (":status", "200"), ("content-type", ctype),
-                ("content-length", str(len(body))), ("x-target", "h2")])
+            fields = [(":status", "200"), ("content-type", ctype),
+                      ("x-target", "h2")]
+            if trailers is None:
+                fields.append(("content-length", str(len(body))))
+            if h.get(":method") == "HEAD":
+                self.conn.send_headers(sid, fields, end_stream=True)
+                self.transport.write(self.conn.data_to_send())
+                return
+            self.conn.send_headers(sid, fields)
             self.transport.write(self.conn.data_to_send())
-            await self.send_body(sid, body)
+            await self.send_body(sid, body, trailers)
         except (asyncio.CancelledError, h2.exceptions.ProtocolError):
             # The stream was reset meanwhile (python3-h2 may have forgotten
             # it), or the connection closed.
             pass
+        finally:
+            self.active.discard(sid)
 
     def h1_data(self, data):
         self.h1 += data
