@@ -9,7 +9,11 @@ line per connection (in cleartext once it spoke: a port probe is not one),
 per request and per stream the peer reset to --log, so a test can count
 connections and see the protocol a request came over; an HTTP/2 request's
 line has its stream id, the streams open on its connection with it
-("open") and a monotonic time ("t").  HTTP/2 uses
+("open") and a monotonic time ("t").  --strict refuses a stream past
+--max-streams with REFUSED_STREAM even before the client acknowledged the
+setting, as nghttp2 and Go servers do; --settings-delay MS answers a
+client's preface, and reads its frames, MS ms late, as a server a round
+trip away would.  HTTP/2 uses
 python3-h2 with flow control both ways; HTTP/1.1 is a minimal reader for
 GET requests (enough to see --target-http2 off, an auto port's HTTP/1.1,
 and /files/ for bench/aktunnel-h2.sh).
@@ -71,9 +75,13 @@ class Req:
 
 
 class H2(asyncio.Protocol):
-    def __init__(self, root, max_streams, plain=False):
+    def __init__(self, root, max_streams, plain=False, strict=False,
+                 settings_delay=0.0):
         self.root = root
         self.max_streams = max_streams
+        self.strict = strict
+        self.settings_delay = settings_delay
+        self.held = None  # the client's bytes while SETTINGS are delayed
         self.sniff = b"" if plain else None  # cleartext: the first bytes
         self.active = set()  # streams not yet answered in full
         self.conn = h2.connection.H2Connection(
@@ -115,7 +123,17 @@ class H2(asyncio.Protocol):
             if not w.done():
                 w.cancel()
 
+    def release(self):
+        data, self.held = self.held, None
+        if self.transport.is_closing():
+            return
+        self.start_h2()
+        self.data_received(data)
+
     def data_received(self, data):
+        if self.held is not None:
+            self.held += data
+            return
         if self.sniff is not None:
             self.sniff += data
             n = min(len(self.sniff), len(PREFACE))
@@ -125,6 +143,13 @@ class H2(asyncio.Protocol):
             h2c = data.startswith(PREFACE)
             log({"event": "conn", "conn": self.id, "alpn": None,
                  "proto": "h2c" if h2c else "http/1.1"})
+            if h2c and self.settings_delay:
+                # As a server one round trip away: its SETTINGS, and its
+                # reading of the client's frames, come that much later.
+                self.held = data
+                asyncio.get_event_loop().call_later(
+                    self.settings_delay, self.release)
+                return
             if h2c:
                 self.start_h2()
             else:
@@ -139,6 +164,15 @@ class H2(asyncio.Protocol):
             return
         for ev in events:
             if isinstance(ev, h2.events.RequestReceived):
+                if (self.strict and self.max_streams and
+                        len(self.active) >= self.max_streams):
+                    # As nghttp2 and Go servers do before the client
+                    # acknowledged the limit: refused, never processed.
+                    log({"event": "refused", "conn": self.id,
+                         "stream": ev.stream_id})
+                    self.conn.reset_stream(
+                        ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                    continue
                 self.active.add(ev.stream_id)
                 self.reqs[ev.stream_id] = Req(ev.headers)
                 self.reqs[ev.stream_id].open = len(self.active)
@@ -341,6 +375,12 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--root", default=".")
     p.add_argument("--max-streams", type=int, default=0)
+    p.add_argument("--strict", action="store_true",
+                   help="refuse (REFUSED_STREAM) a stream past --max-streams "
+                   "even before the client acknowledged the setting")
+    p.add_argument("--settings-delay", type=int, default=0, metavar="MS",
+                   help="--plain: answer a client's preface (SETTINGS) and "
+                   "read its frames only MS ms after it came")
     a = p.parse_args()
     LOG = open(a.log, "a")
     ctx = None
@@ -353,7 +393,8 @@ def main():
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     srv = loop.run_until_complete(loop.create_server(
-        lambda: H2(a.root, a.max_streams, a.plain), "127.0.0.1", a.port,
+        lambda: H2(a.root, a.max_streams, a.plain, a.strict,
+                   a.settings_delay / 1000), "127.0.0.1", a.port,
         ssl=ctx))
     print("listening", a.port, flush=True)
     loop.run_forever()
