@@ -691,8 +691,13 @@ conn_h1conf(struct gw *g)
 	hc->hc_idle_ms = cf->cf_keepalive_timeout;
 	hc->hc_write_ms = cf->cf_idle_timeout;
 	hc->hc_linger_ms = CONN_LINGER_MS;
-	/* The upstream answers Expect: 100-continue; its 100 is relayed. */
-	hc->hc_flags = H1S_C_RELAY_CONTINUE;
+	/*
+	 * The upstream answers Expect: 100-continue; its 100 is relayed.  A
+	 * client that closes before its answer has gone (as nginx reads it,
+	 * not as a half-close): its upstream request is cancelled rather
+	 * than left to run for nobody.
+	 */
+	hc->hc_flags = H1S_C_RELAY_CONTINUE | H1S_C_EOF_ABORTS;
 	return (hc);
 }
 

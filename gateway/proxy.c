@@ -1305,6 +1305,12 @@ proxy_upstream_event(struct upstream *up, short what, void *arg)
 		    "Sandbox '%s' port %d "
 		    "did not answer in time.",
 		    x->x_sandbox->sb_id, x->x_port);
+	else if (up->u_flags & UP_F_H2)
+		xchg_fail(x, gw_err_upstream_closed,
+		    "Sandbox '%s' port %d ended the HTTP/2 stream without "
+		    "answering (it refused the stream, or closed its "
+		    "connection).",
+		    x->x_sandbox->sb_id, x->x_port);
 	else
 		xchg_fail(x, gw_err_upstream_closed,
 		    "Sandbox '%s' port %d "

@@ -56,6 +56,7 @@
 
 enum uph2_state {
 	UPH2_S_CONNECTING = 0, /* the socket connects; streams wait */
+	UPH2_S_HANDSHAKE, /* connected, the server's SETTINGS awaited */
 	UPH2_S_READY, /* streams come and go */
 	UPH2_S_DRAINING, /* GOAWAY, ids used up, or flushed: no new stream */
 	UPH2_S_DEAD, /* closed; freed from the loop */
@@ -85,7 +86,8 @@ struct uph2 {
 	size_t h_nstreams;
 	uint64_t h_served; /* streams begun on it */
 	struct event *h_kick; /* tell and send, from the loop */
-	struct event *h_idle; /* no stream for timeouts.upstream_idle */
+	struct event *h_idle; /* no stream for timeouts.upstream_idle;
+				 HANDSHAKE: the SETTINGS deadline */
 };
 
 /* One stream: an exchange's request and response. */
@@ -127,6 +129,9 @@ struct uph2_stream {
 static void uph2_kick(struct uph2 *);
 static void uph2_close(struct uph2 *, const char *);
 static void uph2_stream_arm(struct uph2_stream *);
+static struct uph2 *uph2_find(struct gw *, const struct gw_sandbox *, int, int);
+static struct uph2 *uph2_new(struct gw *, struct gw_sandbox *, int);
+static void uph2_link(struct uph2 *, struct uph2_stream *);
 
 /* Forget a head's fields. */
 static void
@@ -219,7 +224,7 @@ uph2_idle_check(struct uph2 *h)
 	struct timeval tv;
 
 	if (h->h_nstreams != 0 || h->h_state == UPH2_S_DEAD ||
-	    h->h_state == UPH2_S_CONNECTING)
+	    h->h_state < UPH2_S_READY)
 		return;
 	if (uph2_idle_closes(h)) {
 		uph2_kick(h);
@@ -443,6 +448,55 @@ uph2_deliver(struct uph2_stream *s)
 	}
 }
 
+/*
+ * Move stream s, whose request has not gone yet, to another connection
+ * with room (or a new one): h has no room for it.
+ */
+static void
+uph2_move(struct uph2_stream *s)
+{
+	struct uph2 *h = s->s_h, *to;
+	struct upstream *conn = h->h_conn;
+
+	uph2_unlink(s);
+	if ((to = uph2_find(h->h_gw, conn->u_sandbox, conn->u_port, 0)) ==
+	    NULL)
+		to = uph2_new(h->h_gw, conn->u_sandbox, conn->u_port);
+	uph2_link(to, s);
+	if (to->h_state == UPH2_S_READY) {
+		s->s_flags |= S_F_READY;
+		uph2_note(s);
+	}
+}
+
+/*
+ * The server's SETTINGS came: h is ready.  As many waiting streams as
+ * the server's limit allows start; the rest move to other connections.
+ */
+static void
+uph2_settle(struct uph2 *h)
+{
+	struct uph2_stream *s, *next;
+	size_t max, n = 0;
+
+	if (h->h_state != UPH2_S_HANDSHAKE ||
+	    !(h->h_flags & UPH2_F_SETTINGS))
+		return;
+	h->h_state = UPH2_S_READY;
+	evtimer_del(h->h_idle);
+	max = uph2_max_streams(h, 0);
+	for (s = TAILQ_FIRST(&h->h_streams); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, s_entry);
+		if (++n > max) {
+			uph2_move(s);
+			continue;
+		}
+		s->s_flags |= S_F_READY;
+		uph2_note(s);
+	}
+	uph2_idle_check(h);
+}
+
 /* Tell each noted stream's owner what happened. */
 static void
 uph2_tell(struct uph2 *h)
@@ -450,6 +504,7 @@ uph2_tell(struct uph2 *h)
 	struct uph2_stream *s;
 	struct upstream *up;
 
+	uph2_settle(h);
 	while ((s = TAILQ_FIRST(&h->h_notes)) != NULL) {
 		TAILQ_REMOVE(&h->h_notes, s, s_note);
 		s->s_flags &= ~S_F_NOTED;
@@ -678,7 +733,7 @@ uph2_kick_cb(evutil_socket_t fd, short what, void *arg)
 	uph2_tell(h);
 	if (h->h_state == UPH2_S_DEAD)
 		return;
-	if (h->h_nstreams == 0 && h->h_state != UPH2_S_CONNECTING &&
+	if (h->h_nstreams == 0 && h->h_state >= UPH2_S_READY &&
 	    uph2_idle_closes(h)) {
 		uph2_close(h, "no streams left");
 		return;
@@ -868,6 +923,37 @@ uph2_lose_streams(struct uph2 *h, const char *why)
 	}
 }
 
+/*
+ * The streams of h whose owners were never told uo_ready fail: with e and
+ * why (uo_failed), or with e NULL as a connection lost before a byte of
+ * theirs went (uo_event: the owner may try again).
+ */
+static void
+uph2_fail_waiting(struct uph2 *h, const struct gw_error *e, const char *why)
+{
+	struct uph2_stream *s, *next;
+	struct upstream *up;
+
+	for (s = TAILQ_FIRST(&h->h_streams); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, s_entry);
+		up = s->s_up;
+		if (up->u_state != UP_S_CONNECTING)
+			continue;
+		uph2_unlink(s);
+		if (e != NULL && up->u_owner != NULL &&
+		    up->u_owner->uo_failed != NULL)
+			up->u_owner->uo_failed(up, e, why, up->u_owner_arg);
+		else if (e == NULL && up->u_owner != NULL &&
+		    up->u_owner->uo_event != NULL)
+			up->u_owner->uo_event(
+			    up, STREAM_EV_EOF, up->u_owner_arg);
+		else
+			upstream_close(up, why);
+		/* An owner may have closed others: start over. */
+		next = s->s_h == NULL ? TAILQ_FIRST(&h->h_streams) : next;
+	}
+}
+
 /* Free h, from the loop. */
 static void
 uph2_free_cb(evutil_socket_t fd, short what, void *arg)
@@ -893,6 +979,8 @@ uph2_close(struct uph2 *h, const char *why)
 {
 	struct uph2_stream *s;
 	struct timeval tv = { 0, 0 };
+	enum uph2_state was;
+	char msg[320];
 
 	if (h->h_state == UPH2_S_DEAD)
 		return;
@@ -905,8 +993,20 @@ uph2_close(struct uph2 *h, const char *why)
 		(void)nghttp2_session_send(h->h_ng);
 		(void)stream_flush(h->h_conn->u_stream);
 	}
-	uph2_lose_streams(h, why);
+	was = h->h_state;
 	h->h_state = UPH2_S_DRAINING; /* owners may still close streams */
+	if (was >= UPH2_S_READY)
+		uph2_fail_waiting(h, NULL, why);
+	else if (!TAILQ_EMPTY(&h->h_streams)) {
+		/* Streams that never started: the port is not h2c, maybe. */
+		snprintf(msg, sizeof msg,
+		    "Sandbox '%s' port %d did not speak HTTP/2 with prior "
+		    "knowledge (%s); is it an h2c server, as its protocol: "
+		    "says?",
+		    h->h_conn->u_sandbox->sb_id, h->h_conn->u_port, why);
+		uph2_fail_waiting(h, gw_err_bad_response, msg);
+	}
+	uph2_lose_streams(h, why);
 	uph2_tell(h);
 	h->h_state = UPH2_S_DEAD;
 	/* Owners that kept a stream lose it now. */
@@ -978,7 +1078,10 @@ uph2_idle_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (h->h_nstreams == 0)
+	if (h->h_state == UPH2_S_HANDSHAKE)
+		uph2_close(h, "the server sent no HTTP/2 SETTINGS within "
+			      "timeouts.connect");
+	else if (h->h_nstreams == 0)
 		uph2_close(h, "idle timeout");
 }
 
@@ -1021,8 +1124,8 @@ static void
 uph2_conn_ready(struct upstream *conn, void *arg)
 {
 	struct uph2 *h = arg;
-	struct uph2_stream *s;
 	nghttp2_option *opt;
+	struct timeval tv;
 	nghttp2_settings_entry iv[3] = {
 		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, UPH2_STREAM_WINDOW },
@@ -1042,18 +1145,20 @@ uph2_conn_ready(struct upstream *conn, void *arg)
 	(void)nghttp2_submit_settings(h->h_ng, NGHTTP2_FLAG_NONE, iv, 3);
 	(void)nghttp2_session_set_local_window_size(
 	    h->h_ng, NGHTTP2_FLAG_NONE, 0, UPH2_CONN_WINDOW);
-	h->h_state = UPH2_S_READY;
+	/*
+	 * Streams wait for the server's SETTINGS: sent before, they would
+	 * not know its stream limit, and a strict server refuses those
+	 * past it (uph2_settle).
+	 */
+	h->h_state = UPH2_S_HANDSHAKE;
+	clock_msec_to_tv(h->h_gw->g_conf->cf_connect_timeout, &tv);
+	evtimer_add(h->h_idle, &tv);
 	stream_setcb(
 	    conn->u_stream, uph2_read_cb, uph2_write_cb, uph2_event_cb, h);
 	stream_setwatermark(conn->u_stream, EV_WRITE, UPH2_OUT_HIGH / 2, 0);
 	stream_set_timeouts(conn->u_stream, NULL, NULL);
 	stream_enable(conn->u_stream, EV_READ | EV_WRITE);
-	TAILQ_FOREACH (s, &h->h_streams, s_entry) {
-		s->s_flags |= S_F_READY;
-		uph2_note(s);
-	}
 	uph2_kick(h);
-	uph2_idle_check(h);
 }
 
 /* Connecting failed for good: every waiting stream's owner hears why. */
@@ -1062,20 +1167,11 @@ uph2_conn_failed(struct upstream *conn, const struct gw_error *e,
     const char *why, void *arg)
 {
 	struct uph2 *h = arg;
-	struct uph2_stream *s;
-	struct upstream *up;
 
 	(void)conn;
 	uph2_unpool(h);
 	h->h_state = UPH2_S_DRAINING;
-	while ((s = TAILQ_FIRST(&h->h_streams)) != NULL) {
-		up = s->s_up;
-		uph2_unlink(s);
-		if (up->u_owner != NULL && up->u_owner->uo_failed != NULL)
-			up->u_owner->uo_failed(up, e, why, up->u_owner_arg);
-		else
-			upstream_close(up, why);
-	}
+	uph2_fail_waiting(h, e, why);
 	uph2_close(h, why);
 }
 
@@ -1142,13 +1238,26 @@ upstream_h2_adopt(struct gw *g, struct gw_sandbox *sb, int port, int fd)
 	uph2_conn_ready(conn, h);
 }
 
+/* Stream s goes on connection h. */
+static void
+uph2_link(struct uph2 *h, struct uph2_stream *s)
+{
+	s->s_h = h;
+	TAILQ_INSERT_TAIL(&h->h_streams, s, s_entry);
+	h->h_nstreams++;
+	h->h_served++;
+	if (h->h_state == UPH2_S_READY)
+		evtimer_del(h->h_idle); /* not the SETTINGS deadline */
+}
+
 /*
  * A pooled connection to port of sb with room for a stream, or NULL.  A
  * connection whose server has not said its stream limit yet is held to
  * the one a sibling learned, so that a burst does not pile onto it.
+ * fresh: only one that has not started yet (a retry after a failure).
  */
 static struct uph2 *
-uph2_find(struct gw *g, const struct gw_sandbox *sb, int port)
+uph2_find(struct gw *g, const struct gw_sandbox *sb, int port, int fresh)
 {
 	struct upstream_pool *p = &g->g_h2pool;
 	struct upstream_list *bucket;
@@ -1171,7 +1280,7 @@ uph2_find(struct gw *g, const struct gw_sandbox *sb, int port)
 		if (conn->u_sandbox != sb || conn->u_port != port)
 			continue;
 		h = conn->u_h2;
-		if (h->h_state <= UPH2_S_READY &&
+		if (h->h_state <= (fresh ? UPH2_S_HANDSHAKE : UPH2_S_READY) &&
 		    h->h_nstreams < uph2_max_streams(h, learned))
 			return (h);
 	}
@@ -1192,9 +1301,7 @@ upstream_h2_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 	struct uph2_stream *s;
 	struct upstream *up;
 
-	if (!fresh)
-		h = uph2_find(g, sb, port);
-	if (h == NULL)
+	if ((h = uph2_find(g, sb, port, fresh)) == NULL)
 		h = uph2_new(g, sb, port);
 	up = xcalloc(1, sizeof *up);
 	s = xcalloc(1, sizeof *s);
@@ -1209,13 +1316,9 @@ upstream_h2_get(struct gw *g, struct gw_sandbox *sb, int port, int fresh,
 	up->u_timer = evtimer_new(g->g_base, uph2_stream_timer_cb, up);
 	up->u_h2s = s;
 	s->s_up = up;
-	s->s_h = h;
 	s->s_in = evbuffer_new();
 	s->s_out = evbuffer_new();
-	TAILQ_INSERT_TAIL(&h->h_streams, s, s_entry);
-	h->h_nstreams++;
-	h->h_served++;
-	evtimer_del(h->h_idle);
+	uph2_link(h, s);
 	up->u_state =
 	    h->h_state == UPH2_S_READY ? UP_S_ACTIVE : UP_S_CONNECTING;
 	GW_ADD(g->g_metrics.m_upstream_h2_streams, 1);
