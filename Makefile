@@ -20,7 +20,7 @@ WARN	+= -Werror
 endif
 
 PKGS	 = libevent libevent_openssl libevent_pthreads openssl libnghttp2 \
-	   libcares yaml-0.1 jansson
+	   libcares yaml-0.1 jansson libsystemd
 PKG_CFLAGS	:= $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS	:= $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -47,7 +47,7 @@ TUN_OBJ	 = $(TUN_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 DEB_PKGS = gcc clang make pkg-config libevent-dev libssl-dev libnghttp2-dev \
-	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev \
+	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev libsystemd-dev \
 	   libcmocka-dev libclang-rt-14-dev clang-format curl openssl \
 	   iproute2 procps python3 python3-websockets python3-pil libnss3-tools \
 	   nghttp2-client nghttp2-server python3-h2 python3-grpcio chromium

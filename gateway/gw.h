@@ -325,6 +325,7 @@ struct gw {
 	struct h2s_conf *g_h2conf; /* ... over HTTP/2 (conn_h2.c) */
 	struct gw_xchgs g_xdead; /* exchanges done, freed from the loop */
 	struct event *g_xreap; /* ... by this event, made active */
+	struct event *g_watchdog; /* main loop: systemd's watchdog ping */
 };
 
 /* A listening socket. */
@@ -796,6 +797,14 @@ void relay_abort_stuck(struct stream *);
 void memtrim_start(struct gw *);
 void memtrim_count(struct gw *, uint64_t);
 void memtrim_stop(struct gw *);
+
+/* sdnotify.c */
+void sdnotify_ready(void);
+void sdnotify_reloading(void);
+void sdnotify_reloaded(void);
+void sdnotify_stopping(void);
+void sdnotify_watchdog_start(struct gw *);
+void sdnotify_watchdog_stop(struct gw *);
 
 /* metrics.c */
 void metrics_request(

@@ -56,7 +56,9 @@ main_sighup_cb(evutil_socket_t sig, short events, void *arg)
 	(void)sig;
 	(void)events;
 	log_info("received SIGHUP, reloading certificates");
+	sdnotify_reloading();
 	listener_reload_tls(arg); /* and tells the workers */
+	sdnotify_reloaded();
 }
 
 /* SIGUSR1: open the log file again under its name (logrotate). */
@@ -93,6 +95,8 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 
 	(void)events;
 	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	sdnotify_stopping();
+	sdnotify_watchdog_stop(g);
 	listener_stop(g);
 	admin_stop(g);
 	tunnel_shutdown(g); /* tunnel.c */
@@ -225,11 +229,14 @@ main(int argc, char **argv)
 	    AK_VERSION, file != NULL ? file : "the built-in configuration",
 	    cf->cf_nsandboxes, g.g_shared->s_nworkers,
 	    g.g_shared->s_nworkers == 1 ? "" : "s");
+	sdnotify_ready(); /* sdnotify.c: systemd's Type=notify */
+	sdnotify_watchdog_start(&g);
 	event_base_dispatch(g.g_base);
 	/* Run the deferred frees queued while stopping. */
 	event_base_loop(g.g_base, EVLOOP_NONBLOCK);
 	workers_join(&g);
 	memtrim_stop(&g);
+	sdnotify_watchdog_stop(&g);
 	gw_shared_free(&g);
 
 	event_free(g.g_sigint);
