@@ -530,7 +530,7 @@ proxy_submit_request_h2(struct gw_xchg *x)
 {
 	const struct head *m = &x->x_head;
 	struct proxy_out po;
-	struct hfield *f;
+	struct hfield f_inline[PROXY_OUT_INLINE], *f;
 	struct head rh;
 	size_t i, n;
 
@@ -541,7 +541,9 @@ proxy_submit_request_h2(struct gw_xchg *x)
 	po.po_off = po.po_off_inline;
 	strbuf_reset(po.po_sb);
 	proxy_request_fields(x, &po);
-	f = xcalloc(po.po_n + 1, sizeof *f);
+	/* Most requests' fields fit on the stack: no allocation. */
+	f = po.po_n <= PROXY_OUT_INLINE ? f_inline
+					: xcalloc(po.po_n, sizeof *f);
 	proxy_out_fields(&po, f);
 	memset(&rh, 0, sizeof rh);
 	rh.h_method = m->h_method;
@@ -564,7 +566,8 @@ proxy_submit_request_h2(struct gw_xchg *x)
 	rh.h_nfields = n;
 	upstream_h2_request(x->x_up, &rh, x->x_req_body.b_kind !=
 		HTTP1_BODY_NONE);
-	free(f);
+	if (f != f_inline)
+		free(f);
 	if (po.po_off != po.po_off_inline)
 		free(po.po_off);
 }
