@@ -493,6 +493,8 @@ admin_put_sandbox(struct admin_conn *ac, const char *pid)
 		return;
 	}
 
+	sb->sb_flags |= SB_F_API; /* a reload leaves it alone (reload.c) */
+	reload_put(g, sb->sb_id);
 	admin_swap(g, directory_put(d, sb));
 	/* Pooled connections belong to the old version; close them. */
 	upstream_pool_flush_sandbox(g, sb->sb_id);
@@ -522,6 +524,7 @@ admin_delete_sandbox(struct admin_conn *ac, const char *pid)
 		return;
 	}
 	id = xstrdup(sb->sb_id);
+	reload_deleted(g, sb); /* a reload does not bring it back */
 	admin_swap(g, directory_delete(g->g_dir, pid));
 	upstream_pool_flush_sandbox(g, id);
 	xasprintf(&ac->ac_note, "sandbox=%s deleted", id);
@@ -560,6 +563,33 @@ admin_sandbox(struct admin_conn *ac, const char *segment)
 	free(pid);
 }
 
+/* POST /v1/reload: read the configuration file again (reload.c). */
+static void
+admin_reload(struct admin_conn *ac)
+{
+	struct gw *g = ac->ac_admin->a_gw;
+	char *cause = NULL;
+
+	if (strcmp(ac->ac_method, "POST") != 0) {
+		admin_bad_method(ac, "POST");
+		return;
+	}
+	if (reload_run(g, "the admin API", &cause) != 0) {
+		admin_error(ac, 422, "invalid_config", NULL,
+		    "The configuration was not reloaded and the running one "
+		    "stays: %s",
+		    cause);
+		free(cause);
+		return;
+	}
+	xasprintf(&ac->ac_note, "reloaded %s", g->g_conf->cf_file);
+	admin_reply_json(ac, 200,
+	    json_pack("{s:s,s:s,s:I,s:I}", "status", "reloaded", "file",
+		g->g_conf->cf_file, "reloads", (json_int_t)g->g_reloads,
+		"sandboxes", (json_int_t)g->g_dir->d_count),
+	    NULL, NULL);
+}
+
 /* Answer an authorised request whose body has been read. */
 static void
 admin_dispatch(struct admin_conn *ac)
@@ -573,6 +603,8 @@ admin_dispatch(struct admin_conn *ac)
 		admin_health(ac, 1);
 	else if (strcmp(path, "/metrics") == 0)
 		admin_metrics(ac);
+	else if (strcmp(path, "/v1/reload") == 0)
+		admin_reload(ac);
 	else if (strcmp(path, ADMIN_SANDBOXES) == 0) {
 		if (!admin_is_get(ac))
 			admin_bad_method(ac, "GET, HEAD");
@@ -586,8 +618,8 @@ admin_dispatch(struct admin_conn *ac)
 		admin_sandbox(ac, seg);
 	else
 		admin_error(ac, 404, "not_found", NULL,
-		    "The admin API has no %s; see /v1/sandboxes, /metrics, "
-		    "/healthz and /readyz.",
+		    "The admin API has no %s; see /v1/sandboxes, /v1/reload, "
+		    "/metrics, /healthz and /readyz.",
 		    path);
 }
 
@@ -787,45 +819,45 @@ admin_is_loopback(const struct sockaddr_storage *ss)
 	return (0);
 }
 
-/*
- * Open the admin listener when admin.address is set; -1 with *cause if it
- * cannot bind.
- */
-int
-admin_start(struct gw *g, char **cause)
+/* Bind the admin listener to l for admin a; NULL with *cause. */
+static struct evconnlistener *
+admin_listen(
+    struct gw *g, struct admin *a, const struct gw_listen *l, char **cause)
 {
-	struct gw_config *cf = g->g_conf;
-	struct gw_listen *l = &cf->cf_admin;
-	struct admin *a;
-	int open_api;
+	struct evconnlistener *lev;
 
-	if (l->l_address == NULL)
-		return (0);
-	a = xcalloc(1, sizeof *a);
-	a->a_gw = g;
-	a->a_limits.max_head = ADMIN_MAX_HEAD;
-	a->a_limits.max_line = ADMIN_MAX_LINE;
-	a->a_limits.max_headers = ADMIN_MAX_HEADERS;
-	a->a_h1conf.hc_name = "admin";
-	a->a_h1conf.hc_limits = &a->a_limits;
-	a->a_h1conf.hc_head_ms = cf->cf_header_timeout;
-	a->a_h1conf.hc_idle_ms = cf->cf_keepalive_timeout;
-	a->a_h1conf.hc_body_ms = ADMIN_BODY_TIMEOUT_MS;
-	a->a_h1conf.hc_write_ms = ADMIN_WRITE_TIMEOUT_MS;
-	a->a_h1conf.hc_linger_ms = ADMIN_LINGER_MS;
-	TAILQ_INIT(&a->a_conns);
-	a->a_lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
+	lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-	    64, (struct sockaddr *)&l->l_ss, (int)l->l_sslen);
-	if (a->a_lev == NULL) {
+	    64, (const struct sockaddr *)&l->l_ss, (int)l->l_sslen);
+	if (lev == NULL) {
 		xasprintf(cause, "cannot listen on %s for the admin API: %s",
 		    l->l_address, strerror(errno));
-		free(a);
-		return (-1);
+		return (NULL);
 	}
-	evconnlistener_set_error_cb(a->a_lev, admin_listen_error_cb);
-	a->a_pause = listener_pause_new(g->g_base, a->a_lev);
-	g->g_admin = a;
+	evconnlistener_set_error_cb(lev, admin_listen_error_cb);
+	return (lev);
+}
+
+/* Point admin a's listener at lev (NULL: none) and log what it serves. */
+static void
+admin_set_listener(struct admin *a, struct evconnlistener *lev)
+{
+	struct gw *g = a->a_gw;
+	const struct gw_config *cf = g->g_conf;
+	const struct gw_listen *l = &cf->cf_admin;
+	int open_api;
+
+	if (a->a_lev != NULL) {
+		evconnlistener_free(a->a_lev);
+		event_free(a->a_pause);
+		a->a_lev = NULL;
+		a->a_pause = NULL;
+	}
+	if (lev == NULL)
+		return;
+	a->a_lev = lev;
+	evconnlistener_set_cb(lev, admin_accept_cb, a);
+	a->a_pause = listener_pause_new(g->g_base, lev);
 	open_api = cf->cf_admin_token == NULL || *cf->cf_admin_token == '\0';
 	log_info("admin API on http://%s%s", l->l_address,
 	    open_api ? " (no admin.token: open to anyone who can connect)"
@@ -835,7 +867,104 @@ admin_start(struct gw *g, char **cause)
 			 "admin.token: anyone who can reach it can change the "
 			 "sandbox directory",
 		    l->l_address);
+}
+
+/* The admin API's timers follow the configuration. */
+static void
+admin_apply(struct admin *a, const struct gw_config *cf)
+{
+	a->a_h1conf.hc_head_ms = cf->cf_header_timeout;
+	a->a_h1conf.hc_idle_ms = cf->cf_keepalive_timeout;
+}
+
+/* A new admin API (no listener yet) of loop g. */
+static struct admin *
+admin_new(struct gw *g)
+{
+	struct admin *a;
+
+	a = xcalloc(1, sizeof *a);
+	a->a_gw = g;
+	a->a_limits.max_head = ADMIN_MAX_HEAD;
+	a->a_limits.max_line = ADMIN_MAX_LINE;
+	a->a_limits.max_headers = ADMIN_MAX_HEADERS;
+	a->a_h1conf.hc_name = "admin";
+	a->a_h1conf.hc_limits = &a->a_limits;
+	a->a_h1conf.hc_body_ms = ADMIN_BODY_TIMEOUT_MS;
+	a->a_h1conf.hc_write_ms = ADMIN_WRITE_TIMEOUT_MS;
+	a->a_h1conf.hc_linger_ms = ADMIN_LINGER_MS;
+	admin_apply(a, g->g_conf);
+	TAILQ_INIT(&a->a_conns);
+	g->g_admin = a;
+	return (a);
+}
+
+/*
+ * Open the admin listener when admin.address is set; -1 with *cause if it
+ * cannot bind.
+ */
+int
+admin_start(struct gw *g, char **cause)
+{
+	const struct gw_listen *l = &g->g_conf->cf_admin;
+	struct evconnlistener *lev;
+	struct admin *a;
+
+	if (l->l_address == NULL)
+		return (0);
+	a = admin_new(g);
+	if ((lev = admin_listen(g, a, l, cause)) == NULL) {
+		free(a);
+		g->g_admin = NULL;
+		return (-1);
+	}
+	admin_set_listener(a, lev);
 	return (0);
+}
+
+/*
+ * A reload to configuration cf, first step: when admin.address moves, bind
+ * the new address into *levp (else NULL); -1 with *cause if it cannot,
+ * and nothing changed.
+ */
+int
+admin_reload_prepare(struct gw *g, const struct gw_config *cf,
+    struct evconnlistener **levp, char **cause)
+{
+	const struct gw_listen *ol = &g->g_conf->cf_admin, *nl = &cf->cf_admin;
+
+	*levp = NULL;
+	if (nl->l_address == NULL ||
+	    (ol->l_address != NULL && g->g_admin != NULL &&
+		g->g_admin->a_lev != NULL && ol->l_sslen == nl->l_sslen &&
+		memcmp(&ol->l_ss, &nl->l_ss, nl->l_sslen) == 0))
+		return (0);
+	*levp = admin_listen(g, g->g_admin, nl, cause);
+	return (*levp == NULL ? -1 : 0);
+}
+
+/*
+ * The reload is done (g->g_conf is the new configuration): the admin API
+ * moves to lev from admin_reload_prepare, or stops listening when
+ * admin.address is gone.  Its connections, the one asking for the reload
+ * among them, go on.
+ */
+void
+admin_reload_commit(struct gw *g, struct evconnlistener *lev)
+{
+	struct admin *a = g->g_admin;
+
+	if (a == NULL && lev == NULL)
+		return;
+	if (a == NULL)
+		a = admin_new(g);
+	admin_apply(a, g->g_conf);
+	if (lev != NULL)
+		admin_set_listener(a, lev);
+	else if (g->g_conf->cf_admin.l_address == NULL && a->a_lev != NULL) {
+		log_info("admin API no longer listening");
+		admin_set_listener(a, NULL);
+	}
 }
 
 /* Close the admin listener and its connections. */
@@ -850,8 +979,7 @@ admin_stop(struct gw *g)
 	/* Each leaves the list now and is freed from the loop. */
 	while ((ac = TAILQ_FIRST(&a->a_conns)) != NULL)
 		h1s_close(ac->ac_h1s, "gateway stopping");
-	evconnlistener_free(a->a_lev);
-	event_free(a->a_pause);
+	admin_set_listener(a, NULL);
 	free(a);
 	g->g_admin = NULL;
 }

@@ -898,6 +898,7 @@ conf_build(const struct cfg_doc *doc, char **cause)
 	struct cfg_node *root = doc->d_root, *v;
 
 	cf = xcalloc(1, sizeof *cf);
+	cf->cf_refcnt = 1;
 	cf->cf_file = xstrdup(doc->d_file);
 	conf_defaults(cf);
 	if (root != NULL &&
@@ -997,13 +998,22 @@ conf_listen_free(struct gw_listen *l)
 	free(l->l_address);
 }
 
-/* Free a configuration. */
+/* Take a reference to a configuration. */
+void
+conf_ref(struct gw_config *cf)
+{
+	__atomic_add_fetch(&cf->cf_refcnt, 1, __ATOMIC_RELAXED);
+}
+
+/* Drop a reference to a configuration; the last one frees it. */
 void
 conf_free(struct gw_config *cf)
 {
 	size_t i;
 
-	if (cf == NULL)
+	/* Loops let go of a replaced configuration from their threads. */
+	if (cf == NULL ||
+	    __atomic_sub_fetch(&cf->cf_refcnt, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (i = 0; i < cf->cf_nsandboxes; i++)
 		sandbox_unref(cf->cf_sandboxes[i]);

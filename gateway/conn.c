@@ -675,16 +675,12 @@ conn_timer_cb(evutil_socket_t fd, short events, void *arg)
 	}
 }
 
-/* How the engine serves port URLs: the configuration's limits and timers. */
-static const struct h1s_conf *
-conn_h1conf(struct gw *g)
+/* Fill hc, how the engine serves port URLs, from the configuration. */
+static void
+conn_h1conf_fill(struct gw *g, struct h1s_conf *hc)
 {
 	const struct gw_config *cf = g->g_conf;
-	struct h1s_conf *hc;
 
-	if (g->g_h1conf != NULL)
-		return (g->g_h1conf);
-	hc = g->g_h1conf = xcalloc(1, sizeof *hc);
 	hc->hc_name = "conn";
 	hc->hc_limits = &g->g_limits;
 	hc->hc_head_ms = cf->cf_header_timeout;
@@ -698,7 +694,37 @@ conn_h1conf(struct gw *g)
 	 * than left to run for nobody.
 	 */
 	hc->hc_flags = H1S_C_RELAY_CONTINUE | H1S_C_EOF_ABORTS;
-	return (hc);
+}
+
+/* How the engine serves port URLs: the configuration's limits and timers. */
+static const struct h1s_conf *
+conn_h1conf(struct gw *g)
+{
+	if (g->g_h1conf == NULL) {
+		g->g_h1conf = xcalloc(1, sizeof *g->g_h1conf);
+		conn_h1conf_fill(g, g->g_h1conf);
+	}
+	return (g->g_h1conf);
+}
+
+/*
+ * Loop g's limits and engine settings follow g->g_conf: at start, and when
+ * a reload hands it a new one.  Engines read them in place, so connections
+ * already open take the new timers from their next wait on.
+ */
+void
+gw_conf_apply(struct gw *g)
+{
+	const struct gw_config *cf = g->g_conf;
+
+	g->g_limits.max_head = cf->cf_max_header_size;
+	g->g_limits.max_line = cf->cf_max_header_size < 8192
+	    ? cf->cf_max_header_size
+	    : 8192;
+	g->g_limits.max_headers = cf->cf_max_headers;
+	if (g->g_h1conf != NULL)
+		conn_h1conf_fill(g, g->g_h1conf);
+	conn_h2_conf_apply(g);
 }
 
 /* The limit every connection's input stops at: a head, or waiting body. */

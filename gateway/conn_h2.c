@@ -20,16 +20,12 @@
 
 static const struct xchg_ops conn_h2_xops;
 
-/* How HTTP/2 sessions of the loop behave: the configuration's limits. */
-static const struct h2s_conf *
-conn_h2conf(struct gw *g)
+/* Fill hc, how HTTP/2 sessions of the loop behave, from the configuration. */
+static void
+conn_h2conf_fill(struct gw *g, struct h2s_conf *hc)
 {
 	const struct gw_config *cf = g->g_conf;
-	struct h2s_conf *hc;
 
-	if (g->g_h2conf != NULL)
-		return (g->g_h2conf);
-	hc = g->g_h2conf = xcalloc(1, sizeof *hc);
 	hc->hc_name = "conn";
 	hc->hc_limits = &g->g_limits;
 	hc->hc_max_streams = (uint32_t)cf->cf_h2_max_streams;
@@ -40,8 +36,26 @@ conn_h2conf(struct gw *g)
 	hc->hc_stream_idle_ms = cf->cf_idle_timeout;
 	hc->hc_write_ms = cf->cf_idle_timeout;
 	/* RFC 8441: WebSockets over the session (ws_h2.c). */
-	hc->hc_flags |= H2S_C_CONNECT_PROTOCOL;
-	return (hc);
+	hc->hc_flags = H2S_C_CONNECT_PROTOCOL;
+}
+
+/* How HTTP/2 sessions of the loop behave: the configuration's limits. */
+static const struct h2s_conf *
+conn_h2conf(struct gw *g)
+{
+	if (g->g_h2conf == NULL) {
+		g->g_h2conf = xcalloc(1, sizeof *g->g_h2conf);
+		conn_h2conf_fill(g, g->g_h2conf);
+	}
+	return (g->g_h2conf);
+}
+
+/* The loop's configuration changed (gw_conf_apply): sessions follow it. */
+void
+conn_h2_conf_apply(struct gw *g)
+{
+	if (g->g_h2conf != NULL)
+		conn_h2conf_fill(g, g->g_h2conf);
 }
 
 /* A stream's request head: its exchange starts, as an HTTP/1 one does. */

@@ -48,6 +48,57 @@ sandbox_unref(struct gw_sandbox *sb)
 	free(sb);
 }
 
+/* Are two strings, either of which may be NULL, the same? */
+static int
+sandbox_same_str(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return (a == b);
+	return (strcmp(a, b) == 0);
+}
+
+/*
+ * Do a and b describe the same sandbox in every field a request or a tunnel
+ * reads?  A reload keeps the running version of an unchanged sandbox, with
+ * its generation, pooled connections and counts.
+ */
+int
+sandbox_same(const struct gw_sandbox *a, const struct gw_sandbox *b)
+{
+	const struct gw_port_rule *pa, *pb;
+	size_t i;
+
+	if (strcmp(a->sb_id, b->sb_id) != 0 ||
+	    !sandbox_same_str(a->sb_address, b->sb_address) ||
+	    !sandbox_same_str(a->sb_netns, b->sb_netns) ||
+	    a->sb_addrlen != b->sb_addrlen ||
+	    memcmp(&a->sb_addr, &b->sb_addr, a->sb_addrlen) != 0 ||
+	    a->sb_nports != b->sb_nports ||
+	    a->sb_ntunnel_ports != b->sb_ntunnel_ports ||
+	    a->sb_tunnel_mode != b->sb_tunnel_mode ||
+	    !sandbox_same_str(a->sb_tunnel_token, b->sb_tunnel_token) ||
+	    a->sb_tunnel_client_wait != b->sb_tunnel_client_wait ||
+	    a->sb_tunnel_http_timeout != b->sb_tunnel_http_timeout ||
+	    a->sb_tunnel_silence != b->sb_tunnel_silence ||
+	    a->sb_tunnel_max_queued != b->sb_tunnel_max_queued ||
+	    a->sb_max_connections != b->sb_max_connections ||
+	    a->sb_flags != b->sb_flags)
+		return (0);
+	for (i = 0; i < a->sb_nports; i++) {
+		pa = &a->sb_ports[i];
+		pb = &b->sb_ports[i];
+		if (pa->pr_lo != pb->pr_lo || pa->pr_hi != pb->pr_hi ||
+		    pa->pr_private != pb->pr_private ||
+		    pa->pr_protocol != pb->pr_protocol ||
+		    !sandbox_same_str(pa->pr_host_rewrite, pb->pr_host_rewrite))
+			return (0);
+	}
+	for (i = 0; i < a->sb_ntunnel_ports; i++)
+		if (a->sb_tunnel_ports[i] != b->sb_tunnel_ports[i])
+			return (0);
+	return (1);
+}
+
 /* Give a sandbox that has none a generation. */
 static void
 directory_stamp(struct gw_sandbox *sb)

@@ -79,6 +79,8 @@ struct gw_sandbox {
 	uint64_t sb_tunnel_silence; /* ms of client silence that drop a link */
 	uint64_t sb_tunnel_max_queued; /* requests waiting for a slot/client */
 	uint64_t sb_max_connections; /* 0: limits.max_connections_per_sandbox */
+	int sb_flags;
+#define SB_F_API 0x01 /* put through the admin API, not from the file */
 };
 
 /* The set of sandboxes new requests are routed with; swapped whole. */
@@ -127,8 +129,13 @@ enum route_host_format {
 /* Where sandbox network namespaces are unless netns_dir says otherwise. */
 #define GW_NETNS_DIR "/run/netns"
 
-/* The whole configuration; immutable once loaded. */
+/*
+ * The whole configuration; immutable once loaded and reference counted: a
+ * reload publishes a new one and each loop lets go of the old when it
+ * takes it.
+ */
 struct gw_config {
+	int cf_refcnt;
 	char *cf_file;
 	enum log_level cf_log_level;
 	enum log_format cf_log_format;
@@ -258,13 +265,15 @@ struct gw_chan;
  * generation moves; counters are atomic.
  */
 struct gw_shared {
-	pthread_mutex_t s_lock; /* s_dir and s_ctx */
+	pthread_mutex_t s_lock; /* s_dir, s_conf and s_ctx */
+	struct gw_config *s_conf; /* published; holds one reference */
 	struct gw_directory *s_dir; /* published; holds one reference */
 	uint64_t s_dir_gen; /* atomic: bumped by every publish */
 	uint64_t s_nconns; /* atomic: client connections, every worker */
 	uint64_t s_nconns_peak; /* atomic: highest s_nconns lately (memtrim.c) */
 	uint64_t s_conn_ids; /* atomic */
-	struct ssl_ctx_st **s_ctx; /* per listener: the TLS context now */
+	struct ssl_ctx_st *
+	    *s_ctx; /* per s_conf listener: TLS context or NULL */
 	size_t s_nctx;
 	struct gw **s_workers; /* [0] is the main loop */
 	size_t s_nworkers;
@@ -326,6 +335,13 @@ struct gw {
 	struct gw_xchgs g_xdead; /* exchanges done, freed from the loop */
 	struct event *g_xreap; /* ... by this event, made active */
 	struct event *g_watchdog; /* main loop: systemd's watchdog ping */
+	/* Main loop: file sandboxes the admin API deleted (reload.c). */
+	char **g_deleted;
+	size_t g_ndeleted;
+	uint64_t g_reloads; /* configuration reloads done */
+	uint64_t g_reload_failures; /* ... and refused */
+	uint64_t g_reload_time; /* Unix time the running one was loaded */
+	int g_reload_failed; /* the last reload was refused */
 };
 
 /* A listening socket. */
@@ -605,12 +621,17 @@ struct upstream_resp {
 /* admin.c */
 int admin_start(struct gw *, char **cause);
 void admin_stop(struct gw *);
+int admin_reload_prepare(struct gw *, const struct gw_config *,
+    struct evconnlistener **, char **cause);
+void admin_reload_commit(struct gw *, struct evconnlistener *);
 
 /* conf.c */
 extern const char conf_builtin[];
+#define CONF_BUILTIN_NAME "<built-in>" /* its file name in messages */
 struct gw_config *conf_load(const char *path, char **cause);
 struct gw_config *
 conf_load_string(const char *name, const char *text, char **cause);
+void conf_ref(struct gw_config *);
 void conf_free(struct gw_config *);
 struct gw_sandbox *conf_sandbox_parse(const struct gw_config *,
     const struct cfg_doc *, const struct cfg_node *, char **cause);
@@ -626,10 +647,11 @@ struct gw_directory *
 directory_delete(const struct gw_directory *, const char *id);
 void sandbox_ref(struct gw_sandbox *);
 void sandbox_unref(struct gw_sandbox *);
+int sandbox_same(const struct gw_sandbox *, const struct gw_sandbox *);
 
 /* worker.c */
 #define GW_CMD_STOP 0x01 /* close everything and leave the loop */
-#define GW_CMD_RELOAD_TLS 0x02 /* take the new TLS contexts */
+#define GW_CMD_CONF 0x02 /* a new configuration was published */
 #define GW_CMD_DIR 0x04 /* a new directory was published */
 int gw_shared_init(struct gw *, char **cause);
 size_t gw_default_workers(void);
@@ -639,6 +661,8 @@ void workers_join(struct gw *);
 void gw_shared_free(struct gw *);
 void gw_dir_refresh(struct gw *);
 void gw_dir_publish(struct gw *, struct gw_directory *);
+void gw_conf_publish(struct gw *, struct gw_config *, struct ssl_ctx_st **);
+void gw_conf_take(struct gw *);
 void gw_handoff(struct gw *, struct conn *, int fd, int listen_port);
 void gw_metrics_sum(const struct gw *, struct gw_metrics *, uint64_t *nconns);
 
@@ -685,8 +709,16 @@ struct event *listener_pause_new(struct event_base *, struct evconnlistener *);
 int listener_backoff(struct evconnlistener *, struct event *pause,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void listener_stop(struct gw *);
-void listener_reload_tls(struct gw *);
-void listener_take_tls(struct gw *);
+struct ssl_ctx_st **listener_load_tls(const struct gw_config *, char **cause);
+void listener_free_tls(struct ssl_ctx_st **, size_t);
+int listener_sync(
+    struct gw *, struct gw_config *, struct ssl_ctx_st **, char **cause);
+
+/* reload.c */
+int reload_run(struct gw *, const char *why, char **cause);
+void reload_deleted(struct gw *, const struct gw_sandbox *);
+void reload_put(struct gw *, const char *id);
+void reload_free(struct gw *);
 
 /* conn.c */
 void
@@ -695,6 +727,7 @@ void conn_close(struct conn *, const char *reason);
 void conn_finish(struct conn *);
 struct stream *conn_steal_stream(struct conn *);
 void conn_close_all(struct gw *);
+void gw_conf_apply(struct gw *);
 void conn_adopt(struct gw *, struct conn *, int fd, int listen_port);
 const char *conn_state_name(enum conn_state);
 void conn_print(const struct conn *, char *, size_t);
@@ -710,6 +743,7 @@ void conn_unref(struct conn *);
 #define H2_PREFACE_LEN 24
 struct h1x;
 void conn_h2_start(struct conn *, struct h1x *);
+void conn_h2_conf_apply(struct gw *);
 
 /* xchg.c: an exchange from its head to its end, whatever carries it. */
 struct gw_xchg *xchg_new(struct conn *, const struct xchg_ops *, void *tr,

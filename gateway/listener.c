@@ -99,7 +99,7 @@ static const char *const listener_alpn_h2[] = { "h2", "http/1.1" };
 
 /* Build the TLS context and SNI map of a listener. */
 static int
-listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
+listener_tls_load(const struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 {
 	SSL_CTX *ctx, *sctx;
 	struct tls_sni *sni = NULL;
@@ -134,66 +134,43 @@ listener_tls_load(struct gw_listen *l, SSL_CTX **ctxp, char **cause)
 }
 
 /*
- * Reload every TLS listener's certificates (SIGHUP, the main loop).  New
- * connections get the new ones, on every worker; connections already
- * open keep theirs.  A listener whose files fail to load keeps serving
- * its old certificates.
+ * The TLS contexts of cf's listeners, one per listener (NULL for plain
+ * HTTP), loaded by the main loop; NULL with *cause when a certificate or
+ * key cannot be loaded.
  */
-void
-listener_reload_tls(struct gw *g)
+SSL_CTX **
+listener_load_tls(const struct gw_config *cf, char **cause)
 {
-	struct gw_shared *s = g->g_shared;
-	struct gw_listener *gl;
-	SSL_CTX *ctx, *old;
-	char *cause;
+	SSL_CTX **ctx;
+	char *why;
 	size_t i;
 
-	for (i = 0; i < g->g_nlisteners; i++) {
-		gl = &g->g_listeners[i];
-		if (gl->gl_ctx == NULL)
+	ctx = xcalloc(cf->cf_nlisten + 1, sizeof *ctx);
+	for (i = 0; i < cf->cf_nlisten; i++) {
+		if (cf->cf_listen[i].l_cert == NULL)
 			continue;
-		if (listener_tls_load(gl->gl_conf, &ctx, &cause) != 0) {
-			log_error("listener %s: certificates not reloaded, the "
-				  "old ones stay in use: %s",
-			    gl->gl_conf->l_address, cause);
-			free(cause);
-			continue;
+		if (listener_tls_load(&cf->cf_listen[i], &ctx[i], &why) != 0) {
+			xasprintf(cause, "listener %s: %s",
+			    cf->cf_listen[i].l_address, why);
+			free(why);
+			listener_free_tls(ctx, i);
+			return (NULL);
 		}
-		/* Handshakes in progress keep the old context alive. */
-		tls_ctx_free(gl->gl_ctx);
-		gl->gl_ctx = ctx;
-		if (s != NULL && i < s->s_nctx) {
-			pthread_mutex_lock(&s->s_lock);
-			old = s->s_ctx[i];
-			s->s_ctx[i] = tls_ctx_ref(ctx);
-			pthread_mutex_unlock(&s->s_lock);
-			tls_ctx_free(old);
-		}
-		log_info("listener %s: certificates reloaded",
-		    gl->gl_conf->l_address);
 	}
-	workers_post(g, GW_CMD_RELOAD_TLS);
+	return (ctx);
 }
 
-/* A worker takes the TLS contexts the main loop published. */
+/* Free n contexts from listener_load_tls, and the array. */
 void
-listener_take_tls(struct gw *g)
+listener_free_tls(SSL_CTX **ctx, size_t n)
 {
-	struct gw_shared *s = g->g_shared;
-	struct gw_listener *gl;
-	SSL_CTX *old;
 	size_t i;
 
-	for (i = 0; i < g->g_nlisteners && i < s->s_nctx; i++) {
-		gl = &g->g_listeners[i];
-		if (gl->gl_ctx == NULL)
-			continue;
-		old = gl->gl_ctx;
-		pthread_mutex_lock(&s->s_lock);
-		gl->gl_ctx = tls_ctx_ref(s->s_ctx[i]);
-		pthread_mutex_unlock(&s->s_lock);
-		tls_ctx_free(old);
-	}
+	if (ctx == NULL)
+		return;
+	for (i = 0; i < n; i++)
+		tls_ctx_free(ctx[i]);
+	free(ctx);
 }
 
 /*
@@ -220,75 +197,170 @@ listener_probe(const struct gw_listen *l)
 	return (0);
 }
 
-/*
- * Open every configured listener of loop g; -1 with *cause if one cannot
- * bind.  The main loop loads the TLS contexts; workers share them.
- */
-int
-listener_start(struct gw *g, char **cause)
+/* Do a and b listen on the same address? */
+static int
+listener_same(const struct gw_listen *a, const struct gw_listen *b)
 {
-	struct gw_config *cf = g->g_conf;
+	return (a->l_sslen == b->l_sslen &&
+	    memcmp(&a->l_ss, &b->l_ss, a->l_sslen) == 0);
+}
+
+/* Open gl's socket in loop g; -1 with *cause if it cannot bind. */
+static int
+listener_open(struct gw *g, struct gw_listener *gl, char **cause)
+{
+	const struct gw_listen *l = gl->gl_conf;
 	struct gw_shared *s = g->g_shared;
-	struct gw_listener *gl;
 	unsigned flags;
-	size_t i;
-	int many = s != NULL && s->s_nworkers > 1, one;
+	int many = s != NULL && s->s_nworkers > 1, one = 1;
 
 	flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
 	    LEV_OPT_CLOSE_ON_EXEC;
 	if (many)
 		flags |= LEV_OPT_REUSEABLE_PORT;
-	g->g_listeners = xcalloc(cf->cf_nlisten, sizeof *g->g_listeners);
-	if (s != NULL && g->g_index == 0) {
-		s->s_ctx = xcalloc(cf->cf_nlisten, sizeof *s->s_ctx);
-		s->s_nctx = cf->cf_nlisten;
+	if (many && g->g_index == 0 && listener_probe(l) != 0) {
+		xasprintf(cause, "cannot listen on %s: %s", l->l_address,
+		    strerror(errno));
+		return (-1);
 	}
-	for (i = 0; i < cf->cf_nlisten; i++) {
-		gl = &g->g_listeners[i];
+	gl->gl_lev = evconnlistener_new_bind(g->g_base, listener_accept_cb, gl,
+	    flags, 1024, (const struct sockaddr *)&l->l_ss, (int)l->l_sslen);
+	if (gl->gl_lev == NULL) {
+		xasprintf(cause, "cannot listen on %s: %s", l->l_address,
+		    strerror(errno));
+		return (-1);
+	}
+	/* Accepted sockets inherit it: no setsockopt per connection. */
+	setsockopt(evconnlistener_get_fd(gl->gl_lev), IPPROTO_TCP, TCP_NODELAY,
+	    &one, sizeof one);
+	evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
+	gl->gl_pause = listener_pause_new(g->g_base, gl->gl_lev);
+	return (0);
+}
+
+/* Close gl's socket. */
+static void
+listener_close(struct gw_listener *gl)
+{
+	if (gl->gl_lev != NULL)
+		evconnlistener_free(gl->gl_lev);
+	if (gl->gl_pause != NULL)
+		event_free(gl->gl_pause);
+	gl->gl_lev = NULL;
+	gl->gl_pause = NULL;
+}
+
+/*
+ * Make loop g's listeners those of configuration cf, whose TLS contexts are
+ * ctx (listener_load_tls; references are taken).  An address listened on
+ * before keeps its socket, so nothing queued on it is lost; a new one is
+ * bound; one cf no longer has is closed, and the connections it accepted
+ * go on.  In the main loop a new address that cannot be bound is an error
+ * (-1 with *cause) and nothing changes; a worker logs it and goes on
+ * without, as the main loop serves that address.
+ */
+int
+listener_sync(struct gw *g, struct gw_config *cf, SSL_CTX **ctx, char **cause)
+{
+	struct gw_listener *nl, *gl;
+	size_t i, j, n = cf->cf_nlisten, *from;
+	char *why = NULL;
+	int *kept;
+
+	nl = xcalloc(n + 1, sizeof *nl);
+	from = xcalloc(n + 1, sizeof *from);
+	kept = xcalloc(g->g_nlisteners + 1, sizeof *kept);
+	for (i = 0; i < n; i++) {
+		gl = &nl[i];
 		gl->gl_gw = g;
 		gl->gl_conf = &cf->cf_listen[i];
 		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
-		if (gl->gl_conf->l_cert != NULL && s != NULL &&
-		    g->g_index != 0) {
-			pthread_mutex_lock(&s->s_lock);
-			gl->gl_ctx = tls_ctx_ref(s->s_ctx[i]);
-			pthread_mutex_unlock(&s->s_lock);
-		} else if (gl->gl_conf->l_cert != NULL) {
-			if (listener_tls_load(gl->gl_conf, &gl->gl_ctx,
-				cause) != 0)
-				return (-1);
-			if (s != NULL)
-				s->s_ctx[i] = tls_ctx_ref(gl->gl_ctx);
+		for (j = 0; j < g->g_nlisteners; j++) {
+			if (kept[j] || g->g_listeners[j].gl_lev == NULL ||
+			    !listener_same(
+				g->g_listeners[j].gl_conf, gl->gl_conf))
+				continue;
+			kept[j] = 1;
+			from[i] = j + 1;
+			break;
 		}
-		if (many && g->g_index == 0 &&
-		    listener_probe(gl->gl_conf) != 0) {
-			xasprintf(cause, "cannot listen on %s: %s",
-			    gl->gl_conf->l_address, strerror(errno));
-			return (-1);
+		if (from[i] != 0 || listener_open(g, gl, &why) == 0)
+			continue;
+		if (g->g_index != 0) {
+			log_warn("worker %zu: %s; the main loop serves it",
+			    g->g_index, why);
+			free(why);
+			why = NULL;
+			continue;
 		}
-		gl->gl_lev = evconnlistener_new_bind(g->g_base,
-		    listener_accept_cb, gl, flags, 1024,
-		    (struct sockaddr *)&gl->gl_conf->l_ss,
-		    (int)gl->gl_conf->l_sslen);
-		if (gl->gl_lev == NULL) {
-			xasprintf(cause, "cannot listen on %s: %s",
-			    gl->gl_conf->l_address, strerror(errno));
-			return (-1);
-		}
-		g->g_nlisteners++;
-		/* Accepted sockets inherit it: no setsockopt per connection. */
-		one = 1;
-		setsockopt(evconnlistener_get_fd(gl->gl_lev), IPPROTO_TCP,
-		    TCP_NODELAY, &one, sizeof one);
-		evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
-		gl->gl_pause = listener_pause_new(g->g_base, gl->gl_lev);
-		if (g->g_index == 0)
-			log_info("listening on %s://%s%s",
-			    gl->gl_ctx != NULL ? "https" : "http",
-			    gl->gl_conf->l_address,
-			    many ? " (SO_REUSEPORT)" : "");
+		*cause = why;
+		while (i-- > 0)
+			listener_close(&nl[i]);
+		free(nl);
+		free(from);
+		free(kept);
+		return (-1);
 	}
+	for (i = 0; i < n; i++) {
+		gl = &nl[i];
+		if (from[i] != 0) {
+			/* The same socket, its callbacks pointed here. */
+			gl->gl_lev = g->g_listeners[from[i] - 1].gl_lev;
+			gl->gl_pause = g->g_listeners[from[i] - 1].gl_pause;
+			g->g_listeners[from[i] - 1].gl_lev = NULL;
+			g->g_listeners[from[i] - 1].gl_pause = NULL;
+			evconnlistener_set_cb(
+			    gl->gl_lev, listener_accept_cb, gl);
+		} else if (gl->gl_lev != NULL && g->g_index == 0)
+			log_info("listening on %s://%s%s",
+			    ctx[i] != NULL ? "https" : "http",
+			    gl->gl_conf->l_address,
+			    g->g_shared != NULL && g->g_shared->s_nworkers > 1
+				? " (SO_REUSEPORT)"
+				: "");
+		if (ctx[i] != NULL)
+			gl->gl_ctx = tls_ctx_ref(ctx[i]);
+	}
+	for (j = 0; j < g->g_nlisteners; j++) {
+		gl = &g->g_listeners[j];
+		if (gl->gl_lev != NULL && g->g_index == 0)
+			log_info("no longer listening on %s; the connections "
+				 "it accepted go on",
+			    gl->gl_conf->l_address);
+		listener_close(gl);
+		tls_ctx_free(gl->gl_ctx);
+	}
+	free(g->g_listeners);
+	g->g_listeners = nl;
+	g->g_nlisteners = n;
+	free(from);
+	free(kept);
 	return (0);
+}
+
+/*
+ * Open every listener of loop g's configuration; -1 with *cause if one
+ * cannot bind.  The main loop loads the TLS contexts and publishes them;
+ * workers take the published ones.
+ */
+int
+listener_start(struct gw *g, char **cause)
+{
+	struct gw_shared *s = g->g_shared;
+	SSL_CTX **ctx;
+	int rv;
+
+	if (s != NULL && g->g_index != 0)
+		return (listener_sync(g, g->g_conf, s->s_ctx, cause));
+	if ((ctx = listener_load_tls(g->g_conf, cause)) == NULL)
+		return (-1);
+	rv = listener_sync(g, g->g_conf, ctx, cause);
+	if (s != NULL && rv == 0) {
+		s->s_ctx = ctx;
+		s->s_nctx = g->g_conf->cf_nlisten;
+	} else
+		listener_free_tls(ctx, g->g_conf->cf_nlisten);
+	return (rv);
 }
 
 /* Close every listener. */
@@ -298,8 +370,7 @@ listener_stop(struct gw *g)
 	size_t i;
 
 	for (i = 0; i < g->g_nlisteners; i++) {
-		evconnlistener_free(g->g_listeners[i].gl_lev);
-		event_free(g->g_listeners[i].gl_pause);
+		listener_close(&g->g_listeners[i]);
 		tls_ctx_free(g->g_listeners[i].gl_ctx);
 	}
 	free(g->g_listeners);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -49,16 +50,20 @@ usage(FILE *f)
 	tsrv_usage(f);
 }
 
-/* SIGHUP: reload the TLS certificates without dropping connections. */
+/*
+ * SIGHUP: read the configuration file again and apply all of it without
+ * dropping a connection (reload.c); a file with an error is refused and
+ * the running configuration stays.
+ */
 static void
 main_sighup_cb(evutil_socket_t sig, short events, void *arg)
 {
+	char *cause = NULL;
+
 	(void)sig;
 	(void)events;
-	log_info("received SIGHUP, reloading certificates");
-	sdnotify_reloading();
-	listener_reload_tls(arg); /* and tells the workers */
-	sdnotify_reloaded();
+	if (reload_run(arg, "SIGHUP", &cause) != 0)
+		free(cause); /* reload_run logged it */
 }
 
 /* SIGUSR1: open the log file again under its name (logrotate). */
@@ -159,7 +164,7 @@ main(int argc, char **argv)
 	if (file != NULL)
 		cf = conf_load(file, &cause);
 	else
-		cf = conf_load_string("<built-in>", conf_builtin, &cause);
+		cf = conf_load_string(CONF_BUILTIN_NAME, conf_builtin, &cause);
 	if (cf == NULL) {
 		fprintf(stderr, "akgateway: %s\n", cause);
 		free(cause);
@@ -181,11 +186,8 @@ main(int argc, char **argv)
 
 	memset(&g, 0, sizeof g);
 	g.g_conf = cf;
-	g.g_limits.max_head = cf->cf_max_header_size;
-	g.g_limits.max_line = cf->cf_max_header_size < 8192
-	    ? cf->cf_max_header_size
-	    : 8192;
-	g.g_limits.max_headers = cf->cf_max_headers;
+	g.g_reload_time = (uint64_t)time(NULL);
+	gw_conf_apply(&g);
 	g.g_dir = directory_new(cf->cf_sandboxes, cf->cf_nsandboxes);
 	TAILQ_INIT(&g.g_conns);
 	upstream_pool_init(&g);
@@ -250,7 +252,8 @@ main(int argc, char **argv)
 	free(g.g_h1conf);
 	free(g.g_h2conf);
 	directory_unref(g.g_dir);
-	conf_free(cf);
+	reload_free(&g);
+	conf_free(g.g_conf);
 	log_info("stopped");
 	log_close();
 	return (0);

@@ -116,6 +116,23 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	size_t i;
 
 	gw_metrics_sum(g, &sum, &nconns); /* worker.c */
+	metrics_head(out, "akgw_config_reloads_total", "counter",
+	    "Configuration reloads (SIGHUP, POST /v1/reload), by result.");
+	evbuffer_add_printf(out,
+	    "akgw_config_reloads_total{result=\"ok\"} %llu\n"
+	    "akgw_config_reloads_total{result=\"error\"} %llu\n",
+	    (unsigned long long)g->g_reloads,
+	    (unsigned long long)g->g_reload_failures);
+	metrics_head(out, "akgw_config_last_reload_successful", "gauge",
+	    "1 when the last reload was applied (or none was tried), 0 when "
+	    "it was refused.");
+	evbuffer_add_printf(out, "akgw_config_last_reload_successful %d\n",
+	    g->g_reload_failed ? 0 : 1);
+	metrics_head(out, "akgw_config_last_reload_success_timestamp_seconds",
+	    "gauge", "When the running configuration was loaded (Unix time).");
+	evbuffer_add_printf(out,
+	    "akgw_config_last_reload_success_timestamp_seconds %llu\n",
+	    (unsigned long long)g->g_reload_time);
 	metrics_head(out, "akgw_connections_active", "gauge",
 	    "Client connections open now.");
 	evbuffer_add_printf(

@@ -203,7 +203,7 @@ tokencmd_main(int argc, char **argv)
 	if (file != NULL)
 		cf = conf_load(file, &cause);
 	else
-		cf = conf_load_string("<built-in>", conf_builtin, &cause);
+		cf = conf_load_string(CONF_BUILTIN_NAME, conf_builtin, &cause);
 	if (cf == NULL) {
 		fprintf(stderr, "akgateway token: %s\n", cause);
 		free(cause);

@@ -131,8 +131,8 @@ chan_cb(evutil_socket_t fd, short events, void *arg)
 		worker_stop(g);
 		return;
 	}
-	if (cmds & GW_CMD_RELOAD_TLS)
-		listener_take_tls(g);
+	if (cmds & GW_CMD_CONF)
+		gw_conf_take(g);
 	if (cmds & GW_CMD_DIR)
 		(void)gw_dir(g);
 }
@@ -196,6 +196,8 @@ gw_shared_init(struct gw *g, char **cause)
 	s->s_workers[0] = g;
 	s->s_dir = g->g_dir;
 	directory_ref(s->s_dir);
+	s->s_conf = g->g_conf;
+	conf_ref(s->s_conf);
 	s->s_dir_gen = 1;
 	g->g_dir_gen = 1;
 	g->g_shared = s;
@@ -227,6 +229,7 @@ worker_free(struct gw *w)
 	splice_pool_free(w->g_splice);
 	free(w->g_h1conf);
 	free(w->g_h2conf);
+	conf_free(w->g_conf);
 	free(w);
 }
 
@@ -249,6 +252,7 @@ workers_start(struct gw *g, char **cause)
 	for (i = 1; i < s->s_nworkers; i++) {
 		w = xcalloc(1, sizeof *w);
 		w->g_conf = g->g_conf;
+		conf_ref(w->g_conf);
 		w->g_shared = s;
 		w->g_index = i;
 		w->g_limits = g->g_limits;
@@ -328,15 +332,13 @@ void
 gw_shared_free(struct gw *g)
 {
 	struct gw_shared *s = g->g_shared;
-	size_t i;
 
 	if (s == NULL)
 		return;
 	chan_free(g->g_chan);
 	g->g_chan = NULL;
-	for (i = 0; i < s->s_nctx; i++)
-		tls_ctx_free(s->s_ctx[i]);
-	free(s->s_ctx);
+	listener_free_tls(s->s_ctx, s->s_nctx);
+	conf_free(s->s_conf);
 	directory_unref(s->s_dir);
 	free(s->s_workers);
 	pthread_mutex_destroy(&s->s_lock);
@@ -387,6 +389,66 @@ gw_dir_publish(struct gw *g, struct gw_directory *nd)
 	directory_unref(sold);
 	directory_unref(old);
 	workers_post(g, GW_CMD_DIR);
+}
+
+/*
+ * Publish configuration cf with its listeners' TLS contexts ctx (the main
+ * loop, which has taken it itself; both references are consumed).  Each
+ * worker takes it when its channel wakes it (gw_conf_take).
+ */
+void
+gw_conf_publish(struct gw *g, struct gw_config *cf, SSL_CTX **ctx)
+{
+	struct gw_shared *s = g->g_shared;
+	struct gw_config *old;
+	SSL_CTX **octx;
+	size_t on;
+
+	pthread_mutex_lock(&s->s_lock);
+	old = s->s_conf;
+	octx = s->s_ctx;
+	on = s->s_nctx;
+	s->s_conf = cf;
+	s->s_ctx = ctx;
+	s->s_nctx = cf->cf_nlisten;
+	pthread_mutex_unlock(&s->s_lock);
+	listener_free_tls(octx, on);
+	conf_free(old);
+	workers_post(g, GW_CMD_CONF);
+}
+
+/*
+ * A worker takes the published configuration: its listeners, limits and
+ * timers follow it, and it lets go of the one it had.  Connections open
+ * keep working; new ones and new requests see the new values.
+ */
+void
+gw_conf_take(struct gw *g)
+{
+	struct gw_shared *s = g->g_shared;
+	struct gw_config *cf, *old = g->g_conf;
+	SSL_CTX **ctx;
+	size_t i, n;
+	char *cause = NULL;
+
+	pthread_mutex_lock(&s->s_lock);
+	cf = s->s_conf;
+	conf_ref(cf);
+	n = s->s_nctx;
+	ctx = xcalloc(n + 1, sizeof *ctx);
+	for (i = 0; i < n; i++)
+		ctx[i] = s->s_ctx[i] != NULL ? tls_ctx_ref(s->s_ctx[i]) : NULL;
+	pthread_mutex_unlock(&s->s_lock);
+	if (cf == old) {
+		listener_free_tls(ctx, n);
+		conf_free(cf);
+		return;
+	}
+	(void)listener_sync(g, cf, ctx, &cause); /* a worker's never fails */
+	listener_free_tls(ctx, n);
+	g->g_conf = cf;
+	gw_conf_apply(g);
+	conf_free(old);
 }
 
 /*

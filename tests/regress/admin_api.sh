@@ -197,7 +197,7 @@ assert_eq "PATCH one" "405" "$STATUS"
 assert_contains "PATCH one: Allow" "Allow: GET, HEAD, PUT, DELETE" "$HEADERS"
 call GET /v1/nothing
 expect_error "unknown path" 404 not_found \
-	"The admin API has no /v1/nothing; see /v1/sandboxes, /metrics, /healthz and /readyz."
+	"The admin API has no /v1/nothing; see /v1/sandboxes, /v1/reload, /metrics, /healthz and /readyz."
 call GET /v1/sandboxes/a%zz
 expect_error "bad escape" 400 bad_path "The sandbox id in the path is not valid percent-encoding."
 ok "refusals with status, code and sentence"

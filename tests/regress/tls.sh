@@ -278,7 +278,7 @@ grep -q '^connected' "$T/pending.out" || fail "the pending client did not connec
 cp "$T/ca2/server.crt" "$T/tls/server.crt"
 cp "$T/ca2/server.key" "$T/tls/server.key"
 kill -HUP "$GW_PID"
-wait_log 'certificates reloaded' 1
+wait_log 'configuration reloaded' 1
 code=$($C $CA2 -o /dev/null -w '%{http_code}' "$HS/echo") ||
 	fail "a new connection does not verify with the new CA"
 assert_eq "HTTPS with the new certificate" "200" "$code"
@@ -304,10 +304,10 @@ handshake other.localhost" "$(cat "$T/pending.out")"
 kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died during a handshake begun before the reload"
 ok "a handshake begun before SIGHUP completes with SNI"
 
-# --- SIGHUP with broken files: the old certificates stay in service -------------
+# --- SIGHUP with broken files: refused, the old certificates stay in service -------------
 echo "not a certificate" >"$T/tls/server.crt"
 kill -HUP "$GW_PID"
-wait_log 'certificates not reloaded' 1
+wait_log 'configuration not reloaded' 1
 assert_eq "served certificate after a broken reload" "$new_fp" \
 	"$(served_cert "$ECHO-sbx.gw.localhost" | cert_fp)"
 code=$($C $CA2 -o /dev/null -w '%{http_code}' "$HS/echo") || fail "HTTPS after a broken reload"
@@ -315,9 +315,9 @@ assert_eq "HTTPS after a broken reload" "200" "$code"
 # A certificate that does not match its key is refused the same way.
 cp "$CERTS/other.crt" "$T/tls/server.crt"
 kill -HUP "$GW_PID"
-wait_log 'certificates not reloaded' 2
+wait_log 'configuration not reloaded' 2
 assert_contains "mismatched key reason" "does not match" \
-	"$(grep 'certificates not reloaded' "$T/gateway.log" | tail -n 1)"
+	"$(grep 'configuration not reloaded' "$T/gateway.log" | tail -n 1)"
 assert_eq "served certificate after a mismatched reload" "$new_fp" \
 	"$(served_cert "$ECHO-sbx.gw.localhost" | cert_fp)"
 kill -0 "$GW_PID" 2>/dev/null || fail "the gateway died"

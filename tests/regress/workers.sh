@@ -309,7 +309,7 @@ conns "40 TLS connections before SIGHUP" "200 $OK_SHA $old_fp" https seq "$GWS" 
 cp "$CERTS/other.crt" "$T/tls/server.crt"
 cp "$CERTS/other.key" "$T/tls/server.key"
 kill -HUP "$GW_PID"
-wait_log "$T/gateway.log" 'certificates reloaded'
+wait_log "$T/gateway.log" 'configuration reloaded'
 conns "40 TLS connections after SIGHUP" "200 $OK_SHA $new_fp" https seq "$GWS" \
 	"127.0.0.1:$GWS" "/sbx/$ECHO/after-hup?i={i}" 40
 conns "40 TLS connections at once after SIGHUP" "200 $OK_SHA $new_fp" https together "$GWS" \
