@@ -825,10 +825,19 @@ admin_listen(
     struct gw *g, struct admin *a, const struct gw_listen *l, char **cause)
 {
 	struct evconnlistener *lev;
+	int fd;
 
-	lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-	    64, (const struct sockaddr *)&l->l_ss, (int)l->l_sslen);
+	/* A socket an old process (SIGUSR2) or systemd passed, else ours. */
+	if ((fd = upgrade_take_admin(&l->l_ss, l->l_sslen)) != -1) {
+		(void)evutil_make_socket_nonblocking(fd);
+		(void)evutil_make_socket_closeonexec(fd);
+		lev = evconnlistener_new(g->g_base, admin_accept_cb, a,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	} else
+		lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+			LEV_OPT_CLOSE_ON_EXEC,
+		    64, (const struct sockaddr *)&l->l_ss, (int)l->l_sslen);
 	if (lev == NULL) {
 		xasprintf(cause, "cannot listen on %s for the admin API: %s",
 		    l->l_address, strerror(errno));
@@ -965,6 +974,15 @@ admin_reload_commit(struct gw *g, struct evconnlistener *lev)
 		log_info("admin API no longer listening");
 		admin_set_listener(a, NULL);
 	}
+}
+
+/* The admin listener's socket, or -1 (an upgrade passes it on). */
+int
+admin_fd(struct gw *g)
+{
+	if (g->g_admin == NULL || g->g_admin->a_lev == NULL)
+		return (-1);
+	return (evconnlistener_get_fd(g->g_admin->a_lev));
 }
 
 /* Close the admin listener and its connections. */

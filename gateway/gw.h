@@ -272,6 +272,7 @@ struct gw_shared {
 	uint64_t s_nconns; /* atomic: client connections, every worker */
 	uint64_t s_nconns_peak; /* atomic: highest s_nconns lately (memtrim.c) */
 	uint64_t s_conn_ids; /* atomic */
+	int s_draining; /* atomic: stopping or handing over (drain.c) */
 	struct ssl_ctx_st *
 	    *s_ctx; /* per s_conf listener: TLS context or NULL */
 	size_t s_nctx;
@@ -316,6 +317,7 @@ struct gw {
 	struct event *g_sigterm;
 	struct event *g_sighup;
 	struct event *g_sigusr1; /* reopen the log file */
+	struct event *g_sigusr2; /* upgrade the binary (upgrade.c) */
 	struct gw_listener *g_listeners;
 	size_t g_nlisteners;
 	uint64_t g_nconns;
@@ -349,6 +351,7 @@ struct gw_listener {
 	struct ssl_ctx_st *gl_ctx; /* TLS context, or NULL for plain HTTP */
 	struct gw *gl_gw;
 	struct gw_listen *gl_conf;
+	size_t gl_index; /* of gl_conf in its configuration's listen: */
 	struct evconnlistener *gl_lev;
 	struct event *gl_pause; /* EMFILE back-off */
 	int gl_port;
@@ -713,6 +716,22 @@ struct ssl_ctx_st **listener_load_tls(const struct gw_config *, char **cause);
 void listener_free_tls(struct ssl_ctx_st **, size_t);
 int listener_sync(
     struct gw *, struct gw_config *, struct ssl_ctx_st **, char **cause);
+
+/* upgrade.c */
+void upgrade_init(int argc, char **argv);
+int upgrade_take_listen(const struct sockaddr_storage *, socklen_t);
+int upgrade_take_admin(const struct sockaddr_storage *, socklen_t);
+int upgrade_take_tunnel(const char *name, int port, const char *place);
+void upgrade_started(struct gw *);
+void upgrade_ready(void);
+void upgrade_start(struct gw *);
+void upgrade_drain(struct gw *);
+void upgrade_free(void);
+int listener_adopt(struct gw *, int fd);
+int admin_fd(struct gw *);
+size_t tunnel_count(struct gw *);
+int tunnel_listen_fd(struct gw *, size_t, const char **name, int *port,
+    const char **place);
 
 /* reload.c */
 int reload_run(struct gw *, const char *why, char **cause);

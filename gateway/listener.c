@@ -205,37 +205,83 @@ listener_same(const struct gw_listen *a, const struct gw_listen *b)
 	    memcmp(&a->l_ss, &b->l_ss, a->l_sslen) == 0);
 }
 
-/* Open gl's socket in loop g; -1 with *cause if it cannot bind. */
+/* Set up gw_listener gl of loop g for listener i of cf (no socket yet). */
+static void
+listener_init(struct gw *g, struct gw_listener *gl, struct gw_config *cf,
+    size_t i)
+{
+	memset(gl, 0, sizeof *gl);
+	gl->gl_gw = g;
+	gl->gl_conf = &cf->cf_listen[i];
+	gl->gl_index = i;
+	gl->gl_port = addr_port((const struct sockaddr *)&gl->gl_conf->l_ss);
+}
+
+/* Accept on fd, a listening socket, for gl in loop g. */
+static void
+listener_attach(struct gw *g, struct gw_listener *gl, int fd)
+{
+	int one = 1;
+
+	(void)evutil_make_socket_nonblocking(fd);
+	(void)evutil_make_socket_closeonexec(fd);
+	gl->gl_lev = evconnlistener_new(g->g_base, listener_accept_cb, gl,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (gl->gl_lev == NULL) {
+		close(fd);
+		return;
+	}
+	/* Accepted sockets inherit it: no setsockopt per connection. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
+	gl->gl_pause = listener_pause_new(g->g_base, gl->gl_lev);
+}
+
+/*
+ * Open gl's socket in loop g: one inherited from an old process or from
+ * systemd (upgrade.c), else a new one; -1 with *cause if it cannot bind.
+ */
 static int
 listener_open(struct gw *g, struct gw_listener *gl, char **cause)
 {
 	const struct gw_listen *l = gl->gl_conf;
 	struct gw_shared *s = g->g_shared;
-	unsigned flags;
-	int many = s != NULL && s->s_nworkers > 1, one = 1;
+	int many = s != NULL && s->s_nworkers > 1, fd, one = 1, e;
 
-	flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-	    LEV_OPT_CLOSE_ON_EXEC;
+	if ((fd = upgrade_take_listen(&l->l_ss, l->l_sslen)) != -1) {
+		listener_attach(g, gl, fd);
+		if (gl->gl_lev != NULL && g->g_index == 0)
+			log_info("listening on %s (inherited)", l->l_address);
+		if (gl->gl_lev != NULL)
+			return (0);
+	}
+	if (many && g->g_index == 0 && listener_probe(l) != 0)
+		goto fail;
+	fd = socket(l->l_ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (many)
-		flags |= LEV_OPT_REUSEABLE_PORT;
-	if (many && g->g_index == 0 && listener_probe(l) != 0) {
-		xasprintf(cause, "cannot listen on %s: %s", l->l_address,
-		    strerror(errno));
-		return (-1);
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (bind(fd, (const struct sockaddr *)&l->l_ss, l->l_sslen) == -1 ||
+	    listen(fd, 1024) == -1) {
+		e = errno;
+		close(fd);
+		errno = e;
+		goto fail;
 	}
-	gl->gl_lev = evconnlistener_new_bind(g->g_base, listener_accept_cb, gl,
-	    flags, 1024, (const struct sockaddr *)&l->l_ss, (int)l->l_sslen);
-	if (gl->gl_lev == NULL) {
-		xasprintf(cause, "cannot listen on %s: %s", l->l_address,
-		    strerror(errno));
-		return (-1);
-	}
-	/* Accepted sockets inherit it: no setsockopt per connection. */
-	setsockopt(evconnlistener_get_fd(gl->gl_lev), IPPROTO_TCP, TCP_NODELAY,
-	    &one, sizeof one);
-	evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);
-	gl->gl_pause = listener_pause_new(g->g_base, gl->gl_lev);
+	listener_attach(g, gl, fd);
+	if (gl->gl_lev == NULL)
+		goto fail;
+	if (g->g_index == 0)
+		log_info("listening on %s://%s%s",
+		    l->l_cert != NULL ? "https" : "http", l->l_address,
+		    many ? " (SO_REUSEPORT)" : "");
 	return (0);
+fail:
+	xasprintf(cause, "cannot listen on %s: %s", l->l_address,
+	    strerror(errno));
+	return (-1);
 }
 
 /* Close gl's socket. */
@@ -250,42 +296,54 @@ listener_close(struct gw_listener *gl)
 	gl->gl_pause = NULL;
 }
 
+/* g's listeners moved in memory: point their callbacks at them again. */
+static void
+listener_repoint(struct gw *g)
+{
+	size_t i;
+
+	for (i = 0; i < g->g_nlisteners; i++)
+		evconnlistener_set_cb(g->g_listeners[i].gl_lev,
+		    listener_accept_cb, &g->g_listeners[i]);
+}
+
 /*
  * Make loop g's listeners those of configuration cf, whose TLS contexts are
- * ctx (listener_load_tls; references are taken).  An address listened on
- * before keeps its socket, so nothing queued on it is lost; a new one is
- * bound; one cf no longer has is closed, and the connections it accepted
- * go on.  In the main loop a new address that cannot be bound is an error
- * (-1 with *cause) and nothing changes; a worker logs it and goes on
- * without, as the main loop serves that address.
+ * ctx (listener_load_tls; references are taken).  The sockets of an
+ * address listened on before are kept, so nothing queued on them is lost;
+ * a new address is bound; one cf no longer has is closed, and the
+ * connections it accepted go on.  In the main loop a new address that
+ * cannot be bound is an error (-1 with *cause) and nothing changes; a
+ * worker logs it and goes on without, as the main loop serves it.
  */
 int
 listener_sync(struct gw *g, struct gw_config *cf, SSL_CTX **ctx, char **cause)
 {
-	struct gw_listener *nl, *gl;
-	size_t i, j, n = cf->cf_nlisten, *from;
+	struct gw_shared *s = g->g_shared;
+	struct gw_listener *nl, *gl, *old = g->g_listeners;
+	size_t i, j, n = 0, nold = g->g_nlisteners;
+	size_t *kept;
 	char *why = NULL;
-	int *kept;
+	int found;
 
-	nl = xcalloc(n + 1, sizeof *nl);
-	from = xcalloc(n + 1, sizeof *from);
-	kept = xcalloc(g->g_nlisteners + 1, sizeof *kept);
-	for (i = 0; i < n; i++) {
-		gl = &nl[i];
-		gl->gl_gw = g;
-		gl->gl_conf = &cf->cf_listen[i];
-		gl->gl_port = addr_port((struct sockaddr *)&gl->gl_conf->l_ss);
-		for (j = 0; j < g->g_nlisteners; j++) {
-			if (kept[j] || g->g_listeners[j].gl_lev == NULL ||
-			    !listener_same(
-				g->g_listeners[j].gl_conf, gl->gl_conf))
-				continue;
-			kept[j] = 1;
-			from[i] = j + 1;
-			break;
+	nl = xcalloc(cf->cf_nlisten + nold + 1, sizeof *nl);
+	kept = xcalloc(nold + 1, sizeof *kept); /* config index + 1 */
+	for (i = 0; i < cf->cf_nlisten; i++) {
+		for (j = 0, found = 0; j < nold; j++) {
+			if (kept[j] == 0 && old[j].gl_lev != NULL &&
+			    listener_same(old[j].gl_conf, &cf->cf_listen[i])) {
+				kept[j] = i + 1;
+				found = 1;
+			}
 		}
-		if (from[i] != 0 || listener_open(g, gl, &why) == 0)
+		if (found)
 			continue;
+		gl = &nl[n];
+		listener_init(g, gl, cf, i);
+		if (listener_open(g, gl, &why) == 0) {
+			n++;
+			continue;
+		}
 		if (g->g_index != 0) {
 			log_warn("worker %zu: %s; the main loop serves it",
 			    g->g_index, why);
@@ -294,48 +352,79 @@ listener_sync(struct gw *g, struct gw_config *cf, SSL_CTX **ctx, char **cause)
 			continue;
 		}
 		*cause = why;
-		while (i-- > 0)
-			listener_close(&nl[i]);
+		while (n-- > 0)
+			listener_close(&nl[n]);
 		free(nl);
-		free(from);
 		free(kept);
 		return (-1);
 	}
-	for (i = 0; i < n; i++) {
-		gl = &nl[i];
-		if (from[i] != 0) {
-			/* The same socket, its callbacks pointed here. */
-			gl->gl_lev = g->g_listeners[from[i] - 1].gl_lev;
-			gl->gl_pause = g->g_listeners[from[i] - 1].gl_pause;
-			g->g_listeners[from[i] - 1].gl_lev = NULL;
-			g->g_listeners[from[i] - 1].gl_pause = NULL;
-			evconnlistener_set_cb(
-			    gl->gl_lev, listener_accept_cb, gl);
-		} else if (gl->gl_lev != NULL && g->g_index == 0)
-			log_info("listening on %s://%s%s",
-			    ctx[i] != NULL ? "https" : "http",
-			    gl->gl_conf->l_address,
-			    g->g_shared != NULL && g->g_shared->s_nworkers > 1
-				? " (SO_REUSEPORT)"
-				: "");
-		if (ctx[i] != NULL)
-			gl->gl_ctx = tls_ctx_ref(ctx[i]);
-	}
-	for (j = 0; j < g->g_nlisteners; j++) {
-		gl = &g->g_listeners[j];
-		if (gl->gl_lev != NULL && g->g_index == 0)
+	/* upgrade_start reads the workers' sockets under the lock. */
+	if (s != NULL && g->g_index != 0)
+		pthread_mutex_lock(&s->s_lock);
+	for (j = 0; j < nold; j++) {
+		if (kept[j] != 0) {
+			gl = &nl[n++];
+			listener_init(g, gl, cf, kept[j] - 1);
+			gl->gl_lev = old[j].gl_lev;
+			gl->gl_pause = old[j].gl_pause;
+			old[j].gl_lev = NULL;
+			old[j].gl_pause = NULL;
+		} else if (old[j].gl_lev != NULL && g->g_index == 0)
 			log_info("no longer listening on %s; the connections "
 				 "it accepted go on",
-			    gl->gl_conf->l_address);
-		listener_close(gl);
-		tls_ctx_free(gl->gl_ctx);
+			    old[j].gl_conf->l_address);
+		listener_close(&old[j]);
+		tls_ctx_free(old[j].gl_ctx);
 	}
-	free(g->g_listeners);
+	for (i = 0; i < n; i++)
+		if (ctx[nl[i].gl_index] != NULL)
+			nl[i].gl_ctx = tls_ctx_ref(ctx[nl[i].gl_index]);
+	free(old);
 	g->g_listeners = nl;
 	g->g_nlisteners = n;
-	free(from);
+	listener_repoint(g);
+	if (s != NULL && g->g_index != 0)
+		pthread_mutex_unlock(&s->s_lock);
 	free(kept);
 	return (0);
+}
+
+/*
+ * Accept on fd too, an inherited socket left over (upgrade_started): the
+ * old process had more loops than this one.  -1 when no listener of the
+ * main loop g has its address (the caller closes it).
+ */
+int
+listener_adopt(struct gw *g, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	struct gw_listener *gl;
+	size_t i;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == -1)
+		return (-1);
+	for (i = 0; i < g->g_conf->cf_nlisten; i++) {
+		if (g->g_conf->cf_listen[i].l_sslen != len ||
+		    memcmp(&g->g_conf->cf_listen[i].l_ss, &ss, len) != 0)
+			continue;
+		g->g_listeners = xreallocarray(g->g_listeners,
+		    g->g_nlisteners + 1, sizeof *g->g_listeners);
+		gl = &g->g_listeners[g->g_nlisteners];
+		listener_init(g, gl, g->g_conf, i);
+		listener_attach(g, gl, fd);
+		if (gl->gl_lev == NULL)
+			return (0); /* closed */
+		if (g->g_shared != NULL && i < g->g_shared->s_nctx &&
+		    g->g_shared->s_ctx[i] != NULL)
+			gl->gl_ctx = tls_ctx_ref(g->g_shared->s_ctx[i]);
+		g->g_nlisteners++;
+		listener_repoint(g);
+		log_info("listening on %s with one more inherited socket",
+		    gl->gl_conf->l_address);
+		return (0);
+	}
+	return (-1);
 }
 
 /*

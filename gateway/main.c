@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -92,15 +93,19 @@ main_sigusr1_cb(evutil_socket_t sig, short events, void *arg)
 	}
 }
 
-/* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
+/* SIGUSR2: start the new binary with the listening sockets (upgrade.c). */
 static void
-main_signal_cb(evutil_socket_t sig, short events, void *arg)
+main_sigusr2_cb(evutil_socket_t sig, short events, void *arg)
 {
-	struct gw *g = arg;
-
+	(void)sig;
 	(void)events;
-	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
-	sdnotify_stopping();
+	upgrade_start(arg);
+}
+
+/* Stop accepting, close everything, leave the loop. */
+static void
+main_stop(struct gw *g)
+{
 	sdnotify_watchdog_stop(g);
 	listener_stop(g);
 	admin_stop(g);
@@ -112,8 +117,27 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	event_del(g->g_sigterm);
 	event_del(g->g_sighup);
 	event_del(g->g_sigusr1);
+	event_del(g->g_sigusr2);
 	/* Let the deferred frees run, then leave. */
 	event_base_loopexit(g->g_base, NULL);
+}
+
+/* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
+static void
+main_signal_cb(evutil_socket_t sig, short events, void *arg)
+{
+	(void)events;
+	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	sdnotify_stopping();
+	main_stop(arg);
+}
+
+/* The new process serves (upgrade.c): this one hands over and leaves. */
+void
+upgrade_drain(struct gw *g)
+{
+	__atomic_store_n(&g->g_shared->s_draining, 1, __ATOMIC_RELEASE);
+	main_stop(g);
 }
 
 int
@@ -161,6 +185,7 @@ main(int argc, char **argv)
 	}
 
 	tls_init();
+	upgrade_init(argc, argv); /* sockets passed by an old process */
 	if (file != NULL)
 		cf = conf_load(file, &cause);
 	else
@@ -207,6 +232,8 @@ main(int argc, char **argv)
 	evsignal_add(g.g_sighup, NULL);
 	g.g_sigusr1 = evsignal_new(g.g_base, SIGUSR1, main_sigusr1_cb, &g);
 	evsignal_add(g.g_sigusr1, NULL);
+	g.g_sigusr2 = evsignal_new(g.g_base, SIGUSR2, main_sigusr2_cb, &g);
+	evsignal_add(g.g_sigusr2, NULL);
 
 	if (gw_shared_init(&g, &cause) != 0 ||
 	    listener_start(&g, &cause) != 0) {
@@ -226,12 +253,15 @@ main(int argc, char **argv)
 		workers_join(&g);
 		return (1);
 	}
+	upgrade_started(&g); /* sockets left over: adopted or closed */
 	memtrim_start(&g); /* memtrim.c */
-	log_info("akgateway %s started with %s (%zu sandboxes, %zu worker%s)",
+	log_info("akgateway %s started with %s (%zu sandboxes, %zu worker%s, "
+		 "pid %ld)",
 	    AK_VERSION, file != NULL ? file : "the built-in configuration",
 	    cf->cf_nsandboxes, g.g_shared->s_nworkers,
-	    g.g_shared->s_nworkers == 1 ? "" : "s");
+	    g.g_shared->s_nworkers == 1 ? "" : "s", (long)getpid());
 	sdnotify_ready(); /* sdnotify.c: systemd's Type=notify */
+	upgrade_ready(); /* an old process hands over and drains */
 	sdnotify_watchdog_start(&g);
 	event_base_dispatch(g.g_base);
 	/* Run the deferred frees queued while stopping. */
@@ -245,6 +275,8 @@ main(int argc, char **argv)
 	event_free(g.g_sigterm);
 	event_free(g.g_sighup);
 	event_free(g.g_sigusr1);
+	event_free(g.g_sigusr2);
+	upgrade_free();
 	xchg_reap_stop(&g);
 	event_base_free(g.g_base);
 	strbuf_free(&g.g_head);

@@ -903,6 +903,18 @@ tunnel_bind(struct tunnel *t)
 	char *cause = NULL;
 	int fd, one = 1, family = t->t_addr.ss_family;
 
+	/* One an old process passed on (SIGUSR2): connections queued on it
+	 * are ours now, and wait for the client. */
+	fd = upgrade_take_tunnel(t->t_name, t->t_port,
+	    t->t_netns != NULL ? t->t_netns : t->t_addr_str);
+	if (fd != -1) {
+		(void)evutil_make_socket_nonblocking(fd);
+		t->t_lev = evconnlistener_new(t->t_gw->g_base, tunnel_accept_cb,
+		    t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+		if (t->t_lev != NULL)
+			goto bound;
+		close(fd);
+	}
 	if (t->t_netns != NULL)
 		fd = netns_socket(t->t_netns, family,
 		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &cause);
@@ -939,6 +951,7 @@ tunnel_bind(struct tunnel *t)
 		t->t_retry_at = clock_mono_msec() + TUNNEL_RETRY_MS;
 		return;
 	}
+bound:
 	evconnlistener_set_error_cb(t->t_lev, tunnel_accept_error_cb);
 	free(t->t_bind_error);
 	t->t_bind_error = NULL;
@@ -1173,6 +1186,46 @@ tunnel_sync(struct gw *g)
 		if (!(t->t_flags & TUNNEL_F_SEEN))
 			tunnel_remove(t, "no longer configured");
 	}
+}
+
+/* How many tunnels the main loop g has (upgrade.c). */
+size_t
+tunnel_count(struct gw *g)
+{
+	struct tunnel *t;
+	size_t n = 0;
+
+	if (g->g_tunnels == NULL)
+		return (0);
+	TAILQ_FOREACH (t, &g->g_tunnels->ts_list, t_entry)
+		n++;
+	return (n);
+}
+
+/*
+ * The Port B socket of tunnel i of g, with its name, port and place (its
+ * namespace, or its address), for an upgrade to pass on: -1 when it does
+ * not listen now, -2 past the last tunnel.
+ */
+int
+tunnel_listen_fd(struct gw *g, size_t i, const char **name, int *port,
+    const char **place)
+{
+	struct tunnel *t;
+
+	if (g->g_tunnels == NULL)
+		return (-2);
+	TAILQ_FOREACH (t, &g->g_tunnels->ts_list, t_entry) {
+		if (i-- > 0)
+			continue;
+		if (t->t_lev == NULL || (t->t_flags & TUNNEL_F_STANDALONE))
+			return (-1);
+		*name = t->t_name;
+		*port = t->t_port;
+		*place = t->t_netns != NULL ? t->t_netns : t->t_addr_str;
+		return (evconnlistener_get_fd(t->t_lev));
+	}
+	return (-2);
 }
 
 /*

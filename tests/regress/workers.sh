@@ -153,7 +153,7 @@ start_auto() {
 	spawn "$name" "$@" "$AKGW" -c "$T/$name.yaml"
 	pid=$LAST_PID
 	wait_log "$T/$name.log" 'started with'
-	STARTED=$(sed -n 's/.* started with //p' "$T/$name.log")
+	STARTED=$(sed -n 's/.* started with //p' "$T/$name.log" | sed 's/, pid [0-9]*)$/)/')
 	term_wait "$pid" "$name"
 	assert_eq "$name: exit status after SIGTERM" "0" "$RC"
 }
@@ -192,7 +192,7 @@ EOF
 wait_port "$GWS"
 wait_port "$ADM"
 wait_port "$LP"
-wait_log "$T/gateway.log" "started with $T/gateway.yaml (2 sandboxes, 4 workers)"
+wait_log "$T/gateway.log" "started with $T/gateway.yaml (2 sandboxes, 4 workers, pid "
 assert_eq "listening sockets on the plain port" "4" "$(listeners "$GW")"
 assert_eq "listening sockets on the TLS port" "4" "$(listeners "$GWS")"
 assert_eq "listening sockets on the admin port" "1" "$(listeners "$ADM")"
