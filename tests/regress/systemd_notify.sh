@@ -2,8 +2,8 @@
 # akgateway under systemd's Type=notify, with the test as the service
 # manager: a datagram socket of its own as NOTIFY_SOCKET.  The gateway must
 # say READY=1 (and MAINPID) once it serves, RELOADING=1 then READY=1 around
-# a SIGHUP, WATCHDOG=1 pings at half of WATCHDOG_USEC, and STOPPING=1 on
-# SIGTERM; without NOTIFY_SOCKET it runs as before (every other test).
+# a SIGHUP, WATCHDOG=1 pings at half of WATCHDOG_USEC, MAINPID moving to
+# the new process on a SIGUSR2 upgrade, and STOPPING=1 on SIGTERM; without NOTIFY_SOCKET it runs as before (every other test).
 . "$(dirname "$0")/lib.sh"
 
 GW=$(free_port)
@@ -69,6 +69,31 @@ assert_eq "reload order" "READY=1 RELOADING=1 READY=1 " "$order"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GW/local/$GW/")
 assert_eq "still serving after the reload" 404 "$code"
 ok "SIGHUP: RELOADING=1, then READY=1, and it serves"
+
+# SIGUSR2: the new process says READY=1 with its MAINPID, the old one
+# hands MAINPID over, exits, and the new one keeps the watchdog fed.
+kill -USR2 "$GW_PID"
+wait_log "$T/gateway.log" 'upgrade: started process [0-9]*'
+NEW_PID=$(sed -n 's/.*upgrade: started process \([0-9]*\).*/\1/p' "$T/gateway.log" | tail -n 1)
+wait_log "$T/notify.log" "^MAINPID=$NEW_PID\$"
+wait_log "$T/notify.log" '^STATUS=upgraded$'
+i=0
+while kill -0 "$GW_PID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 "$GW_PID" 2>/dev/null && fail "the old process did not leave after the upgrade"
+kill -0 "$NEW_PID" 2>/dev/null || fail "the new process $NEW_PID is not running"
+grep -q '^STOPPING=1$' "$T/notify.log" && fail "the upgrade said STOPPING=1"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GW/local/$GW/")
+assert_eq "the new process serves" 404 "$code"
+n0=$(grep -c '^WATCHDOG=1$' "$T/notify.log")
+i=0
+while [ "$(grep -c '^WATCHDOG=1$' "$T/notify.log")" -lt $((n0 + 3)) ] && [ $i -lt 60 ]; do
+	sleep 0.05; i=$((i + 1))
+done
+[ "$(grep -c '^WATCHDOG=1$' "$T/notify.log")" -ge $((n0 + 3)) ] ||
+    fail "the new process sends no WATCHDOG=1"
+PIDS="$PIDS $NEW_PID"
+GW_PID=$NEW_PID
+ok "SIGUSR2: MAINPID=$NEW_PID and READY=1 from the new process, the old one gone, the watchdog fed"
 
 # SIGTERM: STOPPING=1, then the exit; no ping after it.
 kill -TERM "$GW_PID"
