@@ -16,7 +16,8 @@ CERTS_DIR=$BUILD/certs
 export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
 H2_PASS="proxy_basic port_urls private_ports bulk host_form_orders \
-	refusals_logged response_trailers path_prefix_apps cross_origin_cookie"
+	refusals_logged response_trailers path_prefix_apps cross_origin_cookie \
+	secret_rotation"
 pass=0
 fail=0
 failed=""
