@@ -53,9 +53,10 @@ static const char conf_tls[] = CONF_HEAD
 /* While secrets rotate: NEW_SECRET signs, SECRET still verifies. */
 #define NEW_SECRET "fedcba9876543210fedcba9876543210"
 static const char conf_rotating[] = CONF_HEAD "auth:\n"
-					     "  secrets:\n"
-					     "    - " NEW_SECRET "\n"
-					     "    - " SECRET "\n" CONF_SANDBOXES;
+					      "  secrets:\n"
+					      "    - " NEW_SECRET "\n"
+					      "    - " SECRET
+					      "\n" CONF_SANDBOXES;
 
 static const char conf_path_cookies[] = CONF_HEAD
     "auth:\n"

@@ -511,14 +511,15 @@ test_auth_secrets(void **state)
 	size_t i;
 
 	(void)state;
-	cf = expect_ok(SECRETS_HEAD "auth:\n"
-				    "  secrets:\n"
-				    "    - " SECRET_B "\n"
-				    "    - \"" SECRET_A "\"\n"
-				    "sandboxes:\n"
-				    "  - id: a\n"
-				    "    address: 127.0.0.1\n"
-				    "    ports: [{port: 80, access: private}]\n");
+	cf = expect_ok(
+	    SECRETS_HEAD "auth:\n"
+			 "  secrets:\n"
+			 "    - " SECRET_B "\n"
+			 "    - \"" SECRET_A "\"\n"
+			 "sandboxes:\n"
+			 "  - id: a\n"
+			 "    address: 127.0.0.1\n"
+			 "    ports: [{port: 80, access: private}]\n");
 	assert_int_equal(cf->cf_nauth_secrets, 2);
 	assert_string_equal(cf->cf_auth_secrets[0].tk_key, SECRET_B);
 	assert_int_equal(cf->cf_auth_secrets[0].tk_len, 32);
