@@ -719,7 +719,7 @@ auth_check(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
 		at = &f.af_tokens[i];
 		if (at->at_source != source)
 			break;
-		e = token_verify(cf->cf_auth_secret, cf->cf_auth_secret_len,
+		e = token_verify_any(cf->cf_auth_secrets, cf->cf_nauth_secrets,
 		    at->at_token, at->at_len, sb->sb_id, sb->sb_safe_id, scope,
 		    aq->aq_now);
 		if (i == 0)

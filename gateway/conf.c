@@ -38,7 +38,7 @@ const char conf_builtin[] =
 static const char *const top_keys[] = { "log", "listen", "admin", "domains",
 	"workers", "timeouts", "limits", "auth", "netns_dir", "sandboxes",
 	NULL };
-static const char *const auth_keys[] = { "secret", "cookie",
+static const char *const auth_keys[] = { "secret", "secrets", "cookie",
 	"require_tls_for_credentials", "path_form_cookies", NULL };
 static const char *const log_keys[] = { "level", "format", "file", NULL };
 static const char *const listen_keys[] = { "address", "tls", "http2",
@@ -294,7 +294,94 @@ conf_admin(const struct cfg_doc *doc, const struct cfg_node *n,
 	return (0);
 }
 
-/* Parse the auth section: the token secret and how credentials travel. */
+/*
+ * Read one token secret from n into *key (xstrdup'd), naming it what in
+ * errors.  Secrets are at least 16 bytes.
+ */
+static int
+conf_auth_key(const struct cfg_doc *doc, const struct cfg_node *n,
+    const char *what, struct token_key *key, char **cause)
+{
+	if (cfg_get_string(doc, n, what, &key->tk_key, cause) != 0)
+		return (-1);
+	key->tk_len = strlen(key->tk_key);
+	if (key->tk_len < 16)
+		return (cfg_error(doc, n, cause,
+		    "%s must be at least 16 bytes; make one with: openssl rand "
+		    "-hex 32",
+		    what));
+	return (0);
+}
+
+/*
+ * Parse the token secrets: auth.secret (one), or auth.secrets (a list whose
+ * first entry signs and whose every entry verifies, for rotating without
+ * invalidating every token at once).
+ */
+static int
+conf_auth_secrets(const struct cfg_doc *doc, const struct cfg_node *n,
+    struct gw_config *cf, char **cause)
+{
+	struct cfg_node *one = NULL, *list = NULL, *item, *later = NULL;
+	struct token_key *k;
+	char what[64];
+	size_t i, j;
+
+	for (i = 0; i < cfg_map_size(n); i++) {
+		if (strcmp(cfg_map_key(n, i)->n_value, "secret") == 0)
+			one = cfg_map_value(n, i);
+		else if (strcmp(cfg_map_key(n, i)->n_value, "secrets") == 0)
+			list = cfg_map_value(n, i);
+		else
+			continue;
+		if (one != NULL && list != NULL)
+			later = cfg_map_key(n, i);
+	}
+	if (later != NULL)
+		return (cfg_error(doc, later, cause,
+		    "auth.secret and auth.secrets are both set; keep one "
+		    "(auth.secret: X is auth.secrets: [X])"));
+	if (one != NULL) {
+		cf->cf_auth_secrets = xcalloc(1, sizeof *cf->cf_auth_secrets);
+		cf->cf_nauth_secrets = 1;
+		return (conf_auth_key(
+		    doc, one, "auth.secret", &cf->cf_auth_secrets[0], cause));
+	}
+	if (list == NULL)
+		return (0);
+	if (cfg_check_seq(doc, list, "auth.secrets", cause) != 0)
+		return (-1);
+	if (list->n_count == 0)
+		return (cfg_error(doc, list, cause,
+		    "auth.secrets is empty; list at least one secret (make one "
+		    "with: openssl rand -hex 32)"));
+	if (list->n_count > GW_AUTH_SECRETS_MAX)
+		return (
+		    cfg_error(doc, list->n_items[GW_AUTH_SECRETS_MAX], cause,
+			"auth.secrets has %zu entries; at most %d are allowed "
+			"(each one is tried on every token)",
+			list->n_count, GW_AUTH_SECRETS_MAX));
+	cf->cf_auth_secrets = xcalloc(
+	    list->n_count, sizeof *cf->cf_auth_secrets);
+	for (i = 0; i < list->n_count; i++) {
+		item = list->n_items[i];
+		k = &cf->cf_auth_secrets[i];
+		cf->cf_nauth_secrets++;
+		snprintf(what, sizeof what, "auth.secrets entry %zu", i + 1);
+		if (conf_auth_key(doc, item, what, k, cause) != 0)
+			return (-1);
+		for (j = 0; j < i; j++) {
+			if (cf->cf_auth_secrets[j].tk_len == k->tk_len &&
+			    memcmp(cf->cf_auth_secrets[j].tk_key, k->tk_key,
+				k->tk_len) == 0)
+				return (cfg_error(doc, item, cause,
+				    "%s repeats entry %zu", what, j + 1));
+		}
+	}
+	return (0);
+}
+
+/* Parse the auth section: the token secrets and how credentials travel. */
 static int
 conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
     struct gw_config *cf, char **cause)
@@ -304,17 +391,8 @@ conf_auth(const struct cfg_doc *doc, const struct cfg_node *n,
 
 	if (cfg_check_map(doc, n, "auth", auth_keys, cause) != 0)
 		return (-1);
-	if ((v = cfg_map_get(n, "secret")) != NULL) {
-		if (cfg_get_string(
-			doc, v, "auth.secret", &cf->cf_auth_secret, cause) != 0)
-			return (-1);
-		cf->cf_auth_secret_len = strlen(cf->cf_auth_secret);
-		if (cf->cf_auth_secret_len < 16)
-			return (cfg_error(doc, v, cause,
-			    "auth.secret must be "
-			    "at least 16 bytes; make one with: openssl rand "
-			    "-hex 32"));
-	}
+	if (conf_auth_secrets(doc, n, cf, cause) != 0)
+		return (-1);
 	if ((v = cfg_map_get(n, "cookie")) != NULL) {
 		free(cf->cf_auth_cookie);
 		if (cfg_get_string(
@@ -593,11 +671,11 @@ conf_ports(const struct gw_config *cf, const struct cfg_doc *doc,
 				return (-1);
 			pr->pr_private = access == 1;
 			if (pr->pr_private &&
-			    (cf == NULL || cf->cf_auth_secret == NULL))
+			    (cf == NULL || cf->cf_nauth_secrets == 0))
 				return (cfg_error(doc, v, cause,
 				    "access: "
-				    "private needs auth.secret to check "
-				    "tokens with"));
+				    "private needs auth.secret (or "
+				    "auth.secrets) to check tokens with"));
 		}
 		if ((v = cfg_map_get(item, "protocol")) != NULL) {
 			if (cfg_get_enum(doc, v, "protocol", proto_names,
@@ -998,6 +1076,13 @@ conf_listen_free(struct gw_listen *l)
 	free(l->l_address);
 }
 
+/* The secret new tokens are signed with (auth.secrets' first), or NULL. */
+const struct token_key *
+conf_signing_key(const struct gw_config *cf)
+{
+	return (cf->cf_nauth_secrets == 0 ? NULL : &cf->cf_auth_secrets[0]);
+}
+
 /* Take a reference to a configuration. */
 void
 conf_ref(struct gw_config *cf)
@@ -1027,10 +1112,14 @@ conf_free(struct gw_config *cf)
 	free(cf->cf_listen);
 	free(cf->cf_admin.l_address);
 	free(cf->cf_admin_token);
-	if (cf->cf_auth_secret != NULL) {
-		explicit_bzero(cf->cf_auth_secret, cf->cf_auth_secret_len);
-		free(cf->cf_auth_secret);
+	for (i = 0; i < cf->cf_nauth_secrets; i++) {
+		if (cf->cf_auth_secrets[i].tk_key == NULL)
+			continue;
+		explicit_bzero(cf->cf_auth_secrets[i].tk_key,
+		    cf->cf_auth_secrets[i].tk_len);
+		free(cf->cf_auth_secrets[i].tk_key);
 	}
+	free(cf->cf_auth_secrets);
 	free(cf->cf_auth_cookie);
 	free(cf->cf_log_file);
 	free(cf->cf_netns_dir);

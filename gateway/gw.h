@@ -19,6 +19,7 @@
 #include "idmap.h"
 #include "log.h"
 #include "strbuf.h"
+#include "token.h"
 #include "tombs.h"
 #include "evio.h"
 #include "stream.h"
@@ -172,8 +173,9 @@ struct gw_config {
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
 
-	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
-	size_t cf_auth_secret_len;
+	struct token_key *cf_auth_secrets; /* [0] signs tokens, all verify */
+	size_t cf_nauth_secrets; /* 0: no secret, so no private ports */
+#define GW_AUTH_SECRETS_MAX 8 /* auth.secrets entries at most */
 	char *cf_auth_cookie; /* cookie name carrying a token */
 	int cf_require_tls_creds; /* refuse credentials on plain HTTP */
 	int cf_path_form_cookies; /* browsers' credentials on the path form */
@@ -636,6 +638,7 @@ struct gw_config *
 conf_load_string(const char *name, const char *text, char **cause);
 void conf_ref(struct gw_config *);
 void conf_free(struct gw_config *);
+const struct token_key *conf_signing_key(const struct gw_config *);
 struct gw_sandbox *conf_sandbox_parse(const struct gw_config *,
     const struct cfg_doc *, const struct cfg_node *, char **cause);
 

@@ -1,6 +1,7 @@
 /*
  * "akgateway token": mint an access token for a private port, every port of
- * a sandbox, or its tunnel, signed with the configuration's auth.secret.
+ * a sandbox, or its tunnel, signed with the configuration's auth.secret (or
+ * the first of auth.secrets, the one that signs while secrets rotate).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,8 +29,10 @@ tokencmd_usage(FILE *f)
 	    "\n"
 	    "Mint an access token for a sandbox and print it.\n"
 	    "\n"
-	    "  -c, --config FILE  read auth.secret and the sandboxes from "
-	    "FILE;\n"
+	    "  -c, --config FILE  read the sandboxes and the secret to sign "
+	    "with\n"
+	    "                     (auth.secret, or the first of auth.secrets) "
+	    "from FILE;\n"
 	    "                     without it the built-in default is used\n"
 	    "      --sandbox ID   the sandbox, by id or safe id\n"
 	    "      --port N       grant port N (1-65535)\n"
@@ -123,6 +126,7 @@ tokencmd_main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct gw_sandbox *sb;
+	const struct token_key *key;
 	struct gw_config *cf = NULL;
 	const char *file = NULL, *sandbox = NULL, *ttl = NULL, *why = NULL;
 	char scope[16], *cause = NULL, *token = NULL;
@@ -209,21 +213,21 @@ tokencmd_main(int argc, char **argv)
 		free(cause);
 		return (1);
 	}
-	if (cf->cf_auth_secret == NULL) {
+	if ((key = conf_signing_key(cf)) == NULL) {
 		if (file != NULL)
 			fprintf(stderr,
 			    "akgateway token: the configuration has no "
-			    "auth.secret; add one to %s (make it with: openssl "
-			    "rand -hex 32) so the gateway can sign and check "
-			    "tokens\n",
+			    "auth.secret (or auth.secrets); add one to %s "
+			    "(make it with: openssl rand -hex 32) so the "
+			    "gateway can sign and check tokens\n",
 			    file);
 		else
 			fprintf(stderr,
 			    "akgateway token: the configuration has no "
-			    "auth.secret; the built-in default has none, so "
-			    "write a configuration file with one (make it "
-			    "with: openssl rand -hex 32) and pass it with -c "
-			    "FILE\n");
+			    "auth.secret (or auth.secrets); the built-in "
+			    "default has none, so write a configuration file "
+			    "with one (make it with: openssl rand -hex 32) and "
+			    "pass it with -c FILE\n");
 		goto out;
 	}
 	if ((sb = tokencmd_find_sandbox(cf, sandbox)) == NULL) {
@@ -242,8 +246,7 @@ tokencmd_main(int argc, char **argv)
 		    sb->sb_id, cf->cf_file);
 
 	expiry = (uint64_t)time(NULL) + ttl_ms / 1000;
-	token = token_mint(cf->cf_auth_secret, cf->cf_auth_secret_len,
-	    sb->sb_id, scope, expiry);
+	token = token_mint(key->tk_key, key->tk_len, sb->sb_id, scope, expiry);
 	if (token == NULL) {
 		fprintf(stderr,
 		    "akgateway token: cannot mint a token for sandbox '%s'\n",

@@ -696,7 +696,7 @@ xchg_tunnel_auth(struct gw_xchg *x, struct gw_sandbox *sb)
 		tok = h->value + 7;
 		len = h->value_len - 7;
 	}
-	if (sb->sb_tunnel_token == NULL && cf->cf_auth_secret == NULL)
+	if (sb->sb_tunnel_token == NULL && cf->cf_nauth_secrets == 0)
 		return (0);
 	if (tok == NULL) {
 		xchg_fail(x, gw_err_unauthorized,
@@ -715,9 +715,9 @@ xchg_tunnel_auth(struct gw_xchg *x, struct gw_sandbox *sb)
 	    token_secret_equal(
 		tok, len, sb->sb_tunnel_token, strlen(sb->sb_tunnel_token)))
 		return (0);
-	if (cf->cf_auth_secret != NULL &&
-	    token_verify(cf->cf_auth_secret, cf->cf_auth_secret_len, tok, len,
-		sb->sb_id, sb->sb_safe_id, "tunnel",
+	if (cf->cf_nauth_secrets != 0 &&
+	    token_verify_any(cf->cf_auth_secrets, cf->cf_nauth_secrets, tok,
+		len, sb->sb_id, sb->sb_safe_id, "tunnel",
 		(uint64_t)time(NULL)) == TOKEN_OK)
 		return (0);
 	xchg_fail(x, gw_err_forbidden,

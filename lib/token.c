@@ -2,8 +2,8 @@
  * Access tokens signed with HMAC-SHA256 over sandbox, scope and expiry.
  *
  * Nothing in a token is trusted before its signature has been checked in
- * constant time against the one this secret makes; only then is the payload
- * decoded.  The encodings are strict (canonical base64url, decimal without
+ * constant time against the one this secret (or, while secrets rotate, one of
+ * these secrets) makes; only then is the payload decoded.  The encodings are strict (canonical base64url, decimal without
  * leading zeros) so each claim has exactly one spelling.
  */
 #include <sys/types.h>
@@ -311,33 +311,37 @@ token_mint(const char *secret, size_t secret_len, const char *sandbox,
 }
 
 /*
- * Verify token (token_len bytes, need not be NUL-terminated) for a request
- * to sandbox sandbox_id (or its safe id, which may be NULL) that needs
- * scope_needed ("port:<N>" or "tunnel") at time now (Unix seconds).  The
- * signature is compared in constant time before the payload is decoded.
- * "port:*" grants every "port:<N>".
+ * Does the signature of token (payload plen bytes, its shape checked by
+ * token_split) match the one secret makes?  Compared in constant time; an
+ * unusable secret never matches.
  */
-enum token_err
-token_verify(const char *secret, size_t secret_len, const char *token,
-    size_t token_len, const char *sandbox_id, const char *sandbox_safe_id,
-    const char *scope_needed, uint64_t now)
+static int
+token_sig_matches(
+    const char *secret, size_t secret_len, const char *token, size_t plen)
 {
-	struct token_claims tc;
-	char sig[TOKEN_SIG_LEN + 1], *text = NULL;
-	size_t plen;
-	enum token_err err;
-	int bad;
+	char sig[TOKEN_SIG_LEN + 1];
+	int same;
 
-	if (token_split(token, token_len, &plen) != 0)
-		return (TOKEN_MALFORMED);
 	if (token_sign(
 		secret, secret_len, token, TOKEN_PREFIX_LEN + plen, sig) != 0)
-		return (TOKEN_BAD_SIGNATURE);
-	bad = CRYPTO_memcmp(
-	    sig, token + TOKEN_PREFIX_LEN + plen + 1, TOKEN_SIG_LEN);
+		return (0);
+	same = CRYPTO_memcmp(sig, token + TOKEN_PREFIX_LEN + plen + 1,
+		   TOKEN_SIG_LEN) == 0;
 	explicit_bzero(sig, sizeof sig);
-	if (bad != 0)
-		return (TOKEN_BAD_SIGNATURE);
+	return (same);
+}
+
+/*
+ * Check the claims of a token whose signature matched: expiry, sandbox
+ * (its id or safe id) and scope.
+ */
+static enum token_err
+token_claims_check(const char *token, size_t plen, const char *sandbox_id,
+    const char *sandbox_safe_id, const char *scope_needed, uint64_t now)
+{
+	struct token_claims tc;
+	char *text = NULL;
+	enum token_err err;
 
 	if (token_claims_parse(token + TOKEN_PREFIX_LEN, plen, &text, &tc) != 0)
 		err = TOKEN_MALFORMED;
@@ -356,6 +360,53 @@ token_verify(const char *secret, size_t secret_len, const char *token,
 		err = TOKEN_WRONG_SCOPE;
 	free(text);
 	return (err);
+}
+
+/*
+ * Verify token (token_len bytes, need not be NUL-terminated) for a request
+ * to sandbox sandbox_id (or its safe id, which may be NULL) that needs
+ * scope_needed ("port:<N>" or "tunnel") at time now (Unix seconds).  The
+ * signature is compared in constant time before the payload is decoded.
+ * "port:*" grants every "port:<N>".
+ */
+enum token_err
+token_verify(const char *secret, size_t secret_len, const char *token,
+    size_t token_len, const char *sandbox_id, const char *sandbox_safe_id,
+    const char *scope_needed, uint64_t now)
+{
+	size_t plen;
+
+	if (token_split(token, token_len, &plen) != 0)
+		return (TOKEN_MALFORMED);
+	if (!token_sig_matches(secret, secret_len, token, plen))
+		return (TOKEN_BAD_SIGNATURE);
+	return (token_claims_check(
+	    token, plen, sandbox_id, sandbox_safe_id, scope_needed, now));
+}
+
+/*
+ * As token_verify, with any of nkeys secrets: the token is signed if one of
+ * them made its signature.  Every secret is tried, whichever matches, so
+ * the time taken depends on the number of secrets and not on which one (or
+ * whether one) matched.
+ */
+enum token_err
+token_verify_any(const struct token_key *keys, size_t nkeys, const char *token,
+    size_t token_len, const char *sandbox_id, const char *sandbox_safe_id,
+    const char *scope_needed, uint64_t now)
+{
+	size_t plen, i;
+	int signed_ok = 0;
+
+	if (token_split(token, token_len, &plen) != 0)
+		return (TOKEN_MALFORMED);
+	for (i = 0; i < nkeys; i++)
+		signed_ok |= token_sig_matches(
+		    keys[i].tk_key, keys[i].tk_len, token, plen);
+	if (!signed_ok)
+		return (TOKEN_BAD_SIGNATURE);
+	return (token_claims_check(
+	    token, plen, sandbox_id, sandbox_safe_id, scope_needed, now));
 }
 
 /*

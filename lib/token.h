@@ -27,9 +27,18 @@ enum token_err {
 	TOKEN_WRONG_SCOPE, /* signed for another port or use */
 };
 
+/* An HMAC secret: tk_len bytes at tk_key. */
+struct token_key {
+	char *tk_key;
+	size_t tk_len;
+};
+
 char *token_mint(const char *secret, size_t secret_len, const char *sandbox,
     const char *scope, uint64_t expiry);
 enum token_err token_verify(const char *secret, size_t secret_len,
+    const char *token, size_t token_len, const char *sandbox_id,
+    const char *sandbox_safe_id, const char *scope_needed, uint64_t now);
+enum token_err token_verify_any(const struct token_key *keys, size_t nkeys,
     const char *token, size_t token_len, const char *sandbox_id,
     const char *sandbox_safe_id, const char *scope_needed, uint64_t now);
 int token_expiry(const char *token, size_t token_len, uint64_t *expiry);

@@ -16,7 +16,11 @@ CERTS_DIR=$BUILD/certs
 export BUILD CERTS_DIR
 mkdir -p "$LOGDIR"
 H2_PASS="proxy_basic port_urls private_ports bulk host_form_orders \
-	refusals_logged response_trailers path_prefix_apps cross_origin_cookie"
+	refusals_logged response_trailers path_prefix_apps cross_origin_cookie \
+	secret_rotation"
+# One space between names: a name after a line break follows a tab, which
+# the " $n " match below would miss (refusals_logged ran once only).
+H2_PASS=$(echo $H2_PASS)
 pass=0
 fail=0
 failed=""

@@ -32,6 +32,14 @@ static const char fuzz_conf[] = "listen:\n"
 				"      - port: 3000\n"
 				"        access: public\n";
 
+/* auth.secrets while rotating: another secret signs, FUZZ_SECRET verifies. */
+static char fuzz_new[] = "another secret, the one that signs";
+static char fuzz_old[] = FUZZ_SECRET;
+static const struct token_key fuzz_keys[] = {
+	{ fuzz_new, sizeof fuzz_new - 1 },
+	{ fuzz_old, sizeof fuzz_old - 1 },
+};
+
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 /* Abort, naming the condition, unless ok. */
@@ -94,6 +102,9 @@ fuzz_verify(const uint8_t *data, size_t size)
 	    (const char *)data, size, "sbx@one", "sbx-at-one", "port:8080", 0);
 	FUZZ_ASSERT(e >= TOKEN_OK && e <= TOKEN_WRONG_SCOPE);
 	FUZZ_ASSERT(token_err_string(e) != NULL);
+	/* One more secret that never signed it changes nothing. */
+	FUZZ_ASSERT(token_verify_any(fuzz_keys, 2, (const char *)data, size,
+			"sbx@one", "sbx-at-one", "port:8080", 0) == e);
 	if (size > TOKEN_MAX || !token_looks_like((const char *)data, size))
 		FUZZ_ASSERT(e == TOKEN_MALFORMED);
 	if (e != TOKEN_MALFORMED && e != TOKEN_BAD_SIGNATURE)
@@ -122,6 +133,11 @@ fuzz_round_trip(const char *text, uint64_t expiry)
 			"\x01", NULL, "port:443", 0) == TOKEN_WRONG_SANDBOX);
 	FUZZ_ASSERT(token_verify("another secret", 14, t, len, text, NULL,
 			"port:443", 0) == TOKEN_BAD_SIGNATURE);
+	FUZZ_ASSERT(
+	    token_verify_any(fuzz_keys, 2, t, len, text, NULL, "port:443", 0) ==
+	    (expiry == 0 ? TOKEN_EXPIRED : TOKEN_OK));
+	FUZZ_ASSERT(token_verify_any(fuzz_keys, 1, t, len, text, NULL,
+			"port:443", 0) == TOKEN_BAD_SIGNATURE);
 	/* Any single change after the prefix breaks the signature. */
 	i = TOKEN_PREFIX_LEN + (size_t)expiry % (len - TOKEN_PREFIX_LEN);
 	if (t[i] != '.') {
@@ -136,8 +152,8 @@ fuzz_round_trip(const char *text, uint64_t expiry)
 /* auth_check for a host-form request with flags (AUTH_F_*). */
 static int
 fuzz_auth(const struct gw_config *cf, const struct gw_sandbox *sb, int port,
-    const struct gw_port_rule *rule, const struct head *m,
-    const char *target, int flags, struct auth_result *res)
+    const struct gw_port_rule *rule, const struct head *m, const char *target,
+    int flags, struct auth_result *res)
 {
 	struct auth_req aq;
 

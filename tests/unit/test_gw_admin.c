@@ -314,8 +314,7 @@ test_sandbox_refused(void **state)
 	    "\"ports\": [{\"port\": 80, \"access\": "
 	    "\"private\"}]}",
 	    "request body at /ports/0/access: access: private needs "
-	    "auth.secret to check tokens "
-	    "with");
+	    "auth.secret (or auth.secrets) to check tokens with");
 	expect_refused(NULL,
 	    "{\"id\": \"a\", \"address\": \"127.0.0.1\", "
 	    "\"tunnel\": {\"mode\": \"terminate\"}}",

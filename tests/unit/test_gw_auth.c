@@ -50,6 +50,14 @@ static const char conf_tls[] = CONF_HEAD
     "  cookie: sbx_auth\n"
     "  require_tls_for_credentials: true\n" CONF_SANDBOXES;
 
+/* While secrets rotate: NEW_SECRET signs, SECRET still verifies. */
+#define NEW_SECRET "fedcba9876543210fedcba9876543210"
+static const char conf_rotating[] = CONF_HEAD "auth:\n"
+					      "  secrets:\n"
+					      "    - " NEW_SECRET "\n"
+					      "    - " SECRET
+					      "\n" CONF_SANDBOXES;
+
 static const char conf_path_cookies[] = CONF_HEAD
     "auth:\n"
     "  secret: " SECRET "\n"
@@ -111,6 +119,16 @@ setup_path_cookies(void **state)
 	struct fixture *f = xcalloc(1, sizeof *f);
 
 	fixture_load(f, conf_path_cookies);
+	*state = f;
+	return (0);
+}
+
+static int
+setup_rotating(void **state)
+{
+	struct fixture *f = xcalloc(1, sizeof *f);
+
+	fixture_load(f, conf_rotating);
 	*state = f;
 	return (0);
 }
@@ -1140,6 +1158,57 @@ test_strip_cookie_len(void **state)
 	free(out);
 }
 
+/*
+ * auth.secrets [NEW, OLD]: tokens of either secret open the port, from any
+ * source; another secret's token is refused as a bad signature, and an old
+ * token's other faults are still reported as themselves.
+ */
+static void
+test_rotation(void **state)
+{
+	struct fixture *f = *state;
+	char *t_old, *t_new, *t_other, *t_exp, *h1, *h2;
+	const char *lines[] = { NULL, NULL };
+
+	t_old = mint("alice@box.one", "port:8080");
+	t_new = token_mint(NEW_SECRET, strlen(NEW_SECRET), "alice@box.one",
+	    "port:8080", LATER);
+	t_other = token_mint("a different secret, 32 bytes....", 32,
+	    "alice@box.one", "port:8080", LATER);
+	t_exp = token_mint(
+	    SECRET, strlen(SECRET), "alice@box.one", "port:8080", NOW);
+	assert_string_equal(conf_signing_key(f->cf)->tk_key, NEW_SECRET);
+
+	xasprintf(&h1, "X-Access-Token: %s", t_old);
+	lines[0] = h1;
+	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	free(h1);
+	xasprintf(&h1, "Authorization: Bearer %s", t_new);
+	lines[0] = h1;
+	expect_allowed(f, 8080, lines, "/", 1, NULL);
+	free(h1);
+	/* Two cookies, another secret's first: the old one still opens. */
+	xasprintf(&h1, "Cookie: akgw_token=%s; akgw_token=%s", t_other, t_old);
+	lines[0] = h1;
+	expect_allowed(f, 8080, lines, "/", 0, NULL);
+	free(h1);
+
+	xasprintf(&h1, "X-Access-Token: %s", t_other);
+	lines[0] = h1;
+	expect_refusal(f, 8080, lines, "/", 1, 401, "unauthorized",
+	    token_err_string(TOKEN_BAD_SIGNATURE));
+	xasprintf(&h2, "X-Access-Token: %s", t_exp);
+	lines[0] = h2;
+	expect_refusal(f, 8080, lines, "/", 1, 401, "unauthorized",
+	    "The access token expired.");
+	free(h1);
+	free(h2);
+	free(t_old);
+	free(t_new);
+	free(t_other);
+	free(t_exp);
+}
+
 int
 main(void)
 {
@@ -1188,6 +1257,8 @@ main(void)
 		    test_path_form, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_path_form_cookies, setup_path_cookies, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_rotation, setup_rotating, teardown),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "alloc.h"
 #include "config.h"
 #include "gw.h"
 
@@ -69,7 +70,9 @@ test_builtin(void **state)
 	assert_int_equal(cf->cf_ws_idle_timeout, 3600000);
 	assert_int_equal(cf->cf_ws_fin_timeout, 30000);
 	assert_string_equal(cf->cf_auth_cookie, "akgw_token");
-	assert_null(cf->cf_auth_secret);
+	assert_null(cf->cf_auth_secrets);
+	assert_int_equal(cf->cf_nauth_secrets, 0);
+	assert_null(conf_signing_key(cf));
 	assert_false(cf->cf_path_form_cookies);
 	conf_free(cf);
 }
@@ -145,8 +148,10 @@ test_full(void **state)
 	assert_true(cf->cf_sandboxes[0]->sb_ports[2].pr_private);
 	assert_false(cf->cf_sandboxes[0]->sb_ports[1].pr_private);
 	assert_int_equal(cf->cf_max_connections_per_sandbox, 7);
-	assert_string_equal(cf->cf_auth_secret, "0123456789abcdef0123");
-	assert_int_equal(cf->cf_auth_secret_len, 20);
+	assert_int_equal(cf->cf_nauth_secrets, 1);
+	assert_string_equal(
+	    cf->cf_auth_secrets[0].tk_key, "0123456789abcdef0123");
+	assert_int_equal(cf->cf_auth_secrets[0].tk_len, 20);
 	assert_string_equal(cf->cf_auth_cookie, "tok");
 	assert_true(cf->cf_require_tls_creds);
 	assert_true(cf->cf_path_form_cookies);
@@ -489,6 +494,127 @@ test_port_protocol(void **state)
 	    "10000, not 0");
 }
 
+#define SECRET_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SECRET_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define SECRETS_HEAD "listen: [{address: 127.0.0.1:1}]\n"
+
+/*
+ * auth.secrets: a list whose first entry signs and every entry verifies;
+ * auth.secret is its one-element form.  Both keys, an empty list, a short
+ * or repeated entry and too many entries are refused at their place.
+ */
+static void
+test_auth_secrets(void **state)
+{
+	struct gw_config *cf;
+	char *text, *p;
+	size_t i;
+
+	(void)state;
+	cf = expect_ok(
+	    SECRETS_HEAD "auth:\n"
+			 "  secrets:\n"
+			 "    - " SECRET_B "\n"
+			 "    - \"" SECRET_A "\"\n"
+			 "sandboxes:\n"
+			 "  - id: a\n"
+			 "    address: 127.0.0.1\n"
+			 "    ports: [{port: 80, access: private}]\n");
+	assert_int_equal(cf->cf_nauth_secrets, 2);
+	assert_string_equal(cf->cf_auth_secrets[0].tk_key, SECRET_B);
+	assert_int_equal(cf->cf_auth_secrets[0].tk_len, 32);
+	assert_string_equal(cf->cf_auth_secrets[1].tk_key, SECRET_A);
+	assert_ptr_equal(conf_signing_key(cf), &cf->cf_auth_secrets[0]);
+	assert_true(cf->cf_sandboxes[0]->sb_ports[0].pr_private);
+	conf_free(cf);
+
+	/* The one-element form, both ways. */
+	cf = expect_ok(SECRETS_HEAD "auth: {secret: " SECRET_A "}\n");
+	assert_int_equal(cf->cf_nauth_secrets, 1);
+	assert_string_equal(conf_signing_key(cf)->tk_key, SECRET_A);
+	conf_free(cf);
+	cf = expect_ok(SECRETS_HEAD "auth: {secrets: [" SECRET_A "]}\n");
+	assert_int_equal(cf->cf_nauth_secrets, 1);
+	assert_string_equal(conf_signing_key(cf)->tk_key, SECRET_A);
+	conf_free(cf);
+
+	/* Exactly GW_AUTH_SECRETS_MAX is fine. */
+	text = xstrdup(SECRETS_HEAD "auth:\n  secrets:\n");
+	for (i = 0; i < GW_AUTH_SECRETS_MAX; i++) {
+		xasprintf(&p, "%s    - %s%zu\n", text, SECRET_A, i);
+		free(text);
+		text = p;
+	}
+	cf = expect_ok(text);
+	assert_int_equal(cf->cf_nauth_secrets, GW_AUTH_SECRETS_MAX);
+	assert_string_equal(cf->cf_auth_secrets[7].tk_key, SECRET_A "7");
+	conf_free(cf);
+	/* One more is refused at the first entry over the limit. */
+	xasprintf(&p, "%s    - %s\n", text, SECRET_B);
+	free(text);
+	expect_error(p,
+	    "t.yaml:12:7: auth.secrets has 9 entries; at most 8 are allowed "
+	    "(each one is tried on every token)");
+	free(p);
+
+	/* Both keys: refused at the later one, whichever order. */
+	expect_error(SECRETS_HEAD "auth:\n"
+				  "  secret: " SECRET_A "\n"
+				  "  secrets: [" SECRET_B "]\n",
+	    "t.yaml:4:3: auth.secret and auth.secrets are both set; keep one "
+	    "(auth.secret: X is auth.secrets: [X])");
+	expect_error(SECRETS_HEAD "auth:\n"
+				  "  cookie: c\n"
+				  "  secrets: [" SECRET_B "]\n"
+				  "  path_form_cookies: false\n"
+				  "  secret: " SECRET_A "\n",
+	    "t.yaml:6:3: auth.secret and auth.secrets are both set; keep one "
+	    "(auth.secret: X is auth.secrets: [X])");
+
+	/* Empty, not a list, or an entry that is no secret. */
+	expect_error(SECRETS_HEAD "auth:\n  secrets: []\n",
+	    "t.yaml:3:12: auth.secrets is empty; list at least one secret "
+	    "(make one with: openssl rand -hex 32)");
+	expect_error(SECRETS_HEAD "auth:\n  secrets: " SECRET_A "\n",
+	    "t.yaml:3:12: auth.secrets must be a list, not a scalar");
+	expect_error(SECRETS_HEAD "auth:\n  secrets:\n",
+	    "t.yaml:3:11: auth.secrets must be a list, not a scalar");
+	expect_error(SECRETS_HEAD "auth:\n"
+				  "  secrets:\n"
+				  "    - " SECRET_B "\n"
+				  "    - 0123456789abcde\n"
+				  "    - " SECRET_A "\n",
+	    "t.yaml:5:7: auth.secrets entry 2 must be at least 16 bytes; make "
+	    "one with: openssl rand -hex 32");
+	expect_error(SECRETS_HEAD "auth: {secrets: [" SECRET_A ", \"\"]}\n",
+	    "t.yaml:2:52: auth.secrets entry 2 must be at least 16 bytes; "
+	    "make one with: openssl rand -hex 32");
+	expect_error(SECRETS_HEAD "auth:\n"
+				  "  secrets:\n"
+				  "    - " SECRET_A "\n"
+				  "    - [" SECRET_B "]\n",
+	    "t.yaml:5:7: auth.secrets entry 2 must be a single value, not a "
+	    "list");
+	expect_error(SECRETS_HEAD "auth:\n"
+				  "  secrets:\n"
+				  "    - " SECRET_B "\n"
+				  "    - " SECRET_A "\n"
+				  "    - " SECRET_B "\n",
+	    "t.yaml:6:7: auth.secrets entry 3 repeats entry 1");
+	/* The single form keeps its own message. */
+	expect_error(SECRETS_HEAD "auth:\n  secret: short\n",
+	    "t.yaml:3:11: auth.secret must be at least 16 bytes; make one "
+	    "with: openssl rand -hex 32");
+
+	/* A private port needs one form or the other. */
+	expect_error(SECRETS_HEAD "sandboxes:\n"
+				  "  - id: a\n"
+				  "    address: 127.0.0.1\n"
+				  "    ports: [{port: 80, access: private}]\n",
+	    "t.yaml:5:32: access: private needs auth.secret (or auth.secrets) "
+	    "to check tokens with");
+}
+
 int
 main(void)
 {
@@ -501,6 +627,7 @@ main(void)
 		cmocka_unit_test(test_netns),
 		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_port_protocol),
+		cmocka_unit_test(test_auth_secrets),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));

@@ -594,6 +594,73 @@ test_err_strings(void **state)
 	    token_err_string(TOKEN_BAD_SIGNATURE));
 }
 
+/*
+ * token_verify_any: a token signed with any of the secrets verifies, in
+ * whichever position; the claims are still checked; none matching, an
+ * empty list or a malformed token is refused as with one secret.
+ */
+static void
+test_verify_any(void **state)
+{
+	static char old[] = SECRET, cur[] = "the new secret, also 32 bytes...",
+		    other[] = "a secret nobody configured.......";
+	struct token_key keys[3] = {
+		{ cur, sizeof cur - 1 },
+		{ old, sizeof old - 1 },
+		{ other, sizeof other - 1 },
+	};
+	char *t_old, *t_cur, *t_none, *t_exp;
+
+	(void)state;
+	t_old = token_mint(old, sizeof old - 1, "sbx1", "port:8080", LATER);
+	t_cur = token_mint(cur, sizeof cur - 1, "sbx1", "port:8080", LATER);
+	t_none = token_mint(
+	    "yet another secret of 32 bytes..", 32, "sbx1", "port:8080", LATER);
+	t_exp = token_mint(old, sizeof old - 1, "sbx1", "port:8080", NOW);
+
+	/* [cur, old]: both verify; the first signs new ones. */
+	assert_int_equal(token_verify_any(keys, 2, t_old, strlen(t_old), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_OK);
+	assert_int_equal(token_verify_any(keys, 2, t_cur, strlen(t_cur), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_OK);
+	/* The last of three counts as much as the first. */
+	assert_int_equal(token_verify_any(keys + 1, 2, t_old, strlen(t_old),
+			     "sbx1", NULL, "port:8080", NOW),
+	    TOKEN_OK);
+	/* [cur] alone: the old token is no longer signed. */
+	assert_int_equal(token_verify_any(keys, 1, t_old, strlen(t_old), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_BAD_SIGNATURE);
+	assert_int_equal(token_verify_any(keys, 3, t_none, strlen(t_none),
+			     "sbx1", NULL, "port:8080", NOW),
+	    TOKEN_BAD_SIGNATURE);
+	assert_int_equal(token_verify_any(keys, 0, t_cur, strlen(t_cur), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_BAD_SIGNATURE);
+	assert_int_equal(token_verify_any(NULL, 0, t_cur, strlen(t_cur), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_BAD_SIGNATURE);
+	/* A matching signature still leaves the claims to check. */
+	assert_int_equal(token_verify_any(keys, 3, t_exp, strlen(t_exp), "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_EXPIRED);
+	assert_int_equal(token_verify_any(keys, 3, t_old, strlen(t_old), "sbx2",
+			     NULL, "port:8080", NOW),
+	    TOKEN_WRONG_SANDBOX);
+	assert_int_equal(token_verify_any(keys, 3, t_cur, strlen(t_cur), "sbx1",
+			     NULL, "port:8081", NOW),
+	    TOKEN_WRONG_SCOPE);
+	assert_int_equal(token_verify_any(keys, 3, "akt1.bad.sig", 12, "sbx1",
+			     NULL, "port:8080", NOW),
+	    TOKEN_MALFORMED);
+	free(t_old);
+	free(t_cur);
+	free(t_none);
+	free(t_exp);
+}
+
 /* token_secret_equal: equal only for the same bytes and length. */
 static void
 test_secret_equal(void **state)
@@ -628,6 +695,7 @@ main(void)
 		cmocka_unit_test(test_overlong),
 		cmocka_unit_test(test_looks_like),
 		cmocka_unit_test(test_err_strings),
+		cmocka_unit_test(test_verify_any),
 		cmocka_unit_test(test_secret_equal),
 	};
 
