@@ -721,14 +721,13 @@ int listener_sync(
     struct gw *, struct gw_config *, struct ssl_ctx_st **, char **cause);
 
 /* upgrade.c */
-void upgrade_init(int argc, char **argv);
+void upgrade_init(int argc, char **argv, void (*drain)(struct gw *));
 int upgrade_take_listen(const struct sockaddr_storage *, socklen_t);
 int upgrade_take_admin(const struct sockaddr_storage *, socklen_t);
 int upgrade_take_tunnel(const char *name, int port, const char *place);
 void upgrade_started(struct gw *);
 void upgrade_ready(void);
 void upgrade_start(struct gw *);
-void upgrade_drain(struct gw *);
 void upgrade_free(void);
 int listener_adopt(struct gw *, int fd);
 int admin_fd(struct gw *);

@@ -133,8 +133,8 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 }
 
 /* The new process serves (upgrade.c): this one hands over and leaves. */
-void
-upgrade_drain(struct gw *g)
+static void
+main_handover(struct gw *g)
 {
 	__atomic_store_n(&g->g_shared->s_draining, 1, __ATOMIC_RELEASE);
 	main_stop(g);
@@ -185,7 +185,8 @@ main(int argc, char **argv)
 	}
 
 	tls_init();
-	upgrade_init(argc, argv); /* sockets passed by an old process */
+	/* Sockets passed by an old process or systemd (upgrade.c). */
+	upgrade_init(argc, argv, main_handover);
 	if (file != NULL)
 		cf = conf_load(file, &cause);
 	else

@@ -72,6 +72,7 @@ static struct {
 	int child_fd; /* ... and the pipe it says ready on */
 	struct event *child_ev;
 	struct event *sigchld;
+	void (*drain)(struct gw *); /* hand over: main.c drains */
 } up = { .ready_fd = -1, .child_fd = -1 };
 
 /* Percent-encode s (spaces, ';', '%' and control bytes) onto f. */
@@ -177,16 +178,18 @@ upgrade_parse(const char *v)
 }
 
 /*
- * At start: remember how to start this binary again (argv), and take the
- * sockets an old process (AKGW_INHERIT) or systemd (LISTEN_FDS) passed.
+ * At start: remember how to start this binary again (argv) and how to hand
+ * over (drain, once a new process serves), and take the sockets an old
+ * process (AKGW_INHERIT) or systemd (LISTEN_FDS) passed.
  */
 void
-upgrade_init(int argc, char **argv)
+upgrade_init(int argc, char **argv, void (*drain)(struct gw *))
 {
 	char path[PATH_MAX], *v;
 	ssize_t n;
 	int i, nfds;
 
+	up.drain = drain;
 	up.argv = xcalloc((size_t)argc + 1, sizeof *up.argv);
 	for (i = 0; i < argc; i++)
 		up.argv[i] = xstrdup(argv[i]);
@@ -372,7 +375,7 @@ upgrade_child_cb(evutil_socket_t fd, short events, void *arg)
 		(void)sd_notifyf(
 		    0, "MAINPID=%ld\nSTATUS=upgraded", (long)up.child);
 		up.child = 0; /* init reaps it once we are gone */
-		upgrade_drain(g);
+		up.drain(g);
 		return;
 	}
 	/* Closed without a word: it failed; its exit status follows. */
