@@ -64,12 +64,17 @@ conn_state_name(enum tun_conn_state s)
  * Count a failed connection and return the seconds to wait before the next
  * attempt (§8.1). A network failure after a connection that lived at least
  * reset_ms resets the count first; network failures wait min(failures, 30)
- * seconds, everything else 1 second.
+ * seconds, a gateway that said it restarts (1012) none (its new process is
+ * already listening), everything else 1 second.
  */
 unsigned int
 tun_backoff(
     unsigned int *failures, int end, uint64_t lived_ms, uint64_t reset_ms)
 {
+	if (end == TUN_END_RESTART) {
+		*failures = 0;
+		return (0);
+	}
 	if (end == TUN_END_NETWORK) {
 		if (lived_ms != 0 && lived_ms >= reset_ms)
 			*failures = 0;
@@ -486,6 +491,9 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 	/* Network failures get jitter; the line shows the delay used. */
 	if (end == TUN_END_NETWORK)
 		ms += tun_jitter_ms(delay, arc4random());
+	/* Clients of a restarting gateway spread over a quarter second. */
+	if (end == TUN_END_RESTART)
+		ms = arc4random() % TUN_RESTART_SPREAD_MS;
 	client_delay_str(when, sizeof when, ms);
 	if (end != TUN_END_STATUS || status != 404)
 		t->t_route_misses = 0;
@@ -509,6 +517,9 @@ client_lost(struct tun *t, struct tun_conn *c, enum tun_end end, int status,
 	case TUN_END_PROTOCOL:
 		log_warn("tunnel protocol error: %s; reconnecting in %s",
 		    reason, when);
+		break;
+	case TUN_END_RESTART:
+		log_info("%s; reconnecting in %s", reason, when);
 		break;
 	default:
 		lvl = tun_network_warns(t->t_failures) ? LOG_LVL_WARN
@@ -982,6 +993,15 @@ conn_ws_close_cb(void *arg, uint16_t code, const char *reason)
 		c->c_tun->t_exit = TUN_EXIT_REPLACED;
 		conn_close(
 		    c, TUN_END_STOP, 0, "session replaced by another client");
+		return;
+	}
+	if (code == TUNPROTO_CLOSE_REPLACED) {
+		/* Any other 1012: the gateway restarts or hands over to a new
+		 * process once our exchanges are done; that one listens. */
+		snprintf(why, sizeof why,
+		    "the gateway is restarting (close 1012%s%s)",
+		    *reason != '\0' ? ": " : "", reason);
+		conn_close(c, TUN_END_RESTART, 0, why);
 		return;
 	}
 	if (code == WS_CLOSE_ABNORMAL)

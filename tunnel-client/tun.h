@@ -41,6 +41,7 @@ typedef struct ssl_ctx_st SSL_CTX;
 #define TUN_AUTH_TRIES 5 /* 401/403 answers in a row before exiting */
 #define TUN_BACKOFF_CAP 30 /* seconds */
 #define TUN_RETRY_QUICK 1 /* seconds after an HTTP status or protocol error */
+#define TUN_RESTART_SPREAD_MS 250 /* after a 1012: 0 to this many ms */
 #define TUN_OPEN_TIMEOUT 10 /* seconds for DNS, TCP, TLS and the upgrade */
 #define TUN_STOP_TIMEOUT 2 /* seconds for our close frame on SIGINT */
 #define TUN_ANNOUNCE_WAIT 1 /* seconds the "reconnected" line waits for a hello */
@@ -197,6 +198,7 @@ enum tun_end {
 	TUN_END_STATUS, /* the handshake was answered with an HTTP status */
 	TUN_END_PROTOCOL, /* the peer broke the protocol */
 	TUN_END_STOP, /* we are stopping */
+	TUN_END_RESTART, /* the gateway restarts or hands over (close 1012) */
 };
 
 /* http_req_begin frames kept until the sandbox's hello, at most. */

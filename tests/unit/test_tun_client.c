@@ -51,6 +51,22 @@ test_backoff_other(void **state)
 	assert_int_equal(tun_backoff(&f, TUN_END_NETWORK, 0, 20000), 4);
 }
 
+/* A gateway that restarts (1012): at once, and the count starts over. */
+static void
+test_backoff_restart(void **state)
+{
+	unsigned int f = 0, i;
+
+	(void)state;
+	for (i = 0; i < 5; i++)
+		(void)tun_backoff(&f, TUN_END_NETWORK, 0, 20000);
+	assert_int_equal(tun_backoff(&f, TUN_END_RESTART, 100, 20000), 0);
+	assert_int_equal(f, 0);
+	assert_int_equal(tun_backoff(&f, TUN_END_RESTART, 0, 20000), 0);
+	/* A failure after it waits 1 s, not 7. */
+	assert_int_equal(tun_backoff(&f, TUN_END_NETWORK, 0, 20000), 1);
+}
+
 /* Jitter: up to a quarter of the delay more, never less, in ms. */
 static void
 test_backoff_jitter(void **state)
@@ -290,6 +306,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backoff_network),
 		cmocka_unit_test(test_backoff_other),
+		cmocka_unit_test(test_backoff_restart),
 		cmocka_unit_test(test_backoff_jitter),
 		cmocka_unit_test(test_route_miss_warnings),
 		cmocka_unit_test(test_network_warnings),
