@@ -68,13 +68,15 @@ reload_file_has(const struct gw_config *cf, const char *id)
 }
 
 /*
- * The admin API deletes sb: when the file declares its id, remember it,
- * so that a reload does not bring it back.
+ * The admin API deletes sb: when it is the file's sandbox, remember its id,
+ * so that a reload does not bring it back.  Deleting the API's own
+ * version of a file sandbox lets the file's apply again at the next reload.
  */
 void
 reload_deleted(struct gw *g, const struct gw_sandbox *sb)
 {
-	if (reload_file_has(g->g_conf, sb->sb_id) == NULL ||
+	if ((sb->sb_flags & SB_F_API) ||
+	    reload_file_has(g->g_conf, sb->sb_id) == NULL ||
 	    reload_deleted_index(g, sb->sb_id) != -1)
 		return;
 	g->g_deleted = xreallocarray(
