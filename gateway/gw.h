@@ -269,6 +269,9 @@ struct gw_chan;
 struct gw_shared {
 	pthread_mutex_t s_lock; /* s_dir, s_conf and s_ctx */
 	struct gw_config *s_conf; /* published; holds one reference */
+	uint64_t s_conf_gen; /* bumped by every publish */
+	size_t s_conf_taken; /* workers that took s_conf_gen */
+	pthread_cond_t s_conf_cond; /* ... signalled as each takes it */
 	struct gw_directory *s_dir; /* published; holds one reference */
 	uint64_t s_dir_gen; /* atomic: bumped by every publish */
 	uint64_t s_nconns; /* atomic: client connections, every worker */
@@ -313,6 +316,7 @@ struct gw {
 	pthread_t g_thread;
 	struct gw_chan *g_chan; /* commands and handed-over connections */
 	struct gw_directory *g_dir; /* current directory; see gw_dir() */
+	uint64_t g_conf_gen; /* s_conf_gen g_conf was taken at */
 	uint64_t g_dir_gen; /* s_dir_gen g_dir was taken at */
 	struct http1_limits g_limits;
 	struct event *g_sigint;
@@ -667,7 +671,7 @@ void workers_join(struct gw *);
 void gw_shared_free(struct gw *);
 void gw_dir_refresh(struct gw *);
 void gw_dir_publish(struct gw *, struct gw_directory *);
-void gw_conf_publish(struct gw *, struct gw_config *, struct ssl_ctx_st **);
+size_t gw_conf_publish(struct gw *, struct gw_config *, struct ssl_ctx_st **);
 void gw_conf_take(struct gw *);
 void gw_handoff(struct gw *, struct conn *, int fd, int listen_port);
 void gw_metrics_sum(const struct gw *, struct gw_metrics *, uint64_t *nconns);

@@ -242,6 +242,7 @@ reload_run(struct gw *g, const char *why, char **cause)
 	struct evconnlistener *alev = NULL;
 	struct reload_count rc;
 	SSL_CTX **ctx = NULL;
+	size_t late;
 
 	log_info("%s: reloading the configuration from %s", why, old->cf_file);
 	sdnotify_reloading();
@@ -272,7 +273,11 @@ reload_run(struct gw *g, const char *why, char **cause)
 	gw_conf_apply(g);
 	admin_reload_commit(g, alev);
 	conf_ref(cf);
-	gw_conf_publish(g, cf, ctx); /* the workers follow */
+	if ((late = gw_conf_publish(g, cf, ctx)) != 0) /* the workers follow */
+		log_warn("reload: %zu worker%s did not take the configuration "
+			 "within 2s; %s will when %s loop turns",
+		    late, late == 1 ? "" : "s", late == 1 ? "it" : "they",
+		    late == 1 ? "its" : "their");
 	od = g->g_dir;
 	directory_ref(od);
 	reload_prune_deleted(g, cf);

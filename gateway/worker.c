@@ -190,6 +190,7 @@ gw_shared_init(struct gw *g, char **cause)
 
 	s = xcalloc(1, sizeof *s);
 	pthread_mutex_init(&s->s_lock, NULL);
+	pthread_cond_init(&s->s_conf_cond, NULL);
 	s->s_nworkers = g->g_conf->cf_workers != 0 ? g->g_conf->cf_workers
 						    : gw_default_workers();
 	s->s_workers = xcalloc(s->s_nworkers, sizeof *s->s_workers);
@@ -342,6 +343,7 @@ gw_shared_free(struct gw *g)
 	directory_unref(s->s_dir);
 	free(s->s_workers);
 	pthread_mutex_destroy(&s->s_lock);
+	pthread_cond_destroy(&s->s_conf_cond);
 	free(s);
 	g->g_shared = NULL;
 }
@@ -391,19 +393,29 @@ gw_dir_publish(struct gw *g, struct gw_directory *nd)
 	workers_post(g, GW_CMD_DIR);
 }
 
+/* How long a publish waits for the workers to take the configuration. */
+#define GW_CONF_WAIT_MS 2000
+
 /*
  * Publish configuration cf with its listeners' TLS contexts ctx (the main
  * loop, which has taken it itself; both references are consumed).  Each
- * worker takes it when its channel wakes it (gw_conf_take).
+ * worker takes it when its channel wakes it (gw_conf_take); the main loop
+ * waits for that (a moment), so that when a reload is answered every loop
+ * serves the new configuration.  Returns the workers that did not take it
+ * in GW_CONF_WAIT_MS (they do later).
  */
-void
+size_t
 gw_conf_publish(struct gw *g, struct gw_config *cf, SSL_CTX **ctx)
 {
 	struct gw_shared *s = g->g_shared;
 	struct gw_config *old;
+	struct timespec until;
 	SSL_CTX **octx;
-	size_t on;
+	size_t on, want = 0, i, late;
 
+	for (i = 1; i < s->s_nworkers; i++)
+		if (s->s_workers[i] != NULL)
+			want++;
 	pthread_mutex_lock(&s->s_lock);
 	old = s->s_conf;
 	octx = s->s_ctx;
@@ -411,10 +423,28 @@ gw_conf_publish(struct gw *g, struct gw_config *cf, SSL_CTX **ctx)
 	s->s_conf = cf;
 	s->s_ctx = ctx;
 	s->s_nctx = cf->cf_nlisten;
+	s->s_conf_gen++;
+	s->s_conf_taken = 0;
+	g->g_conf_gen = s->s_conf_gen;
 	pthread_mutex_unlock(&s->s_lock);
 	listener_free_tls(octx, on);
 	conf_free(old);
 	workers_post(g, GW_CMD_CONF);
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += GW_CONF_WAIT_MS / 1000;
+	until.tv_nsec += (GW_CONF_WAIT_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->s_lock);
+	while (s->s_conf_taken < want &&
+	    pthread_cond_timedwait(&s->s_conf_cond, &s->s_lock, &until) == 0)
+		/* nothing */;
+	late = want - s->s_conf_taken;
+	pthread_mutex_unlock(&s->s_lock);
+	return (late);
 }
 
 /*
@@ -429,26 +459,34 @@ gw_conf_take(struct gw *g)
 	struct gw_config *cf, *old = g->g_conf;
 	SSL_CTX **ctx;
 	size_t i, n;
+	uint64_t gen;
 	char *cause = NULL;
 
 	pthread_mutex_lock(&s->s_lock);
 	cf = s->s_conf;
+	gen = s->s_conf_gen;
 	conf_ref(cf);
 	n = s->s_nctx;
 	ctx = xcalloc(n + 1, sizeof *ctx);
 	for (i = 0; i < n; i++)
 		ctx[i] = s->s_ctx[i] != NULL ? tls_ctx_ref(s->s_ctx[i]) : NULL;
 	pthread_mutex_unlock(&s->s_lock);
-	if (cf == old) {
-		listener_free_tls(ctx, n);
-		conf_free(cf);
-		return;
+	if (cf != old) {
+		/* A worker's never fails: the main loop serves what it misses. */
+		(void)listener_sync(g, cf, ctx, &cause);
+		g->g_conf = cf;
+		gw_conf_apply(g);
 	}
-	(void)listener_sync(g, cf, ctx, &cause); /* a worker's never fails */
 	listener_free_tls(ctx, n);
-	g->g_conf = cf;
-	gw_conf_apply(g);
 	conf_free(old);
+	/* The main loop waits for every worker (gw_conf_publish). */
+	pthread_mutex_lock(&s->s_lock);
+	if (g->g_conf_gen != gen && gen == s->s_conf_gen) {
+		s->s_conf_taken++;
+		pthread_cond_broadcast(&s->s_conf_cond);
+	}
+	g->g_conf_gen = gen;
+	pthread_mutex_unlock(&s->s_lock);
 }
 
 /*
