@@ -740,7 +740,18 @@ int tunnel_listen_fd(struct gw *, size_t, const char **name, int *port,
     const char **place);
 
 /* reload.c */
+/* What a reload did to the directory, for its log line. */
+struct reload_count {
+	size_t rc_added;
+	size_t rc_changed;
+	size_t rc_removed;
+	size_t rc_kept; /* unchanged */
+	size_t rc_api; /* the admin API's, left as they are */
+};
 int reload_run(struct gw *, const char *why, char **cause);
+struct gw_directory *reload_directory(struct gw *,
+    const struct gw_directory *, const struct gw_config *,
+    struct reload_count *);
 void reload_deleted(struct gw *, const struct gw_sandbox *);
 void reload_put(struct gw *, const char *id);
 void reload_free(struct gw *);

@@ -34,15 +34,6 @@
 #include "gw.h"
 #include "tls.h"
 
-/* What a reload did to the directory, for its log line. */
-struct reload_count {
-	size_t rc_added;
-	size_t rc_changed;
-	size_t rc_removed;
-	size_t rc_kept; /* unchanged */
-	size_t rc_api; /* the admin API's, left as they are */
-};
-
 /* Is id among the file sandboxes the admin API deleted? */
 static ssize_t
 reload_deleted_index(const struct gw *g, const char *id)
@@ -142,7 +133,7 @@ reload_clash(struct gw_sandbox *const *v, size_t n, const struct gw_sandbox *sb)
  * The directory configuration cf makes from the running one cur (see the
  * rules at the top of this file), counting what changed into rc.
  */
-static struct gw_directory *
+struct gw_directory *
 reload_directory(struct gw *g, const struct gw_directory *cur,
     const struct gw_config *cf, struct reload_count *rc)
 {
@@ -152,6 +143,7 @@ reload_directory(struct gw *g, const struct gw_directory *cur,
 	size_t i, n = 0;
 
 	memset(rc, 0, sizeof *rc);
+	reload_prune_deleted(g, cf);
 	v = xcalloc(cur->d_count + cf->cf_nsandboxes + 1, sizeof *v);
 	for (i = 0; i < cur->d_count; i++) {
 		if (cur->d_sandboxes[i]->sb_flags & SB_F_API) {
@@ -280,7 +272,6 @@ reload_run(struct gw *g, const char *why, char **cause)
 		    late == 1 ? "its" : "their");
 	od = g->g_dir;
 	directory_ref(od);
-	reload_prune_deleted(g, cf);
 	nd = reload_directory(g, od, cf, &rc);
 	gw_dir_publish(g, nd);
 	tunnel_sync(g); /* Port B listeners follow the directory */
