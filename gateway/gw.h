@@ -726,6 +726,8 @@ int listener_sync(
 
 /* upgrade.c */
 void upgrade_init(int argc, char **argv, void (*drain)(struct gw *));
+int upgrade_parse_item(const char *, int *fd, char *kind, const char **key);
+char *upgrade_tunnel_key(const char *name, int port, const char *place);
 int upgrade_take_listen(const struct sockaddr_storage *, socklen_t);
 int upgrade_take_admin(const struct sockaddr_storage *, socklen_t);
 int upgrade_take_tunnel(const char *name, int port, const char *place);

@@ -99,8 +99,12 @@ upgrade_memstream(char **s, size_t *len)
 	return (f);
 }
 
-/* The key of tunnel name's Port B listener on port at place. */
-static char *
+/*
+ * The key of tunnel name's Port B listener on port at place (its namespace
+ * or address), as AKGW_INHERIT carries it: "port place name", each part
+ * percent-encoded so it has no space or ';'.
+ */
+char *
 upgrade_tunnel_key(const char *name, int port, const char *place)
 {
 	char *s = NULL;
@@ -154,25 +158,55 @@ upgrade_add(int fd, char kind, const char *key)
 	}
 }
 
-/* Parse AKGW_INHERIT (see the top of the file). */
+/*
+ * Read one AKGW_INHERIT item, "fd kind" or "fd T key", into *fd, *kind and
+ * *key (a pointer into item, or NULL): -1 when it is malformed.  A
+ * descriptor is 3 or more (0-2 are never passed); only T has a key.
+ */
+int
+upgrade_parse_item(const char *item, int *fd, char *kind, const char **key)
+{
+	const char *p = item;
+	long v = 0;
+
+	/* Digits as the writer prints them: no sign, no leading zero. */
+	if (*p < '1' || *p > '9')
+		return (-1);
+	while (*p >= '0' && *p <= '9') {
+		v = v * 10 + (*p++ - '0');
+		if (v > INT_MAX)
+			return (-1);
+	}
+	if (v < 3 || *p++ != ' ' || (*p != 'L' && *p != 'A' && *p != 'T'))
+		return (-1);
+	*kind = *p++;
+	*fd = (int)v;
+	*key = NULL;
+	if (*kind != 'T')
+		return (*p == '\0' ? 0 : -1);
+	if (*p++ != ' ' || *p == '\0')
+		return (-1);
+	*key = p;
+	return (0);
+}
+
+/* Take the sockets AKGW_INHERIT names (see the top of the file). */
 static void
 upgrade_parse(const char *v)
 {
-	char *copy, *item, *save = NULL, *kind, *key;
-	long fd;
+	char *copy, *item, *save = NULL;
+	const char *key;
+	char kind;
+	int fd;
 
 	copy = xstrdup(v);
 	for (item = strtok_r(copy, ";", &save); item != NULL;
 	     item = strtok_r(NULL, ";", &save)) {
-		fd = strtol(item, &kind, 10);
-		if (fd < 3 || fd > INT_MAX || *kind != ' ' ||
-		    strchr("LAT", kind[1]) == NULL || kind[1] == '\0') {
-			log_warn(
-			    "AKGW_INHERIT: cannot read '%s'; ignored", item);
+		if (upgrade_parse_item(item, &fd, &kind, &key) != 0) {
+			log_warn("AKGW_INHERIT: cannot read '%s'; ignored", item);
 			continue;
 		}
-		key = kind[2] == ' ' ? kind + 3 : NULL;
-		upgrade_add((int)fd, kind[1], key);
+		upgrade_add(fd, kind, key);
 	}
 	free(copy);
 }
