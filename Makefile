@@ -50,7 +50,8 @@ DEB_PKGS = gcc clang make pkg-config libevent-dev libssl-dev libnghttp2-dev \
 	   libwslay-dev libc-ares-dev libyaml-dev libjansson-dev libsystemd-dev \
 	   libcmocka-dev libclang-rt-14-dev clang-format curl openssl \
 	   iproute2 procps python3 python3-websockets python3-pil libnss3-tools \
-	   nghttp2-client nghttp2-server python3-h2 python3-grpcio chromium
+	   nghttp2-client nghttp2-server python3-h2 python3-grpcio chromium \
+	   man-db groff-base
 
 ifeq ($(V),1)
 Q =
@@ -58,7 +59,8 @@ else
 Q = @
 endif
 
-.PHONY: all deps test test-build check unit fuzz run certs install clean \
+.PHONY: all deps test test-build check unit fuzz run certs install uninstall \
+	clean \
 	format format-check bench bench-quick bench-deps deb-install \
 	bench-tools valgrind
 
@@ -188,9 +190,64 @@ bench: bench-deps all certs bench-tools
 bench-quick: bench-deps all certs bench-tools
 	$(Q)BUILD=$(BUILD) QUICK=1 sh bench/run.sh
 
+# make install [PREFIX=/usr/local] [DESTDIR=]: the programs, the systemd
+# units, the example configurations, the documentation and the man pages.
+# The units and man pages name /usr/local's paths; the installed copies name
+# these.  No root needed when the target directories are writable.
+BINDIR		= $(PREFIX)/bin
+DATADIR		= $(PREFIX)/share
+DOCDIR		= $(DATADIR)/doc/akgateway
+EXAMPLEDIR	= $(DATADIR)/akgateway/examples
+MANDIR		= $(DATADIR)/man
+UNITDIR		= $(PREFIX)/lib/systemd/system
+USERUNITDIR	= $(PREFIX)/lib/systemd/user
+INSTALL		?= install
+INSTALL_SED	= sed -e 's|/usr/local/bin/|$(BINDIR)/|g' \
+	-e 's|/usr/local/share/doc/akgateway/|$(DOCDIR)/|g' \
+	-e 's|/usr/local/share/akgateway/examples/|$(EXAMPLEDIR)/|g' \
+	-e 's|/usr/local/lib/systemd/system/|$(UNITDIR)/|g' \
+	-e 's|/usr/local/lib/systemd/user/|$(USERUNITDIR)/|g'
+MAN_PAGES = man/akgateway.8 man/aktunnel.1 man/akgateway.yaml.5
+# man/NAME.N goes to MANDIR/manN/NAME.N.
+MAN_DEST = $(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $m))/$(notdir $m))
+DOC_FILES = README.md $(sort $(wildcard docs/*.md))
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(BUILD)/akgateway $(BUILD)/aktunnel $(DESTDIR)$(PREFIX)/bin
+	@echo "  INSTALL $(DESTDIR)$(PREFIX)"
+	@rm -rf $(BUILD)/install && mkdir -p $(BUILD)/install
+	$(Q)for f in config/akgateway.service config/aktunnel.service \
+	    $(MAN_PAGES); do \
+	    $(INSTALL_SED) $$f >$(BUILD)/install/$${f##*/} || exit 1; done
+	$(Q)$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
+	    $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(DOCDIR) \
+	    $(sort $(dir $(addprefix $(DESTDIR),$(MAN_DEST))))
+	$(Q)$(INSTALL) -m 755 $(BUILD)/akgateway $(BUILD)/aktunnel \
+	    $(DESTDIR)$(BINDIR)
+	$(Q)$(INSTALL) -m 644 $(BUILD)/install/akgateway.service \
+	    $(DESTDIR)$(UNITDIR)
+	$(Q)$(INSTALL) -m 644 $(BUILD)/install/aktunnel.service \
+	    $(DESTDIR)$(USERUNITDIR)
+	$(Q)$(INSTALL) -m 644 config/gateway.yaml \
+	    $(DESTDIR)$(EXAMPLEDIR)/akgateway.yaml
+	$(Q)$(INSTALL) -m 644 config/gateway-https.yaml \
+	    $(DESTDIR)$(EXAMPLEDIR)/akgateway-https.yaml
+	$(Q)$(INSTALL) -m 644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)
+	$(Q)for d in $(MAN_DEST); do \
+	    $(INSTALL) -m 644 $(BUILD)/install/$${d##*/} $(DESTDIR)$$d || \
+	    exit 1; done
+
+# Remove what install wrote, and the directories that were akgateway's own.
+uninstall:
+	@echo "  RM      $(DESTDIR)$(PREFIX)"
+	$(Q)rm -f $(DESTDIR)$(BINDIR)/akgateway $(DESTDIR)$(BINDIR)/aktunnel \
+	    $(DESTDIR)$(UNITDIR)/akgateway.service \
+	    $(DESTDIR)$(USERUNITDIR)/aktunnel.service \
+	    $(DESTDIR)$(EXAMPLEDIR)/akgateway.yaml \
+	    $(DESTDIR)$(EXAMPLEDIR)/akgateway-https.yaml \
+	    $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOC_FILES))) \
+	    $(addprefix $(DESTDIR),$(MAN_DEST))
+	$(Q)rmdir $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(DATADIR)/akgateway \
+	    $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 FMT_SRC = $(wildcard lib/*.[ch] gateway/*.[ch] tunnel-client/*.[ch] \
 	tests/unit/*.[ch] tests/fuzz/*.[ch])

@@ -208,3 +208,63 @@ while time.monotonic() < end:
 sys.stdout.write(out.decode("latin-1"))
 PYEOF
 }
+
+# Every key the configuration parser knows, one "SECTION KEY" a line, asked
+# of the parser itself: each probe puts 'zz_unknown' in one kind of mapping,
+# and the unknown-key error lists the keys expected there.  The tls probes
+# load the development certificate in $CERTS.
+conf_keys() {
+	[ -f "$CERTS/server.crt" ] || fail "no development certificates in $CERTS (make certs)"
+	_L='listen:
+  - address: 127.0.0.1:1'
+	_TLS="$_L
+    tls:
+      cert: $CERTS/server.crt
+      key: $CERTS/server.key"
+	_SB="$_L
+sandboxes:
+  - id: a
+    address: 127.0.0.1"
+	for _probe in \
+		"top|$_L
+zz_unknown: 1" \
+		"log|$_L
+log: {zz_unknown: 1}" \
+		"listen|$_L
+    zz_unknown: 1" \
+		"tls|$_L
+    tls:
+      zz_unknown: 1" \
+		"sni|$_TLS
+      sni:
+        - zz_unknown: 1" \
+		"admin|$_L
+admin: {zz_unknown: 1}" \
+		"domains|$_L
+domains:
+  - {name: x.example, zz_unknown: 1}" \
+		"timeouts|$_L
+timeouts: {zz_unknown: 1}" \
+		"limits|$_L
+limits: {zz_unknown: 1}" \
+		"auth|$_L
+auth: {zz_unknown: 1}" \
+		"sandboxes|$_SB
+    zz_unknown: 1" \
+		"ports|$_SB
+    ports:
+      - {port: 1, zz_unknown: 1}" \
+		"tunnel|$_SB
+    tunnel: {listen_port: 8766, zz_unknown: 1}"; do
+		printf '%s\n' "${_probe#*|}" >"$T/probe.yaml"
+		_msg=$("$AKGW" -c "$T/probe.yaml" --check 2>&1)
+		case "$_msg" in
+		*"unknown key 'zz_unknown'"*"(expected one of: "*")") ;;
+		*) fail "no unknown-key error for the ${_probe%%|*} probe: $_msg" ;;
+		esac
+		for _k in $(echo "$_msg" |
+		    sed 's/.*(expected one of: \(.*\))$/\1/' | tr -d ','); do
+			echo "${_probe%%|*} $_k"
+		done
+	done
+}
