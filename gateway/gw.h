@@ -164,6 +164,7 @@ struct gw_config {
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
+	uint64_t cf_drain_timeout; /* ms SIGTERM lets requests finish; 0: none */
 
 	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
 	size_t cf_auth_secret_len;
