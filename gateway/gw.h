@@ -1356,6 +1356,7 @@ uint64_t h1s_started_us(const struct h1s *);
 int h1s_body_done(const struct h1s *);
 int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
+int h1s_drain(struct h1s *, const char *reason);
 void h1s_close(struct h1s *, const char *reason);
 void *h1s_release(struct h1s *);
 void h1s_read_high(struct h1s *, size_t);
