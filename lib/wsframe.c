@@ -218,6 +218,36 @@ ws_track(struct ws_track *t, const uint8_t *p, size_t len, int stop)
 	return (done);
 }
 
+/* As ws_track, over the first len bytes of buf, chain by chain. */
+size_t
+ws_track_evbuffer(struct ws_track *t, struct evbuffer *buf, size_t len,
+    int stop)
+{
+	struct evbuffer_iovec v[8];
+	struct evbuffer_ptr pos;
+	size_t done = 0, n, k;
+	int i, nv;
+
+	while (done < len) {
+		if (evbuffer_ptr_set(buf, &pos, done, EVBUFFER_PTR_SET) != 0)
+			break;
+		nv = evbuffer_peek(buf, (ev_ssize_t)(len - done), &pos, v, 8);
+		if (nv <= 0)
+			break;
+		if (nv > 8)
+			nv = 8;
+		for (i = 0; i < nv && done < len; i++) {
+			n = v[i].iov_len < len - done ? v[i].iov_len
+						      : len - done;
+			k = ws_track(t, v[i].iov_base, n, stop);
+			done += k;
+			if (k < n)
+				return (done); /* at a boundary */
+		}
+	}
+	return (done);
+}
+
 /* Start parsing a stream received by a server or by a client. */
 void
 wsframe_rx_init(struct wsframe_rx *rx, int is_server, size_t max)

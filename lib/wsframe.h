@@ -109,6 +109,10 @@ struct ws_track {
  */
 size_t ws_track(struct ws_track *, const uint8_t *p, size_t len, int stop);
 
+/* As ws_track, over the first len bytes of buf (which stay in it). */
+size_t ws_track_evbuffer(
+    struct ws_track *, struct evbuffer *buf, size_t len, int stop);
+
 /* Is the stream between two frames? */
 static inline int
 ws_track_between(const struct ws_track *t)
