@@ -327,6 +327,11 @@ struct gw {
 	struct gw_xchgs g_xdead; /* exchanges done, freed from the loop */
 	struct event *g_xreap; /* ... by this event, made active */
 	struct event *g_watchdog; /* main loop: systemd's watchdog ping */
+	uint64_t g_drain_at; /* draining: the deadline (mono ms); 0: not */
+	int g_drain; /* how far this loop's drain is (drain.c) */
+#define DRAIN_L_CUT 0x01 /* the deadline passed: what was left was closed */
+#define DRAIN_L_IDLE 0x02 /* nothing left (a worker: in s_drain_idle) */
+#define DRAIN_L_OVER 0x04 /* the process stops: the drain's timer is idle */
 };
 
 /* A listening socket. */
@@ -652,6 +657,21 @@ gw_dir(struct gw *g)
 		g->g_dir_gen)
 		gw_dir_refresh(g);
 	return (g->g_dir);
+}
+
+/* drain.c */
+#define DRAIN_F_UPGRADE 0x01 /* the listeners went to a new process: admin too */
+/* After the deadline, the moment the close frames and GOAWAYs have. */
+#define DRAIN_GRACE_MS 2000
+void drain_start(struct gw *, uint64_t ms, int flags, void (*stop)(struct gw *));
+void drain_loop_start(struct gw *);
+void drain_stop(struct gw *);
+
+/* Is the loop draining (drain_start)? */
+static inline int
+gw_draining(const struct gw *g)
+{
+	return (g->g_drain_at != 0);
 }
 
 /* route.c */
@@ -1007,6 +1027,9 @@ extern const struct gw_error gw_err_tunnel_gone[]; /* 503 */
 void tunnel_attach(struct conn *, struct gw_sandbox *, int listen_port);
 void tunnel_sync(struct gw *);
 void tunnel_shutdown(struct gw *);
+void tunnel_drain_start(struct gw *);
+size_t tunnel_drain_tick(struct gw *);
+size_t tunnel_drain_cut(struct gw *);
 struct tunnel *tunnel_standalone(struct gw *, const char *listen,
     uint64_t client_wait, uint64_t http_timeout, char **cause);
 void tunnel_link_accept(struct tunnel *, struct stream *,
