@@ -31,6 +31,7 @@ struct cfg_node;
 struct splice_pool;
 struct splicer;
 struct memtrim;
+struct ws_track;
 
 /* How the gateway speaks to a sandbox port (ports[].protocol). */
 enum gw_port_proto {
@@ -472,6 +473,7 @@ struct conn {
 #define CONN_F_CLOSED 0x8000 /* conn_closed ran */
 #define CONN_F_FULL 0x10000 /* accepted past limits.max_connections */
 #define CONN_F_H2 0x20000 /* the listener takes HTTP/2 */
+#define CONN_F_DRAIN_WS 0x40000 /* a close 1001 goes at the next boundary */
 	int c_local_port;
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
 #define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
@@ -486,6 +488,8 @@ struct conn {
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
+	/* A WebSocket's frames from the upstream, followed; NULL: not. */
+	struct ws_track *c_wst;
 	char c_peer[CONN_PEER_LEN]; /* ip:port or [ip6]:port (conn_peer_ip) */
 };
 
@@ -799,6 +803,7 @@ void ws_h2_client_data(struct gw_xchg *);
 void ws_h2_lost(struct gw_xchg *);
 void ws_h2_end(struct gw_xchg *);
 void ws_h2_free(struct gw_xchg *);
+int ws_h2_drain_close(struct gw_xchg *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
@@ -813,6 +818,7 @@ void relay_idle(struct conn *);
 void relay_end(struct conn *);
 void relay_abort(struct conn *);
 void relay_abort_stuck(struct stream *);
+int relay_drain_close(struct conn *);
 
 /* memtrim.c */
 void memtrim_start(struct gw *);
