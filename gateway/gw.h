@@ -250,6 +250,9 @@ struct gw_metrics {
 	uint64_t m_tunnel_requests; /* Port B requests answered */
 	uint64_t m_tunnel_errors; /* exchanges failed, protocol errors */
 	uint64_t m_tunnel_refused; /* replaced sessions refused on return */
+	/* Draining (drain.c). */
+	uint64_t m_drain_cut; /* connections cut at a drain's deadline */
+	uint64_t m_drain_ws_closed; /* WebSockets closed with 1001 at it */
 };
 
 struct gw_chan;
@@ -270,6 +273,8 @@ struct gw_shared {
 	size_t s_nctx;
 	struct gw **s_workers; /* [0] is the main loop */
 	size_t s_nworkers;
+	uint64_t s_drain_at; /* atomic: draining until then (mono ms); 0: not */
+	uint64_t s_drain_idle; /* atomic: workers with nothing left to drain */
 };
 
 struct upstream;
@@ -641,6 +646,7 @@ void sandbox_unref(struct gw_sandbox *);
 #define GW_CMD_STOP 0x01 /* close everything and leave the loop */
 #define GW_CMD_RELOAD_TLS 0x02 /* take the new TLS contexts */
 #define GW_CMD_DIR 0x04 /* a new directory was published */
+#define GW_CMD_DRAIN 0x08 /* stop accepting, finish what is in flight */
 int gw_shared_init(struct gw *, char **cause);
 size_t gw_default_workers(void);
 int workers_start(struct gw *, char **cause);

@@ -87,16 +87,13 @@ main_sigusr1_cb(evutil_socket_t sig, short events, void *arg)
 	}
 }
 
-/* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
+/* Stop now: close everything, tell the workers, leave the loop. */
 static void
-main_signal_cb(evutil_socket_t sig, short events, void *arg)
+main_stop(struct gw *g)
 {
-	struct gw *g = arg;
-
-	(void)events;
-	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	sdnotify_stopping();
 	sdnotify_watchdog_stop(g);
+	drain_stop(g);
 	listener_stop(g);
 	admin_stop(g);
 	tunnel_shutdown(g); /* tunnel.c */
@@ -109,6 +106,35 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 	event_del(g->g_sigusr1);
 	/* Let the deferred frees run, then leave. */
 	event_base_loopexit(g->g_base, NULL);
+}
+
+/*
+ * SIGTERM: drain (drain.c), for up to timeouts.drain; a second SIGTERM,
+ * or SIGINT, stops at once.
+ */
+static void
+main_signal_cb(evutil_socket_t sig, short events, void *arg)
+{
+	struct gw *g = arg;
+	uint64_t ms = g->g_conf->cf_drain_timeout;
+	const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+
+	(void)events;
+	if (gw_draining(g)) {
+		log_info("received %s while draining, stopping now", name);
+		main_stop(g);
+		return;
+	}
+	if (sig == SIGINT || ms == 0) {
+		log_info("received %s, stopping", name);
+		main_stop(g);
+		return;
+	}
+	log_info("received SIGTERM, draining (up to %llu%s)",
+	    (unsigned long long)(ms % 1000 == 0 ? ms / 1000 : ms),
+	    ms % 1000 == 0 ? "s" : "ms");
+	sdnotify_stopping();
+	drain_start(g, ms, 0, main_stop);
 }
 
 int
