@@ -13,10 +13,13 @@
 #    new connections (public listener, Port B) are refused; aktunnel is
 #    told 1012 "service restart"; the process exits 0 long before 20s.
 # 2. timeouts.drain 2s: WebSockets open at SIGTERM (wss, ws over HTTP/2,
-#    plain ws) and a request that would take 10 s.  At the deadline the
-#    wss and the HTTP/2 one get a close frame 1001 from the gateway; the
-#    plain one, relayed by splice(2), and the request are cut; the process
-#    exits 0 within the deadline and the grace, its log counting them.
+#    plain ws, and a wss and an HTTP/2 one whose backend is in the middle
+#    of a frame at the deadline) and a request that would take 10 s.  At
+#    the deadline the wss and the HTTP/2 ones get a close frame 1001 from
+#    the gateway (those in the middle of a frame after its end, and
+#    nothing after it); the plain one, relayed by splice(2), and the
+#    request are cut; the process exits 0 within the deadline and the
+#    grace, its log counting them.
 # 3. A second SIGTERM during a drain stops at once.
 . "$(dirname "$0")/lib.sh"
 
@@ -102,18 +105,64 @@ async def main(url, ready, cafile):
         await ws.send("hello")
         assert await ws.recv() == "hello"
         open(ready, "w").close()
+        msgs = []
         try:
             while True:
-                await asyncio.wait_for(ws.recv(), 30)
+                msgs.append(len(await asyncio.wait_for(ws.recv(), 30)))
         except websockets.ConnectionClosed as e:
             r = e.rcvd
-            print("close %s %s at %d" % (r.code if r else "none",
-                                         r.reason if r else "-",
-                                         int(time.time() * 1000)))
+            print("close %s %s msgs=%s at %d" % (
+                r.code if r else "none", r.reason if r else "-",
+                ",".join(map(str, msgs)), int(time.time() * 1000)))
         except asyncio.TimeoutError:
             print("still open")
 
 asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+EOF
+
+# A WebSocket backend that echoes one message, then sends the first half
+# of a 10-byte binary frame; the rest of it, and a frame "after", once
+# FILE exists.  One thread per connection.
+cat >"$T/midframe.py" <<'EOF'
+import base64, hashlib, os, socket, sys, threading, time
+
+def serve(c, finish):
+    req = b""
+    while b"\r\n\r\n" not in req:
+        req += c.recv(4096)
+    key = [l.split(b":", 1)[1].strip() for l in req.split(b"\r\n")
+           if l.lower().startswith(b"sec-websocket-key:")][0]
+    acc = base64.b64encode(hashlib.sha1(
+        key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+              b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + acc +
+              b"\r\n\r\n")
+    buf = b""
+    while len(buf) < 6 or len(buf) < 6 + (buf[1] & 0x7f):
+        buf += c.recv(4096)
+    n, mask = buf[1] & 0x7f, buf[2:6]
+    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(buf[6:6 + n]))
+    c.sendall(bytes([0x80 | (buf[0] & 0x0f), n]) + payload)
+    c.sendall(bytes([0x82, 10]) + b"01234")
+    end = time.monotonic() + 30
+    while not os.path.exists(finish) and time.monotonic() < end:
+        time.sleep(0.02)
+    c.sendall(b"56789" + bytes([0x81, 5]) + b"after")
+    c.settimeout(30)
+    try:
+        while c.recv(4096):
+            pass
+    except OSError:
+        pass
+    c.close()
+
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", int(sys.argv[1])))
+ls.listen(8)
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=serve, args=(c, sys.argv[2]), daemon=True).start()
 EOF
 
 # --- 1. everything in flight finishes --------------------------------------
@@ -230,8 +279,11 @@ stop "$TUN_PID"
 GW2=$(free_port)
 GWS=$(free_port)
 WS=$(free_port)
+MID=$(free_port)
 spawn wsserver $PY "$TOP/tests/regress/ws_echo.py" server "$WS"
+spawn midframe $PY "$T/midframe.py" "$MID" "$T/finish"
 wait_port "$WS"
+wait_port "$MID"
 spawn_gateway "$GW2" <<EOF
 listen:
   - address: 127.0.0.1:$GW2
@@ -241,6 +293,8 @@ listen:
       cert: $CERTS/server.crt
       key: $CERTS/server.key
 workers: 2
+log:
+  level: debug
 timeouts:
   drain: 2s
 sandboxes:
@@ -249,6 +303,7 @@ sandboxes:
     ports:
       - port: $BE
       - port: $WS
+      - port: $MID
 EOF
 wait_port "$GWS"
 $PY "$T/ws.py" "wss://127.0.0.1:$GWS/sbx/$WS/tls" "$T/wss.ready" "$CERTS/ca.crt" >"$T/wss.out" 2>&1 &
@@ -258,19 +313,37 @@ wsp=$!
 $PY "$TOP/tests/regress/h2_ws.py" drain --port "$GW2" --authority "127.0.0.1:$GW2" \
 	--path "/sbx/$WS/h2" --ready "$T/h2ws.ready" >"$T/h2ws.out" 2>&1 &
 h2ws=$!
+$PY "$T/ws.py" "wss://127.0.0.1:$GWS/sbx/$MID/tls" "$T/wssmid.ready" "$CERTS/ca.crt" >"$T/wssmid.out" 2>&1 &
+wssmid=$!
+$PY "$TOP/tests/regress/h2_ws.py" drain --port "$GW2" --authority "127.0.0.1:$GW2" \
+	--path "/sbx/$MID/h2" --ready "$T/h2mid.ready" --mid 10 >"$T/h2mid.out" 2>&1 &
+h2mid=$!
 $C -i -o "$T/long.out" "http://127.0.0.1:$GW2/sbx/$BE/slow?ms=10000&long=1" 2>"$T/long.err" &
 long=$!
 until_ok "the wss WebSocket" test -f "$T/wss.ready"
 until_ok "the ws WebSocket" test -f "$T/ws.ready"
 until_ok "the HTTP/2 WebSocket" test -f "$T/h2ws.ready"
+until_ok "the wss WebSocket in a frame" test -f "$T/wssmid.ready"
+until_ok "the HTTP/2 WebSocket in a frame" test -f "$T/h2mid.ready"
 until_ok "the long request at the backend" at_least "$T/be.jsonl" 'long=1' 1
 
 t0=$(now_ms)
 kill -TERM "$GW_PID"
 wait_log "$T/gateway.log" "received SIGTERM, draining (up to 2s)"
+# The backend ends its frames in progress once every loop's deadline has
+# passed: their debug lines count 4 WebSockets closing and 2 cut.
+deadline_counts() {
+	awk '/drain deadline: / { for (i = 2; i <= NF; i++) {
+		if ($i == "WebSockets") w += $(i - 1)
+		if ($i == "connections" && $(i + 1) == "cut") c += $(i - 1) } }
+	    END { print w + 0, c + 0 }' "$T/gateway.log"
+}
+deadline_done() { [ "$(deadline_counts)" = "4 2" ]; }
+until_ok "the deadline on every loop" deadline_done
+touch "$T/finish"
 wait "$wss"
 out=$(cat "$T/wss.out")
-case "$out" in "close 1001 going away at "*) ;; *) fail "wss at the deadline: $out" ;; esac
+case "$out" in "close 1001 going away msgs= at "*) ;; *) fail "wss at the deadline: $out" ;; esac
 ms=$(( ${out##* } - t0 ))
 [ "$ms" -ge 1900 ] && [ "$ms" -lt 4000 ] || fail "the wss close came ${ms}ms after SIGTERM, not at the 2s deadline"
 wait "$h2ws" || fail "the HTTP/2 WebSocket: $(cat "$T/h2ws.out")"
@@ -279,9 +352,16 @@ case "$out" in "ok drain: GOAWAY, close 1001 going away at "*) ;; *) fail "h2 We
 ms=$(( $(echo "$out" | sed 's/.* at \([0-9]*\),.*/\1/') - t0 ))
 [ "$ms" -ge 1900 ] && [ "$ms" -lt 4000 ] || fail "the h2 WebSocket's close came ${ms}ms after SIGTERM"
 ok "at the deadline: close 1001 to the wss and the HTTP/2 WebSockets (which got GOAWAY first and kept echoing)"
+wait "$wssmid"
+out=$(cat "$T/wssmid.out")
+case "$out" in "close 1001 going away msgs=10 at "*) ;; *) fail "wss in a frame at the deadline: $out" ;; esac
+wait "$h2mid" || fail "the HTTP/2 WebSocket in a frame: $(cat "$T/h2mid.out")"
+out=$(cat "$T/h2mid.out")
+case "$out" in "ok drain: GOAWAY, close 1001 going away at "*) ;; *) fail "h2 WebSocket in a frame: $out" ;; esac
+ok "at the deadline, in the middle of a frame: the frame's end, then close 1001, nothing after (wss and HTTP/2)"
 wait "$wsp"
 out=$(cat "$T/ws.out")
-case "$out" in "close none - at "*) ;; *) fail "plain ws at the deadline: $out" ;; esac
+case "$out" in "close none - msgs= at "*) ;; *) fail "plain ws at the deadline: $out" ;; esac
 wait "$long" && fail "the 10 s request was answered: $(cat "$T/long.out")"
 [ -s "$T/long.out" ] && fail "the 10 s request got bytes: $(cat "$T/long.out")"
 ok "at the deadline: the plain ws (spliced) and the 10 s request were cut"
@@ -292,8 +372,8 @@ rc=$?
 ms=$(( $(now_ms) - t0 ))
 assert_eq "exit status after the deadline" 0 "$rc"
 [ "$ms" -lt $((2000 + 2000 + 1500)) ] || fail "exited ${ms}ms after SIGTERM: more than the deadline and the grace"
-wait_log "$T/gateway.log" "drain deadline passed with 4 connections still open: 2 WebSockets closed with 1001, 2 cut"
-ok "exited 0 ${ms}ms after SIGTERM (deadline 2s), the log counting 2 WebSockets closed with 1001 and 2 cut"
+wait_log "$T/gateway.log" "drain deadline passed with 6 connections still open: 4 WebSockets closed with 1001, 2 cut; 0 left"
+ok "exited 0 ${ms}ms after SIGTERM (deadline 2s), the log counting 4 WebSockets closed with 1001 and 2 cut"
 
 # --- 3. a second SIGTERM ---------------------------------------------------
 

@@ -44,7 +44,10 @@ itself.
         drain      for drain_sigterm.sh: once open, --ready FILE is
                    made; the gateway's GOAWAY comes (SIGTERM) and the
                    WebSocket still echoes; then its close frame 1001
-                   comes (the drain's deadline) and the stream ends
+                   comes (the drain's deadline) and the stream ends.
+                   With --mid N the backend is in the middle of a frame
+                   at the deadline: no echo then, but that whole frame
+                   (N bytes), then the close
     echo takes --header "name: value" (more fields), --early (a message
     sent right after the HEADERS, before the 200) and --hold FILE (once
     open, the WebSocket waits until FILE is removed before its echoes).
@@ -785,7 +788,13 @@ def case_drain(a):
     # python-h2 takes a GOAWAY for the end of the connection; RFC 9113
     # section 6.8 lets the streams it names go on, as this one must.
     cl.c.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
-    echo_check(cl, sid, [(1, b"while draining")])
+    if a.mid:
+        op, p, _ = cl.message(sid)
+        if op != 2 or len(p) != a.mid:
+            sys.exit("expected the frame in progress (%d bytes), got "
+                     "%d %r" % (a.mid, op, p[:20]))
+    else:
+        echo_check(cl, sid, [(1, b"while draining")])
     op, p, _ = cl.message(sid)
     if op != 8 or len(p) < 2:
         sys.exit("expected a close frame, got %d %r" % (op, p[:20]))
@@ -837,6 +846,7 @@ def main():
     ap.add_argument("--early", action="store_true")
     ap.add_argument("--quiet", type=float, default=2.0)
     ap.add_argument("--ready")
+    ap.add_argument("--mid", type=int, default=0)
     a = ap.parse_args()
     cases[a.case](a)
 
