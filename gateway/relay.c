@@ -565,9 +565,9 @@ relay_drain_close(struct conn *c)
 {
 	struct upstream *up;
 
+	/* No tracker once splice(2) took the bytes: c_wst is NULL then. */
 	if (c->c_state != CONN_S_UPGRADED || c->c_wst == NULL ||
-	    c->c_x == NULL || (up = c->c_x->x_up) == NULL ||
-	    c->c_spl[0] != NULL || c->c_spl[1] != NULL ||
+	    (up = c->c_x->x_up) == NULL ||
 	    (c->c_relay & (RELAY_F_DOWN_EOF | RELAY_F_DOWN_SHUT)))
 		return (-1);
 	c->c_flags |= CONN_F_DRAIN_WS;

@@ -240,10 +240,23 @@ ws_h2_drained_cb(struct upstream *up, void *arg)
 }
 
 /*
- * The upstream ended its connection and the client has all it sent: the
- * stream ends (a client still sending is told to stop, RFC 9113 section
- * 8.1), and the exchange with it.
+ * The WebSocket is over, for why (its access line): the upstream is
+ * closed, the stream ends (a client still sending is told to stop, RFC
+ * 9113 section 8.1), and the exchange with it.
  */
+static void
+ws_h2_finish(struct gw_xchg *x, const char *why)
+{
+	x->x_resp_body.b_done = 1;
+	x->x_flags |= XCHG_F_RESP_DONE;
+	xchg_log_access(x, why);
+	if (x->x_up != NULL)
+		upstream_close(x->x_up, why);
+	(void)sink_end(x->x_sink);
+	xchg_done(x);
+}
+
+/* The upstream ended its connection and the client has all it sent. */
 static void
 ws_h2_done_cb(struct upstream *up, void *arg)
 {
@@ -253,18 +266,13 @@ ws_h2_done_cb(struct upstream *up, void *arg)
 		proxy_owner.uo_done(up, arg);
 		return;
 	}
-	x->x_resp_body.b_done = 1;
-	x->x_flags |= XCHG_F_RESP_DONE;
-	xchg_log_access(x, "websocket upstream closed");
-	upstream_close(up, "websocket upstream closed");
-	(void)sink_end(x->x_sink);
-	xchg_done(x);
+	ws_h2_finish(x, "websocket upstream closed");
 }
 
 /*
  * The drain's close frame goes on the stream after what was relayed, at a
- * boundary between two of the upstream's frames; the stream ends, the
- * upstream is closed, the exchange is done.
+ * boundary between two of the upstream's frames; then the WebSocket is
+ * over.
  */
 static void
 ws_h2_drain_closed(struct gw_xchg *x)
@@ -278,13 +286,7 @@ ws_h2_drain_closed(struct gw_xchg *x)
 	evbuffer_add(b, f, n);
 	(void)sink_body(x->x_sink, b, n);
 	evbuffer_free(b);
-	x->x_resp_body.b_done = 1;
-	x->x_flags |= XCHG_F_RESP_DONE;
-	xchg_log_access(x, "websocket closed by the drain (1001)");
-	if (x->x_up != NULL)
-		upstream_close(x->x_up, "gateway draining");
-	(void)sink_end(x->x_sink);
-	xchg_done(x);
+	ws_h2_finish(x, "websocket closed by the drain (1001)");
 }
 
 /*
