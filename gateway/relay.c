@@ -547,6 +547,9 @@ relay_drain_closed(struct conn *c)
 	    (unsigned long long)c->c_id);
 	if (c->c_x->x_method != NULL && !(c->c_x->x_flags & XCHG_F_LOGGED))
 		xchg_log_access(c->c_x, "websocket closed by the drain (1001)");
+	/* An upstream that stopped reading is reset, not left to linger. */
+	if (c->c_x->x_up != NULL)
+		relay_abort_stuck(c->c_x->x_up->u_stream);
 	/* A client that reads nothing more is closed with the process. */
 	conn_timer_set(c, DRAIN_GRACE_MS);
 	conn_finish(c);

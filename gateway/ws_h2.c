@@ -286,6 +286,7 @@ ws_h2_drain_closed(struct gw_xchg *x)
 	evbuffer_add(b, f, n);
 	(void)sink_body(x->x_sink, b, n);
 	evbuffer_free(b);
+	ws_h2_lost(x); /* an upstream that stopped reading is reset */
 	ws_h2_finish(x, "websocket closed by the drain (1001)");
 }
 
