@@ -165,7 +165,7 @@ struct gw_config {
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
-	uint64_t cf_drain_timeout; /* ms SIGTERM lets requests finish; 0: none */
+	uint64_t cf_drain_timeout; /* ms, SIGTERM's drain; 0: none */
 
 	char *cf_auth_secret; /* HMAC secret for access tokens, or NULL */
 	size_t cf_auth_secret_len;
@@ -670,10 +670,11 @@ gw_dir(struct gw *g)
 }
 
 /* drain.c */
-#define DRAIN_F_UPGRADE 0x01 /* the listeners went to a new process: admin too */
+#define DRAIN_F_UPGRADE 0x01 /* listeners handed on (upgrade): admin too */
 /* After the deadline, the moment the close frames and GOAWAYs have. */
 #define DRAIN_GRACE_MS 2000
-void drain_start(struct gw *, uint64_t ms, int flags, void (*stop)(struct gw *));
+void
+drain_start(struct gw *, uint64_t ms, int flags, void (*stop)(struct gw *));
 void drain_loop_start(struct gw *);
 void drain_stop(struct gw *);
 

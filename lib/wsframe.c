@@ -209,7 +209,8 @@ ws_track(struct ws_track *t, const uint8_t *p, size_t len, int stop)
 		else {
 			t->wt_left = 0;
 			for (i = 0; i < (l7 == 126 ? 2u : 8u); i++)
-				t->wt_left = (t->wt_left << 8) | t->wt_hdr[2 + i];
+				t->wt_left = (t->wt_left << 8) |
+				    t->wt_hdr[2 + i];
 		}
 		t->wt_hlen = 0;
 		if (t->wt_left == 0 && stop)
@@ -220,8 +221,8 @@ ws_track(struct ws_track *t, const uint8_t *p, size_t len, int stop)
 
 /* As ws_track, over the first len bytes of buf, chain by chain. */
 size_t
-ws_track_evbuffer(struct ws_track *t, struct evbuffer *buf, size_t len,
-    int stop)
+ws_track_evbuffer(
+    struct ws_track *t, struct evbuffer *buf, size_t len, int stop)
 {
 	struct evbuffer_iovec v[8];
 	struct evbuffer_ptr pos;

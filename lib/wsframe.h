@@ -86,8 +86,8 @@ size_t ws_header_put(
  * the frames it relays when it goes away.  Returns its length.
  */
 #define WS_CLOSE_FRAME_MAX (4 + 2 + WS_CLOSE_REASON_MAX)
-size_t ws_close_put(
-    uint8_t f[WS_CLOSE_FRAME_MAX], uint16_t code, const char *reason);
+size_t
+ws_close_put(uint8_t f[WS_CLOSE_FRAME_MAX], uint16_t code, const char *reason);
 
 /*
  * Where a stream of frames relayed untouched is, so that a frame of our

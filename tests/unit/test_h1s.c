@@ -547,8 +547,9 @@ test_drain(void **state)
 	/* In an exchange, a pipelined request waiting behind it. */
 	t_open(&t, 0, 1);
 	t.mode = T_HOLD;
-	t_send(&t, "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
-		   "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n");
+	t_send(&t,
+	    "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(h1s_drain(t.h, "draining"), 0);
 	assert_false(h1s_keeps(t.h));
 	t_answer(&t, t.h, 200, "x");

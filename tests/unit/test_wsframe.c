@@ -763,7 +763,8 @@ test_track(void **state)
 	for (step = 1; step <= 70001; step = step * 3 + 1) {
 		memset(&t, 0, sizeof t);
 		for (pos = 0, i = 0; pos < len; i++) {
-			assert_int_equal(ws_track(&t, buf + pos, len - pos, 1), 0);
+			assert_int_equal(
+			    ws_track(&t, buf + pos, len - pos, 1), 0);
 			assert_int_equal(ws_track(&t, buf + pos, 1, 0), 1);
 			pos++;
 			while (!ws_track_between(&t)) {
@@ -785,23 +786,23 @@ test_track(void **state)
 
 		for (pos = 0; pos < len; pos += cut) {
 			cut = len - pos < step ? len - pos : step;
-			evbuffer_add_reference(chains, buf + pos, cut, NULL,
-			    NULL);
+			evbuffer_add_reference(
+			    chains, buf + pos, cut, NULL, NULL);
 		}
 		memset(&t, 0, sizeof t);
 		for (i = 0; evbuffer_get_length(chains) > 0; i++) {
 			n = evbuffer_get_length(chains);
-			assert_int_equal(ws_track_evbuffer(&t, chains, n, 1), 0);
-			assert_int_equal(ws_track(&t,
-					     evbuffer_pullup(chains, 1), 1, 0),
-			    1);
+			assert_int_equal(
+			    ws_track_evbuffer(&t, chains, n, 1), 0);
+			assert_int_equal(
+			    ws_track(&t, evbuffer_pullup(chains, 1), 1, 0), 1);
 			evbuffer_drain(chains, 1);
 			n = ws_track_evbuffer(
 			    &t, chains, evbuffer_get_length(chains), 1);
 			assert_true(ws_track_between(&t));
 			evbuffer_drain(chains, n);
-			assert_int_equal(len - evbuffer_get_length(chains),
-			    bounds[i]);
+			assert_int_equal(
+			    len - evbuffer_get_length(chains), bounds[i]);
 		}
 		assert_int_equal(i, nb);
 		evbuffer_free(chains);
