@@ -382,6 +382,12 @@ admin_health(struct admin_conn *ac, int ready)
 		    ac, 200, json_pack("{s:s}", "status", "ok"), NULL, NULL);
 		return;
 	}
+	if (gw_draining(g)) {
+		admin_error(ac, 503, "draining", NULL,
+		    "The gateway is draining: it finishes the requests in "
+		    "flight and accepts no new connections.");
+		return;
+	}
 	if (g->g_nlisteners == 0) {
 		admin_error(ac, 503, "not_ready", NULL,
 		    "The gateway's public listeners are not open.");

@@ -48,7 +48,7 @@ static const char *const sni_keys[] = { "names", "cert", "key", NULL };
 static const char *const admin_keys[] = { "address", "token", NULL };
 static const char *const timeout_keys[] = { "request_header", "connect",
 	"keepalive", "upstream_idle", "upstream_response", "idle",
-	"websocket_idle", "websocket_fin", NULL };
+	"websocket_idle", "websocket_fin", "drain", NULL };
 static const char *const limit_keys[] = { "max_connections",
 	"max_connections_per_sandbox", "max_header_size", "max_headers",
 	"max_body_size", "max_idle_upstreams", "h2_max_concurrent_streams",
@@ -91,6 +91,7 @@ conf_defaults(struct gw_config *cf)
 	cf->cf_h2_upstream_streams = 100;
 	cf->cf_ws_idle_timeout = 3600 * 1000;
 	cf->cf_ws_fin_timeout = 30 * 1000;
+	cf->cf_drain_timeout = 30 * 1000;
 	cf->cf_auth_cookie = xstrdup("akgw_token");
 	cf->cf_netns_dir = xstrdup(GW_NETNS_DIR);
 }
@@ -523,6 +524,7 @@ conf_timeouts(const struct cfg_doc *doc, const struct cfg_node *n,
 		    offsetof(struct gw_config, cf_ws_idle_timeout), 100 },
 		{ "websocket_fin",
 		    offsetof(struct gw_config, cf_ws_fin_timeout), 100 },
+		{ "drain", offsetof(struct gw_config, cf_drain_timeout), 0 },
 	};
 	struct cfg_node *v;
 	char what[64];

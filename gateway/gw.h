@@ -32,6 +32,7 @@ struct cfg_node;
 struct splice_pool;
 struct splicer;
 struct memtrim;
+struct ws_track;
 
 /* How the gateway speaks to a sandbox port (ports[].protocol). */
 enum gw_port_proto {
@@ -172,6 +173,7 @@ struct gw_config {
 	uint64_t cf_workers; /* event loops; 0 = one per usable CPU */
 	uint64_t cf_ws_idle_timeout; /* ms, upgraded connections */
 	uint64_t cf_ws_fin_timeout; /* ms, once one side has ended */
+	uint64_t cf_drain_timeout; /* ms, SIGTERM's drain; 0: none */
 
 	struct token_key *cf_auth_secrets; /* [0] signs tokens, all verify */
 	size_t cf_nauth_secrets; /* 0: no secret, so no private ports */
@@ -257,6 +259,9 @@ struct gw_metrics {
 	uint64_t m_tunnel_requests; /* Port B requests answered */
 	uint64_t m_tunnel_errors; /* exchanges failed, protocol errors */
 	uint64_t m_tunnel_refused; /* replaced sessions refused on return */
+	/* Draining (drain.c). */
+	uint64_t m_drain_cut; /* connections cut at a drain's deadline */
+	uint64_t m_drain_ws_closed; /* WebSockets closed with 1001 at it */
 };
 
 struct gw_chan;
@@ -277,12 +282,13 @@ struct gw_shared {
 	uint64_t s_nconns; /* atomic: client connections, every worker */
 	uint64_t s_nconns_peak; /* atomic: highest s_nconns lately (memtrim.c) */
 	uint64_t s_conn_ids; /* atomic */
-	int s_draining; /* atomic: stopping or handing over (drain.c) */
 	struct ssl_ctx_st *
 	    *s_ctx; /* per s_conf listener: TLS context or NULL */
 	size_t s_nctx;
 	struct gw **s_workers; /* [0] is the main loop */
 	size_t s_nworkers;
+	uint64_t s_drain_at; /* atomic: draining until then (mono ms); 0: not */
+	uint64_t s_drain_idle; /* atomic: workers with nothing left to drain */
 };
 
 struct upstream;
@@ -350,6 +356,11 @@ struct gw {
 	uint64_t g_reload_failures; /* ... and refused */
 	uint64_t g_reload_time; /* Unix time the running one was loaded */
 	int g_reload_failed; /* the last reload was refused */
+	uint64_t g_drain_at; /* draining: the deadline (mono ms); 0: not */
+	int g_drain; /* how far this loop's drain is (drain.c) */
+#define DRAIN_L_CUT 0x01 /* the deadline passed: what was left was closed */
+#define DRAIN_L_IDLE 0x02 /* nothing left (a worker: in s_drain_idle) */
+#define DRAIN_L_OVER 0x04 /* the process stops: the drain's timer is idle */
 };
 
 /* A listening socket. */
@@ -491,6 +502,7 @@ struct conn {
 #define CONN_F_CLOSED 0x8000 /* conn_closed ran */
 #define CONN_F_FULL 0x10000 /* accepted past limits.max_connections */
 #define CONN_F_H2 0x20000 /* the listener takes HTTP/2 */
+#define CONN_F_DRAIN_WS 0x40000 /* a close 1001 goes at the next boundary */
 	int c_local_port;
 	int c_relay; /* half-close of an upgraded connection (relay.c) */
 #define RELAY_F_UP_EOF 0x01 /* the client ended its stream */
@@ -505,6 +517,8 @@ struct conn {
 	uint64_t c_active_ms; /* last byte moved, upgraded connections */
 	/* splice(2) moves: [0] client to upstream, [1] upstream to client. */
 	struct splicer *c_spl[2];
+	/* A WebSocket's frames from the upstream, followed; NULL: not. */
+	struct ws_track *c_wst;
 	char c_peer[CONN_PEER_LEN]; /* ip:port or [ip6]:port (conn_peer_ip) */
 };
 
@@ -663,6 +677,7 @@ int sandbox_same(const struct gw_sandbox *, const struct gw_sandbox *);
 #define GW_CMD_STOP 0x01 /* close everything and leave the loop */
 #define GW_CMD_CONF 0x02 /* a new configuration was published */
 #define GW_CMD_DIR 0x04 /* a new directory was published */
+#define GW_CMD_DRAIN 0x08 /* stop accepting, finish what is in flight */
 int gw_shared_init(struct gw *, char **cause);
 size_t gw_default_workers(void);
 int workers_start(struct gw *, char **cause);
@@ -685,6 +700,22 @@ gw_dir(struct gw *g)
 		g->g_dir_gen)
 		gw_dir_refresh(g);
 	return (g->g_dir);
+}
+
+/* drain.c */
+#define DRAIN_F_UPGRADE 0x01 /* listeners handed on (upgrade): admin too */
+/* After the deadline, the moment the close frames and GOAWAYs have. */
+#define DRAIN_GRACE_MS 2000
+void
+drain_start(struct gw *, uint64_t ms, int flags, void (*stop)(struct gw *));
+void drain_loop_start(struct gw *);
+void drain_stop(struct gw *);
+
+/* Is the loop draining (drain_start)? */
+static inline int
+gw_draining(const struct gw *g)
+{
+	return (g->g_drain_at != 0);
 }
 
 /* route.c */
@@ -850,6 +881,7 @@ void ws_h2_client_data(struct gw_xchg *);
 void ws_h2_lost(struct gw_xchg *);
 void ws_h2_end(struct gw_xchg *);
 void ws_h2_free(struct gw_xchg *);
+int ws_h2_drain_close(struct gw_xchg *);
 
 /* relay.c */
 struct splice_pool *relay_splice_pool(void);
@@ -864,6 +896,7 @@ void relay_idle(struct conn *);
 void relay_end(struct conn *);
 void relay_abort(struct conn *);
 void relay_abort_stuck(struct stream *);
+int relay_drain_close(struct conn *);
 
 /* memtrim.c */
 void memtrim_start(struct gw *);
@@ -1078,6 +1111,9 @@ extern const struct gw_error gw_err_tunnel_gone[]; /* 503 */
 void tunnel_attach(struct conn *, struct gw_sandbox *, int listen_port);
 void tunnel_sync(struct gw *);
 void tunnel_shutdown(struct gw *);
+void tunnel_drain_start(struct gw *);
+size_t tunnel_drain_tick(struct gw *);
+size_t tunnel_drain_cut(struct gw *);
 struct tunnel *tunnel_standalone(struct gw *, const char *listen,
     uint64_t client_wait, uint64_t http_timeout, char **cause);
 void tunnel_link_accept(struct tunnel *, struct stream *,
@@ -1427,6 +1463,7 @@ uint64_t h1s_started_us(const struct h1s *);
 int h1s_body_done(const struct h1s *);
 int h1s_keeps(const struct h1s *);
 void h1s_no_keep(struct h1s *);
+int h1s_drain(struct h1s *, const char *reason);
 void h1s_close(struct h1s *, const char *reason);
 void *h1s_release(struct h1s *);
 void h1s_read_high(struct h1s *, size_t);

@@ -89,6 +89,7 @@ struct h1s {
 #define H1S_F_REFUSED 0x0800 /* the engine answered this request itself */
 #define H1S_F_DEADLINE 0x1000 /* the idle timer is the head's deadline */
 #define H1S_F_STAGED 0x2000 /* the response waits in r_stage (BODY_NOW) */
+#define H1S_F_DRAIN 0x4000 /* the server is going: no request after this */
 	struct tq *hs_tq; /* this loop's timer queue */
 	struct tq_timer hs_timer; /* idle, head, body, write or linger */
 	struct event *hs_kick; /* parse a waiting head, from the loop */
@@ -150,7 +151,8 @@ h1s_print(const struct h1s *h, char *buf, size_t len)
 		{ H1S_F_RESP_DONE, "resp_done" },
 		{ H1S_F_TRAILERS, "trailers" }, { H1S_F_EOF, "eof" },
 		{ H1S_F_XCHG, "xchg" }, { H1S_F_RELEASED, "released" },
-		{ H1S_F_REFUSED, "refused" }, { H1S_F_DEADLINE, "deadline" } };
+		{ H1S_F_REFUSED, "refused" }, { H1S_F_DEADLINE, "deadline" },
+		{ H1S_F_DRAIN, "drain" } };
 	char fl[160];
 	size_t i, n = 0;
 
@@ -497,7 +499,8 @@ h1s_start(struct h1s *h)
 	    !(h->hs_flags & H1S_F_BODY_DONE) &&
 	    !(h->hs_conf->hc_flags & H1S_C_RELAY_CONTINUE))
 		h->hs_flags |= H1S_F_CONTINUE;
-	if (++h->hs_nreq == h->hs_conf->hc_max_requests)
+	if (++h->hs_nreq == h->hs_conf->hc_max_requests ||
+	    (h->hs_flags & H1S_F_DRAIN))
 		h->hs_flags &= ~H1S_F_KEEPALIVE;
 	h->hs_state = H1S_S_XCHG;
 	h->hs_flags |= H1S_F_XCHG;
@@ -1040,6 +1043,36 @@ void
 h1s_no_keep(struct h1s *h)
 {
 	h->hs_flags &= ~H1S_F_KEEPALIVE;
+}
+
+/*
+ * The server is going (a drain): no request after the one in progress.
+ * Between requests the connection closes now, unless a pipelined head
+ * waits in the input already; a request being read or answered is
+ * answered with Connection: close when its head has not gone yet, and
+ * the connection closes after it.  Returns 1 when h closed.
+ */
+int
+h1s_drain(struct h1s *h, const char *reason)
+{
+	if (h->hs_state == H1S_S_DEAD || h->hs_x == NULL)
+		return (h->hs_state == H1S_S_DEAD);
+	h->hs_flags |= H1S_F_DRAIN;
+	h->hs_flags &= ~H1S_F_KEEPALIVE;
+	switch (h->hs_state) {
+	case H1S_S_IDLE:
+		if (evbuffer_get_length(h->hs_x->hx_in) != 0)
+			break; /* a head waits: answered, then the close */
+		h1s_close(h, reason);
+		return (1);
+	case H1S_S_NEXT:
+		/* Answered and kept: the output drains, then the close. */
+		h1s_finish(h);
+		break;
+	default:
+		break;
+	}
+	return (h->hs_state == H1S_S_DEAD);
 }
 
 /*

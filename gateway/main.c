@@ -102,11 +102,15 @@ main_sigusr2_cb(evutil_socket_t sig, short events, void *arg)
 	upgrade_start(arg);
 }
 
-/* Stop accepting, close everything, leave the loop. */
+/*
+ * Stop now: close everything, tell the workers, leave the loop.  A stop
+ * says STOPPING=1 to systemd itself; a hand-over (upgrade) does not.
+ */
 static void
 main_stop(struct gw *g)
 {
 	sdnotify_watchdog_stop(g);
+	drain_stop(g);
 	listener_stop(g);
 	admin_stop(g);
 	tunnel_shutdown(g); /* tunnel.c */
@@ -122,22 +126,50 @@ main_stop(struct gw *g)
 	event_base_loopexit(g->g_base, NULL);
 }
 
-/* SIGINT or SIGTERM: stop accepting, close everything, leave the loop. */
+/*
+ * SIGTERM: drain (drain.c), for up to timeouts.drain; a second SIGTERM,
+ * or SIGINT, stops at once.
+ */
 static void
 main_signal_cb(evutil_socket_t sig, short events, void *arg)
 {
+	struct gw *g = arg;
+	uint64_t ms = g->g_conf->cf_drain_timeout;
+	const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+
 	(void)events;
-	log_info("received %s, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	if (gw_draining(g)) {
+		log_info("received %s while draining, stopping now", name);
+		sdnotify_stopping();
+		main_stop(g);
+		return;
+	}
+	if (sig == SIGINT || ms == 0) {
+		log_info("received %s, stopping", name);
+		sdnotify_stopping();
+		main_stop(g);
+		return;
+	}
+	log_info("received SIGTERM, draining (up to %llu%s)",
+	    (unsigned long long)(ms % 1000 == 0 ? ms / 1000 : ms),
+	    ms % 1000 == 0 ? "s" : "ms");
 	sdnotify_stopping();
-	main_stop(arg);
+	drain_start(g, ms, 0, main_stop);
 }
 
-/* The new process serves (upgrade.c): this one hands over and leaves. */
+/*
+ * The new process serves (upgrade.c): this one drains as on SIGTERM, its
+ * copies of the listening sockets closed (the new process accepts on
+ * them), without STOPPING=1: the service goes on.
+ */
 static void
 main_handover(struct gw *g)
 {
-	__atomic_store_n(&g->g_shared->s_draining, 1, __ATOMIC_RELEASE);
-	main_stop(g);
+	if (g->g_conf->cf_drain_timeout == 0)
+		main_stop(g);
+	else
+		drain_start(g, g->g_conf->cf_drain_timeout, DRAIN_F_UPGRADE,
+		    main_stop);
 }
 
 int

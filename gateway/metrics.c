@@ -222,6 +222,19 @@ metrics_render(const struct gw *g, struct evbuffer *out)
 	    (unsigned long long)cum, (double)m->m_duration_sum_us / 1e6,
 	    (unsigned long long)m->m_duration_count);
 	metrics_tunnel(m, out);
+	metrics_head(out, "akgw_draining", "gauge",
+	    "1 while the gateway drains (SIGTERM): no new connections, the "
+	    "requests in flight finish.");
+	evbuffer_add_printf(out, "akgw_draining %d\n", gw_draining(g) ? 1 : 0);
+	metrics_head(out, "akgw_drain_cut_total", "counter",
+	    "Connections, tunnel links and Port B connections still open at "
+	    "a drain's deadline and cut.");
+	evbuffer_add_printf(out, "akgw_drain_cut_total %llu\n",
+	    (unsigned long long)m->m_drain_cut);
+	metrics_head(out, "akgw_drain_websockets_closed_total", "counter",
+	    "WebSockets closed with 1001 at a drain's deadline.");
+	evbuffer_add_printf(out, "akgw_drain_websockets_closed_total %llu\n",
+	    (unsigned long long)m->m_drain_ws_closed);
 	metrics_head(out, "akgw_log_lines_dropped_total", "counter",
 	    "Log lines dropped because the log output did not keep up.");
 	evbuffer_add_printf(out, "akgw_log_lines_dropped_total %llu\n",

@@ -13,6 +13,13 @@
  * upstream socket belongs to its client connection until then: it never
  * outlives it, and counts in max_connections, /metrics and shutdown with
  * it.
+ *
+ * A WebSocket's frames from the upstream are followed (lib/wsframe.c's
+ * ws_track: the lengths in their headers, nothing copied) while they pass
+ * through our buffers, so that a drain can end it with a close frame 1001
+ * of ours between two of them (relay_drain_close).  Once splice(2) moves
+ * them they can no longer be followed, and splicing does not start while
+ * the gateway drains.
  */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -30,6 +37,7 @@
 #include "gw.h"
 #include "splicer.h"
 #include "stream.h"
+#include "wsframe.h"
 
 /* Stop reading a side when the other side's output holds this much. */
 #define RELAY_HIGH (256 * 1024)
@@ -40,6 +48,7 @@ static void relay_upstream_write_cb(struct stream *, void *);
 static void relay_upstream_event_cb(struct stream *, short, void *);
 
 static void relay_check(struct conn *);
+static void relay_drain_closed(struct conn *);
 
 /* The connection an upgraded upstream relays for: its exchange's. */
 static inline struct conn *
@@ -58,20 +67,32 @@ relay_move(struct conn *c, struct stream *src, struct stream *dst)
 {
 	struct evbuffer *in = stream_input(src);
 	struct evbuffer *out = stream_output(dst);
-	int ended = c->c_relay &
-	    (src == c->c_stream ? RELAY_F_UP_EOF : RELAY_F_DOWN_EOF);
-	size_t n;
+	int down = src != c->c_stream;
+	int ended = c->c_relay & (down ? RELAY_F_DOWN_EOF : RELAY_F_UP_EOF);
+	size_t n, have;
 
 	if (c->c_spl[0] != NULL || c->c_spl[1] != NULL)
 		return;
 
-	if ((n = evbuffer_get_length(in)) > 0) {
-		evbuffer_add_buffer(out, in);
+	if ((n = have = evbuffer_get_length(in)) > 0) {
+		/* The upstream's frames are followed; a close stops at one. */
+		if (down && c->c_wst != NULL)
+			n = ws_track_evbuffer(c->c_wst, in, have,
+			    (c->c_flags & CONN_F_DRAIN_WS) != 0);
+		if (n == have)
+			evbuffer_add_buffer(out, in);
+		else
+			evbuffer_remove_buffer(in, out, n);
 		c->c_active_ms = clock_mono_msec();
-		if (src == c->c_stream)
+		if (!down)
 			c->c_x->x_req_body.b_total += n;
 		else
 			c->c_x->x_resp_body.b_total += n;
+	}
+	if (down && (c->c_flags & CONN_F_DRAIN_WS) &&
+	    ws_track_between(c->c_wst)) {
+		relay_drain_closed(c);
+		return;
 	}
 	if (ended || evbuffer_get_length(out) >= RELAY_HIGH)
 		stream_disable(src, EV_READ);
@@ -239,6 +260,9 @@ void
 relay_end(struct conn *c)
 {
 	relay_splice_stop(c);
+	free(c->c_wst);
+	c->c_wst = NULL;
+	c->c_flags &= ~CONN_F_DRAIN_WS;
 	if (c->c_relay != 0)
 		GW_ADD(c->c_gw->g_metrics.m_relay_half_closed, -1);
 	c->c_relay = 0;
@@ -349,7 +373,8 @@ relay_splice_try(struct conn *c)
 	if (c->c_gw->g_splice == NULL || c->c_spl[0] != NULL ||
 	    c->c_spl[1] != NULL || c->c_relay != 0 || up == NULL ||
 	    (c->c_flags & CONN_F_TLS) || c->c_state != CONN_S_UPGRADED ||
-	    up->u_state != UP_S_ACTIVE)
+	    up->u_state != UP_S_ACTIVE ||
+	    (c->c_wst != NULL && gw_draining(c->c_gw)))
 		return;
 	/* What the pass queued goes first (stream_lend writes it). */
 	if (evbuffer_get_length(stream_input(c->c_stream)) != 0 ||
@@ -362,6 +387,9 @@ relay_splice_try(struct conn *c)
 		stream_unlend(c->c_stream);
 		return;
 	}
+	/* The frames are no longer seen: a drain will cut this one. */
+	free(c->c_wst);
+	c->c_wst = NULL;
 	c->c_spl[0] = splicer_new(
 	    base, c->c_gw->g_splice, cfd, ufd, SPLICER_TO_EOF, 0, &up_cbs, c);
 	c->c_spl[1] = splicer_new(
@@ -393,6 +421,9 @@ relay_start(struct conn *c)
 	    relay_upstream_write_cb, relay_upstream_event_cb, up);
 	if (!(c->c_flags & CONN_F_HANDED))
 		GW_ADD(c->c_gw->g_metrics.m_ws_active, 1);
+	/* A WebSocket's frames are followed (not a tunnel link's bytes). */
+	if ((c->c_x->x_flags & XCHG_F_WS_REQ) && !(c->c_flags & CONN_F_HANDED))
+		c->c_wst = xcalloc(1, sizeof *c->c_wst);
 	relay_arm_idle(c);
 	/* Bytes that arrived with the 101, and any the client sent early. */
 	relay_move(c, up->u_stream, c->c_stream);
@@ -495,4 +526,55 @@ relay_upstream_event_cb(struct stream *s, short what, void *arg)
 	    stream_output(c->c_stream), stream_input(up->u_stream));
 	upstream_close(up, "websocket upstream error");
 	conn_finish(c);
+}
+
+/*
+ * The drain's close frame goes to the client after what was relayed, at
+ * a boundary between two of the upstream's frames; the upstream is
+ * closed and the client's connection finishes (its output written, then
+ * our side shut).
+ */
+static void
+relay_drain_closed(struct conn *c)
+{
+	uint8_t f[WS_CLOSE_FRAME_MAX];
+	size_t n;
+
+	c->c_flags &= ~CONN_F_DRAIN_WS;
+	n = ws_close_put(f, WS_CLOSE_GOING_AWAY, "going away");
+	evbuffer_add(stream_output(c->c_stream), f, n);
+	log_debug("conn %llu: websocket closed with 1001 (draining)",
+	    (unsigned long long)c->c_id);
+	if (c->c_x->x_method != NULL && !(c->c_x->x_flags & XCHG_F_LOGGED))
+		xchg_log_access(c->c_x, "websocket closed by the drain (1001)");
+	/* An upstream that stopped reading is reset, not left to linger. */
+	if (c->c_x->x_up != NULL)
+		relay_abort_stuck(c->c_x->x_up->u_stream);
+	/* A client that reads nothing more is closed with the process. */
+	conn_timer_set(c, DRAIN_GRACE_MS);
+	conn_finish(c);
+}
+
+/*
+ * The drain's deadline: end the WebSocket of c with a close frame 1001
+ * "going away" to the client, between two of the upstream's frames: now,
+ * or once the frame in progress has been relayed.  Returns -1 when that
+ * cannot be done (the frames were not followed: splice(2) moved them, or
+ * it is not a WebSocket; the upstream has ended its stream); the caller
+ * cuts the connection.
+ */
+int
+relay_drain_close(struct conn *c)
+{
+	struct upstream *up;
+
+	/* No tracker once splice(2) took the bytes: c_wst is NULL then. */
+	if (c->c_state != CONN_S_UPGRADED || c->c_wst == NULL ||
+	    (up = c->c_x->x_up) == NULL ||
+	    (c->c_relay & (RELAY_F_DOWN_EOF | RELAY_F_DOWN_SHUT)))
+		return (-1);
+	c->c_flags |= CONN_F_DRAIN_WS;
+	/* What waits goes, up to the boundary; the close may go now. */
+	relay_move(c, up->u_stream, c->c_stream);
+	return (0);
 }

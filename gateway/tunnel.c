@@ -903,6 +903,13 @@ tunnel_bind(struct tunnel *t)
 	char *cause = NULL;
 	int fd, one = 1, family = t->t_addr.ss_family;
 
+	/* A draining gateway opens nothing: the next process will. */
+	if (gw_draining(t->t_gw) && !(t->t_flags & TUNNEL_F_STANDALONE)) {
+		t->t_state = TUNNEL_S_UNBOUND;
+		t->t_retry_at = UINT64_MAX;
+		return;
+	}
+
 	/* One an old process passed on (SIGUSR2): connections queued on it
 	 * are ours now, and wait for the client. */
 	fd = upgrade_take_tunnel(t->t_name, t->t_port,
@@ -1309,6 +1316,114 @@ tunnel_shutdown(struct gw *g)
 	event_free(ts->ts_tick);
 	free(ts);
 	g->g_tunnels = NULL;
+}
+
+/* Every tunnel of the process, configured or removed, in turn. */
+static struct tunnel *
+tunnel_next_any(const struct tunnel_set *ts, struct tunnel *t)
+{
+	struct tunnel *n;
+
+	if (t == NULL)
+		return (TAILQ_FIRST(&ts->ts_list) != NULL
+			? TAILQ_FIRST(&ts->ts_list)
+			: TAILQ_FIRST(&ts->ts_dead));
+	if ((n = TAILQ_NEXT(t, t_entry)) != NULL)
+		return (n);
+	if (t->t_state != TUNNEL_S_DEAD)
+		return (TAILQ_FIRST(&ts->ts_dead));
+	return (NULL);
+}
+
+/*
+ * The gateway drains (drain.c): Port B closes and stays closed
+ * (tunnel_bind), its connections between requests close now and the
+ * others after their answer (h1s_drain).
+ */
+void
+tunnel_drain_start(struct gw *g)
+{
+	struct tunnel_set *ts = g->g_tunnels;
+	struct tunnel_dconn *d, *next;
+	struct tunnel *t = NULL;
+
+	if (ts == NULL)
+		return;
+	while ((t = tunnel_next_any(ts, t)) != NULL) {
+		if (t->t_lev != NULL)
+			log_info("tunnel %s:%d: Port B closed: the gateway is "
+				 "draining",
+			    t->t_name, t->t_port);
+		tunnel_unbind(t);
+		t->t_retry_at = UINT64_MAX;
+		for (d = TAILQ_FIRST(&t->t_dconns); d != NULL; d = next) {
+			next = TAILQ_NEXT(d, d_entry);
+			(void)h1s_drain(d->d_h1s, "gateway draining");
+		}
+	}
+}
+
+/*
+ * While the gateway drains: each link whose tunnel has no exchange left
+ * closes with 1012 "service restart", so that its client reconnects (to
+ * the next process).  Returns the links and Port B connections still
+ * open.
+ */
+size_t
+tunnel_drain_tick(struct gw *g)
+{
+	struct tunnel_set *ts = g->g_tunnels;
+	struct tunnel_link *l, *next;
+	struct tunnel *t = NULL;
+	size_t n = 0;
+
+	if (ts == NULL)
+		return (0);
+	while ((t = tunnel_next_any(ts, t)) != NULL) {
+		for (l = TAILQ_FIRST(&t->t_links); l != NULL; l = next) {
+			next = TAILQ_NEXT(l, l_entry);
+			if (l->l_state != TLINK_S_GONE &&
+			    TAILQ_EMPTY(&t->t_xchgs))
+				tunnel_link_drop(l, TUNPROTO_CLOSE_REPLACED,
+				    TUNPROTO_RESTART_REASON);
+			n++; /* listed until its close completes */
+		}
+		n += t->t_ndconns + !TAILQ_EMPTY(&t->t_xchgs);
+	}
+	return (n);
+}
+
+/*
+ * The drain's deadline: Port B connections are cut (their exchanges
+ * end), then every link closes with 1012.  Returns how many were cut.
+ */
+size_t
+tunnel_drain_cut(struct gw *g)
+{
+	struct tunnel_set *ts = g->g_tunnels;
+	struct tunnel_dconn *d, *dnext;
+	struct tunnel_link *l, *lnext;
+	struct tunnel *t = NULL;
+	size_t n = 0;
+
+	if (ts == NULL)
+		return (0);
+	while ((t = tunnel_next_any(ts, t)) != NULL) {
+		for (d = TAILQ_FIRST(&t->t_dconns); d != NULL; d = dnext) {
+			dnext = TAILQ_NEXT(d, d_entry);
+			tunnel_dconn_close(d, "drain deadline");
+			n++;
+		}
+		for (l = TAILQ_FIRST(&t->t_links); l != NULL; l = lnext) {
+			lnext = TAILQ_NEXT(l, l_entry);
+			if (l->l_state == TLINK_S_GONE)
+				continue;
+			tunnel_link_drop(l, TUNPROTO_CLOSE_REPLACED,
+			    TUNPROTO_RESTART_REASON);
+			n++;
+		}
+	}
+	return (n);
 }
 
 /* A wall-clock time as RFC 3339 UTC. */

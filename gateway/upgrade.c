@@ -468,7 +468,7 @@ upgrade_start(struct gw *g)
 		    (long)up.child);
 		return;
 	}
-	if (s->s_draining) {
+	if (gw_draining(g)) {
 		log_warn("received SIGUSR2 while draining; ignored");
 		return;
 	}

@@ -100,6 +100,7 @@ chan_handoffs(struct gw *g, struct gw_chan *ch)
 static void
 worker_stop(struct gw *g)
 {
+	drain_stop(g);
 	listener_stop(g);
 	conn_close_all(g);
 	upstream_pool_flush(g);
@@ -135,6 +136,8 @@ chan_cb(evutil_socket_t fd, short events, void *arg)
 		gw_conf_take(g);
 	if (cmds & GW_CMD_DIR)
 		(void)gw_dir(g);
+	if (cmds & GW_CMD_DRAIN)
+		drain_loop_start(g);
 }
 
 /* Give loop g a channel; -1 with *cause on failure. */
@@ -559,6 +562,8 @@ metrics_add(struct gw_metrics *sum, const struct gw_metrics *m)
 	sum->m_tunnel_requests += GW_LOAD(m->m_tunnel_requests);
 	sum->m_tunnel_errors += GW_LOAD(m->m_tunnel_errors);
 	sum->m_tunnel_refused += GW_LOAD(m->m_tunnel_refused);
+	sum->m_drain_cut += GW_LOAD(m->m_drain_cut);
+	sum->m_drain_ws_closed += GW_LOAD(m->m_drain_ws_closed);
 }
 
 /* Every worker's counters added up, and the connections open now. */

@@ -33,6 +33,9 @@
  * business.  A reset from the client, the stream's idle timeout
  * (timeouts.websocket_idle, websocket_fin once the client ended) or the
  * session's end reach the exchange as on_error and close the upstream.
+ * The upstream's frames are followed on their way (ws_track), so that a
+ * drain can end the stream with a close frame 1001 of ours between two
+ * of them (ws_h2_drain_close).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,7 @@
 #include "gw.h"
 #include "stream.h"
 #include "wsconn.h"
+#include "wsframe.h"
 
 /* The client's bytes wait in its stream while the upstream holds this. */
 #define WS_H2_HIGH (256 * 1024)
@@ -54,15 +58,18 @@ struct ws_h2 {
 	struct upstream_owner wh_owner; /* proxy_owner, with our hooks */
 	struct hfield *wh_fields; /* the upstream request's fields */
 	char wh_key[WS_KEY_LEN + 1]; /* our Sec-WebSocket-Key */
+	struct ws_track wh_track; /* the upstream's frames, relayed */
 	int wh_flags;
 #define WH_F_COUNTED 0x01 /* in m_ws_active */
 #define WH_F_CLIENT_END 0x02 /* the client ended its stream */
+#define WH_F_DRAIN 0x04 /* a close 1001 goes at the next boundary */
 };
 
 static int ws_h2_head_cb(struct upstream *, const struct head *, void *);
 static void ws_h2_drained_cb(struct upstream *, void *);
 static void ws_h2_done_cb(struct upstream *, void *);
 static void ws_h2_event_cb(struct upstream *, short, void *);
+static int ws_h2_body_cb(struct upstream *, struct evbuffer *, size_t, void *);
 
 /* Is the extended CONNECT's :protocol one the gateway carries? */
 int
@@ -122,6 +129,7 @@ ws_h2_start(struct gw_xchg *x)
 	w->wh_owner.uo_drained = ws_h2_drained_cb;
 	w->wh_owner.uo_done = ws_h2_done_cb;
 	w->wh_owner.uo_event = ws_h2_event_cb;
+	w->wh_owner.uo_body = ws_h2_body_cb;
 	x->x_uo = &w->wh_owner;
 	proxy_start(x);
 }
@@ -232,10 +240,23 @@ ws_h2_drained_cb(struct upstream *up, void *arg)
 }
 
 /*
- * The upstream ended its connection and the client has all it sent: the
- * stream ends (a client still sending is told to stop, RFC 9113 section
- * 8.1), and the exchange with it.
+ * The WebSocket is over, for why (its access line): the upstream is
+ * closed, the stream ends (a client still sending is told to stop, RFC
+ * 9113 section 8.1), and the exchange with it.
  */
+static void
+ws_h2_finish(struct gw_xchg *x, const char *why)
+{
+	x->x_resp_body.b_done = 1;
+	x->x_flags |= XCHG_F_RESP_DONE;
+	xchg_log_access(x, why);
+	if (x->x_up != NULL)
+		upstream_close(x->x_up, why);
+	(void)sink_end(x->x_sink);
+	xchg_done(x);
+}
+
+/* The upstream ended its connection and the client has all it sent. */
 static void
 ws_h2_done_cb(struct upstream *up, void *arg)
 {
@@ -245,12 +266,73 @@ ws_h2_done_cb(struct upstream *up, void *arg)
 		proxy_owner.uo_done(up, arg);
 		return;
 	}
-	x->x_resp_body.b_done = 1;
-	x->x_flags |= XCHG_F_RESP_DONE;
-	xchg_log_access(x, "websocket upstream closed");
-	upstream_close(up, "websocket upstream closed");
-	(void)sink_end(x->x_sink);
-	xchg_done(x);
+	ws_h2_finish(x, "websocket upstream closed");
+}
+
+/*
+ * The drain's close frame goes on the stream after what was relayed, at a
+ * boundary between two of the upstream's frames; then the WebSocket is
+ * over.
+ */
+static void
+ws_h2_drain_closed(struct gw_xchg *x)
+{
+	uint8_t f[WS_CLOSE_FRAME_MAX];
+	struct evbuffer *b = evbuffer_new();
+	size_t n;
+
+	x->x_ws->wh_flags &= ~WH_F_DRAIN;
+	n = ws_close_put(f, WS_CLOSE_GOING_AWAY, "going away");
+	evbuffer_add(b, f, n);
+	(void)sink_body(x->x_sink, b, n);
+	evbuffer_free(b);
+	ws_h2_lost(x); /* an upstream that stopped reading is reset */
+	ws_h2_finish(x, "websocket closed by the drain (1001)");
+}
+
+/*
+ * The upstream's bytes after the 101 go to the stream as proxy.c moves
+ * them, followed frame by frame; with a drain's close pending only up to
+ * the next boundary, where the close goes and the rest is dropped.
+ */
+static int
+ws_h2_body_cb(struct upstream *up, struct evbuffer *src, size_t n, void *arg)
+{
+	struct gw_xchg *x = arg;
+	struct ws_h2 *w = x->x_ws;
+	size_t k;
+
+	if (!(x->x_flags & XCHG_F_UPGRADED))
+		return (proxy_owner.uo_body(up, src, n, arg));
+	k = ws_track_evbuffer(
+	    &w->wh_track, src, n, (w->wh_flags & WH_F_DRAIN) != 0);
+	if (k > 0 && proxy_owner.uo_body(up, src, k, arg) != 0)
+		return (-1);
+	if (!(w->wh_flags & WH_F_DRAIN) || !ws_track_between(&w->wh_track) ||
+	    x->x_state == XCHG_S_DONE)
+		return (0);
+	evbuffer_drain(src, n - k);
+	ws_h2_drain_closed(x);
+	return (-1);
+}
+
+/*
+ * The drain's deadline: end x's WebSocket with a close frame 1001 "going
+ * away" to the client, now or once the upstream's frame in progress has
+ * been relayed.  -1 when x is not an open WebSocket.
+ */
+int
+ws_h2_drain_close(struct gw_xchg *x)
+{
+	struct ws_h2 *w = x->x_ws;
+
+	if (w == NULL || !(x->x_flags & XCHG_F_UPGRADED) ||
+	    x->x_state == XCHG_S_DONE || x->x_up == NULL || x->x_tr == NULL)
+		return (-1);
+	w->wh_flags |= WH_F_DRAIN;
+	if (ws_track_between(&w->wh_track))
+		ws_h2_drain_closed(x);
+	return (0);
 }
 
 /* The upstream's connection failed (not its orderly end). */

@@ -73,6 +73,11 @@
  * starts with the machine-readable code, then a colon and a sentence.
  */
 #define TUNPROTO_CLOSE_REPLACED 1012
+/*
+ * The same code, 1012 "service restart", with this reason: the gateway
+ * is going away (it drains before a restart or an upgrade); reconnect.
+ */
+#define TUNPROTO_RESTART_REASON "service restart"
 #define TUNPROTO_CLOSE_SESSION_REPLACED 4409
 #define TUNPROTO_SESSION_REPLACED "tunnel_session_replaced"
 

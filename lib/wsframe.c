@@ -149,6 +149,106 @@ ws_header_put(
 	return (hl);
 }
 
+/* An unmasked close frame with code and reason into f; its length. */
+size_t
+ws_close_put(uint8_t f[WS_CLOSE_FRAME_MAX], uint16_t code, const char *reason)
+{
+	size_t rlen = strlen(reason), hl;
+
+	if (rlen > WS_CLOSE_REASON_MAX)
+		rlen = WS_CLOSE_REASON_MAX;
+	hl = ws_header_put(f, WS_OP_CLOSE, 2 + rlen, NULL);
+	f[hl] = (uint8_t)(code >> 8);
+	f[hl + 1] = (uint8_t)code;
+	memcpy(f + hl + 2, reason, rlen);
+	return (hl + 2 + rlen);
+}
+
+/* The length of the header t holds the start of; 2 until that is known. */
+static size_t
+ws_track_hlen(const struct ws_track *t)
+{
+	size_t hl = 2;
+
+	if (t->wt_hlen < 2)
+		return (hl);
+	if ((t->wt_hdr[1] & 0x7f) == 126)
+		hl = 4;
+	else if ((t->wt_hdr[1] & 0x7f) == 127)
+		hl = 10;
+	return (hl + ((t->wt_hdr[1] & 0x80) ? 4 : 0));
+}
+
+/* Follow len more bytes of the stream, up to a boundary with stop. */
+size_t
+ws_track(struct ws_track *t, const uint8_t *p, size_t len, int stop)
+{
+	size_t done = 0, n, i;
+	uint8_t l7;
+
+	if (stop && ws_track_between(t))
+		return (0);
+	while (done < len) {
+		if (t->wt_left > 0) {
+			n = len - done;
+			if (n > t->wt_left)
+				n = (size_t)t->wt_left;
+			t->wt_left -= n;
+			done += n;
+			if (t->wt_left == 0 && stop)
+				break;
+			continue;
+		}
+		t->wt_hdr[t->wt_hlen++] = p[done++];
+		if (t->wt_hlen < ws_track_hlen(t))
+			continue;
+		/* The header is whole: its payload follows. */
+		l7 = t->wt_hdr[1] & 0x7f;
+		if (l7 < 126)
+			t->wt_left = l7;
+		else {
+			t->wt_left = 0;
+			for (i = 0; i < (l7 == 126 ? 2u : 8u); i++)
+				t->wt_left = (t->wt_left << 8) |
+				    t->wt_hdr[2 + i];
+		}
+		t->wt_hlen = 0;
+		if (t->wt_left == 0 && stop)
+			break;
+	}
+	return (done);
+}
+
+/* As ws_track, over the first len bytes of buf, chain by chain. */
+size_t
+ws_track_evbuffer(
+    struct ws_track *t, struct evbuffer *buf, size_t len, int stop)
+{
+	struct evbuffer_iovec v[8];
+	struct evbuffer_ptr pos;
+	size_t done = 0, n, k;
+	int i, nv;
+
+	while (done < len) {
+		if (evbuffer_ptr_set(buf, &pos, done, EVBUFFER_PTR_SET) != 0)
+			break;
+		nv = evbuffer_peek(buf, (ev_ssize_t)(len - done), &pos, v, 8);
+		if (nv <= 0)
+			break;
+		if (nv > 8)
+			nv = 8;
+		for (i = 0; i < nv && done < len; i++) {
+			n = v[i].iov_len < len - done ? v[i].iov_len
+						      : len - done;
+			k = ws_track(t, v[i].iov_base, n, stop);
+			done += k;
+			if (k < n)
+				return (done); /* at a boundary */
+		}
+	}
+	return (done);
+}
+
 /* Start parsing a stream received by a server or by a client. */
 void
 wsframe_rx_init(struct wsframe_rx *rx, int is_server, size_t max)

@@ -80,6 +80,46 @@ int ws_utf8_check(uint32_t *state, const uint8_t *p, size_t len);
 size_t ws_header_put(
     uint8_t h[WS_HEADER_MAX], uint8_t op, uint64_t len, const uint8_t *key);
 
+/*
+ * Put an unmasked close frame with code and reason (at most
+ * WS_CLOSE_REASON_MAX bytes of it) into f: what a server puts between
+ * the frames it relays when it goes away.  Returns its length.
+ */
+#define WS_CLOSE_FRAME_MAX (4 + 2 + WS_CLOSE_REASON_MAX)
+size_t
+ws_close_put(uint8_t f[WS_CLOSE_FRAME_MAX], uint16_t code, const char *reason);
+
+/*
+ * Where a stream of frames relayed untouched is, so that a frame of our
+ * own can go between two of them: the header of the frame in progress
+ * so far, then its payload bytes still to come.  Only the lengths are
+ * read (no rule is checked: the endpoints do that), so it follows any
+ * extension's frames.  Zeroed, it is at the stream's start.
+ */
+struct ws_track {
+	uint64_t wt_left; /* payload bytes of the current frame to come */
+	uint8_t wt_hdr[WS_HEADER_MAX]; /* its header so far */
+	uint8_t wt_hlen; /* ... bytes of it */
+};
+
+/*
+ * Follow len more bytes p of the stream.  With stop, follow only up to
+ * the next boundary between two frames (none when at one already).
+ * Returns the bytes followed: len without stop.
+ */
+size_t ws_track(struct ws_track *, const uint8_t *p, size_t len, int stop);
+
+/* As ws_track, over the first len bytes of buf (which stay in it). */
+size_t ws_track_evbuffer(
+    struct ws_track *, struct evbuffer *buf, size_t len, int stop);
+
+/* Is the stream between two frames? */
+static inline int
+ws_track_between(const struct ws_track *t)
+{
+	return (t->wt_left == 0 && t->wt_hlen == 0);
+}
+
 /* What wsframe_rx_next found. */
 enum wsframe_ev {
 	WSFRAME_EV_MORE = 0, /* nothing until more input */

@@ -41,6 +41,13 @@ itself.
                    the stream then ends
         idle       quiet for --quiet seconds, still open; then quiet
                    until the gateway's idle timeout resets it
+        drain      for drain_sigterm.sh: once open, --ready FILE is
+                   made; the gateway's GOAWAY comes (SIGTERM) and the
+                   WebSocket still echoes; then its close frame 1001
+                   comes (the drain's deadline) and the stream ends.
+                   With --mid N the backend is in the middle of a frame
+                   at the deadline: no echo then, but that whole frame
+                   (N bytes), then the close
     echo takes --header "name: value" (more fields), --early (a message
     sent right after the HEADERS, before the 200) and --hold FILE (once
     open, the WebSocket waits until FILE is removed before its echoes).
@@ -768,6 +775,38 @@ def case_halfclose(a):
     print("ok halfclose: stream %d ended after the client's end" % sid)
 
 
+def case_drain(a):
+    import h2.connection
+
+    cl = Client(a)
+    sid = cl.open_ws(a.path)
+    echo_check(cl, sid, [(1, b"before the drain")])
+    open(a.ready, "w").close()
+    cl.wait("the GOAWAY", lambda: cl.goaway is not None)
+    if cl.goaway != 0:
+        sys.exit("GOAWAY with error %d, not NO_ERROR" % cl.goaway)
+    # python-h2 takes a GOAWAY for the end of the connection; RFC 9113
+    # section 6.8 lets the streams it names go on, as this one must.
+    cl.c.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
+    if a.mid:
+        op, p, _ = cl.message(sid)
+        if op != 2 or len(p) != a.mid:
+            sys.exit("expected the frame in progress (%d bytes), got "
+                     "%d %r" % (a.mid, op, p[:20]))
+    else:
+        echo_check(cl, sid, [(1, b"while draining")])
+    op, p, _ = cl.message(sid)
+    if op != 8 or len(p) < 2:
+        sys.exit("expected a close frame, got %d %r" % (op, p[:20]))
+    code = int.from_bytes(p[:2], "big")
+    cl.wait("the end of stream %d" % sid, lambda: cl.st[sid]["ended"] or
+            cl.st[sid]["reset"] is not None)
+    if not cl.st[sid]["ended"]:
+        sys.exit("stream %d was reset, not ended" % sid)
+    print("ok drain: GOAWAY, close %d %s at %d, stream %d ended" %
+          (code, p[2:].decode(), int(time.time() * 1000), sid))
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "server":
         ap = argparse.ArgumentParser()
@@ -781,7 +820,7 @@ def main():
              "deflate": case_deflate, "bulk": case_bulk, "slow": case_slow,
              "multi": case_multi, "refused": case_refused, "rst": case_rst,
              "upclose": case_upclose, "halfclose": case_halfclose,
-             "idle": case_idle, "push": case_push}
+             "idle": case_idle, "push": case_push, "drain": case_drain}
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=sorted(cases))
     ap.add_argument("--port", type=int, required=True)
@@ -806,6 +845,8 @@ def main():
     ap.add_argument("--hold")
     ap.add_argument("--early", action="store_true")
     ap.add_argument("--quiet", type=float, default=2.0)
+    ap.add_argument("--ready")
+    ap.add_argument("--mid", type=int, default=0)
     a = ap.parse_args()
     cases[a.case](a)
 

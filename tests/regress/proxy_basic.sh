@@ -157,12 +157,13 @@ first=$(printf '%s' "$out" | grep '^HTTP/1.1' | tr -d '\r' | tr '\n' ' ')
 assert_eq "pipelined responses in order" "HTTP/1.1 201 Created HTTP/1.1 202 Accepted " "$first"
 ok "pipelined requests"
 
-# SIGTERM stops the gateway cleanly.
+# SIGTERM stops the gateway cleanly: a drain, with nothing in flight.
 kill -TERM "$GW_PID"
 i=0
 while kill -0 "$GW_PID" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 kill -0 "$GW_PID" 2>/dev/null && fail "gateway still running after SIGTERM"
 wait "$GW_PID"
 assert_eq "exit status after SIGTERM" "0" "$?"
-assert_contains "stop logged" "received SIGTERM, stopping" "$(cat "$T/gateway.log")"
-ok "SIGTERM stops the gateway"
+assert_contains "drain logged" "received SIGTERM, draining (up to 30s)" "$(cat "$T/gateway.log")"
+assert_contains "drain over" "every connection finished" "$(cat "$T/gateway.log")"
+ok "SIGTERM drains, then stops the gateway"

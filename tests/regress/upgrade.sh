@@ -2,7 +2,7 @@
 # Five binary upgrades in a row (SIGUSR2) under load: keep-alive HTTP
 # clients through a port URL, tunnel requests from code in a sandbox
 # namespace to Port B (the real aktunnel carrying them to a target on the
-# host), and a WebSocket open on the first process.  Each upgrade starts the
+# host), and WebSockets (ws:// and wss://) open on the first process.  Each upgrade starts the
 # new process with the listening sockets inherited (two workers: both
 # SO_REUSEPORT sockets of the port, the admin socket, Port B in the
 # namespace); the old one drains.  Nothing may fail or be lost: 0 failed
@@ -17,6 +17,7 @@ NS="akgw-upg-$$"
 netns_add "$NS"
 
 GW=$(free_port)
+GWS=$(free_port)
 ADM=$(free_port)
 ECHO=$(free_port)
 TARGET=$(free_port)
@@ -33,6 +34,10 @@ wait_port "$WSP"
 spawn_gateway "$GW" <<EOF
 listen:
   - address: 127.0.0.1:$GW
+  - address: 127.0.0.1:$GWS
+    tls:
+      cert: $CERTS/server.crt
+      key: $CERTS/server.key
 admin:
   address: 127.0.0.1:$ADM
 domains: [localhost]
@@ -75,7 +80,11 @@ spawn load_tun ip netns exec "$NS" $PY "$LOAD" http "http://127.0.0.1:8766/echo"
 LOAD_TUN=$LAST_PID
 spawn load_ws $PY "$LOAD" ws "ws://127.0.0.1:$GW/web/$WSP/" --stop "$T/stop" --out "$T/ws.json"
 LOAD_WS=$LAST_PID
+spawn load_wss $PY "$LOAD" ws "wss://localhost:$GWS/web/$WSP/" --cafile "$CERTS/ca.crt" \
+	--stop "$T/stop" --out "$T/wss.json"
+LOAD_WSS=$LAST_PID
 wait_log "$T/load_ws.log" '^open'
+wait_log "$T/load_wss.log" '^open'
 # Traffic flows before the first upgrade.
 i=0
 while [ "$(grep -c '"path": "/echo' "$T/target.jsonl" 2>/dev/null || echo 0)" -lt 20 ] && [ $i -lt 200 ]; do
@@ -111,13 +120,14 @@ for k in 1 2 3 4 5; do
 	kill -0 "$old" 2>/dev/null && fail "upgrade $k: the old process $old is still running 10 s after the hand-over"
 	echo "upgrade $k: old $old -> new $new, the tunnel back ${back}ms after the hand-over"
 	GW_PID=$new
-	# The WebSocket on the first process: kept until its drain deadline.
+	# The WebSockets on the first process ended with it.
 	if [ $k = 1 ]; then
-		[ -s "$T/ws.json" ] || fail "the WebSocket of the first process is still open after it left"
+		[ -s "$T/ws.json" ] && [ -s "$T/wss.json" ] ||
+			fail "a WebSocket of the first process is still open after it left"
 	fi
 done
 touch "$T/stop"
-for p in $LOAD_HTTP $LOAD_TUN $LOAD_WS; do
+for p in $LOAD_HTTP $LOAD_TUN $LOAD_WS $LOAD_WSS; do
 	i=0
 	while kill -0 "$p" 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
 done
@@ -148,23 +158,27 @@ print("tunnel: %d ids sent, %d at the target, %d duplicated, %d lost" %
 if dups or lost:
     print("  duplicated:", dups[:5], "lost:", lost[:5])
     bad = True
-ws = json.load(open("%s/ws.json" % t))
-print("websocket: %d echoes, %d failed, closed %s" % (ws["ok"], ws["failed"], ws["close"]))
-if ws["failed"] or not ws["close"] or ws["close"][0] != 1001:
-    bad = True
+for name, want in (("ws", (1001, 1006)), ("wss", (1001,))):
+    ws = json.load(open("%s/%s.json" % (t, name)))
+    print("%s: %d echoes, %d failed, closed %s" %
+          (name, ws["ok"], ws["failed"], ws["close"]))
+    if ws["failed"] or not ws["close"] or ws["close"][0] not in want:
+        bad = True
 sys.exit(1 if bad else 0)
 PYEOF
-ok "five upgrades under load: no HTTP request failed, every tunnel request answered once, the WebSocket closed 1001 at the deadline"
+ok "five upgrades under load: no HTTP request failed, every tunnel request answered once, the wss:// WebSocket closed 1001"
 
-# The WebSocket lived until the first process's drain deadline (3 s).
+# The WebSockets lived until the first process's drain deadline (3 s).
 first=$(grep -m1 'upgrade: the new process [0-9]* serves' "$T/gateway.log" | cut -c1-23)
-$PY - "$T/ws.json" "$first" <<'PYEOF' || fail "the WebSocket was not kept until the drain deadline"
+for name in ws wss; do
+	$PY - "$T/$name.json" "$first" <<'PYEOF' || fail "the $name WebSocket was not kept until the drain deadline"
 import datetime, json, sys
 ws = json.load(open(sys.argv[1]))
 t0 = datetime.datetime.strptime(sys.argv[2], "%Y-%m-%dT%H:%M:%S.%f").replace(
     tzinfo=datetime.timezone.utc).timestamp()
 held = ws["at"] - t0
-print("the WebSocket closed %.2f s after the hand-over" % held)
+print("%s closed %.2f s after the hand-over" % (sys.argv[1], held))
 sys.exit(0 if 2.5 <= held <= 8 else 1)
 PYEOF
-ok "the WebSocket stayed on the old process until its drain deadline"
+done
+ok "the WebSockets stayed on the old process until its drain deadline"

@@ -7,9 +7,9 @@
       closed before any byte of the answer, on a reused connection, is
       sent again once on a new one, as HTTP clients do for idempotent
       requests (RFC 9110 9.2.2); those are counted as "retried".
-  upgrade_load.py ws    URL --stop FILE --out FILE
+  upgrade_load.py ws    URL --stop FILE --out FILE [--cafile F]
       one WebSocket echoing a numbered message every 50 ms; writes how it
-      ended (close code and reason) and how many echoes matched.
+      ended (close code and reason, and when) and how many echoes matched.
 
 The result is one JSON line in --out: counts of ok, failed (with the
 first few errors), retried, and the ids sent.
@@ -96,8 +96,13 @@ def http_load(args):
 async def ws_load(args):
     import websockets
     res = {"ok": 0, "failed": 0, "errors": [], "close": None}
+    ctx = None
+    if args.cafile:
+        import ssl
+        ctx = ssl.create_default_context(cafile=args.cafile)
     try:
-        async with websockets.connect(args.url, max_size=None) as ws:
+        async with websockets.connect(args.url, max_size=None,
+                                      ssl=ctx) as ws:
             print("open", flush=True)
             n = 0
             while True:
@@ -135,6 +140,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--pause", type=float, default=0.0)
     p.add_argument("--check-id", action="store_true")
+    p.add_argument("--cafile", help="trust file for a wss:// URL")
     p.add_argument("--limit", type=float, default=300,
                    help="seconds at most, stop file or not")
     args = p.parse_args()

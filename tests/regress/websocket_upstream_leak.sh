@@ -3,8 +3,9 @@
 # stopped reading keeps no upstream socket beyond its deadline: the
 # connection stays one client connection (counted in max_connections and
 # /metrics) until timeouts.websocket_fin after the client's end, then the
-# upstream is reset; and a gateway that stops resets it too.  Over TLS and
-# over plain HTTP through the buffered relay (AKGW_SPLICE=0).
+# upstream is reset; and a gateway that stops (SIGTERM: at the end of its
+# drain, timeouts.drain 1s) resets it too.  Over TLS and over plain HTTP
+# through the buffered relay (AKGW_SPLICE=0).
 . "$(dirname "$0")/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fail "curl is needed"
@@ -32,6 +33,7 @@ admin:
   address: 127.0.0.1:$ADM
 timeouts:
   websocket_fin: $1
+  drain: 1s
 limits:
   max_connections: 1
 sandboxes:

@@ -316,10 +316,11 @@ conns "40 TLS connections at once after SIGHUP" "200 $OK_SHA $new_fp" https toge
 	"127.0.0.1:$GWS" "/sbx/$ECHO/after-hup-together?i={i}" 40
 ok "SIGHUP: 80 new TLS connections all present the new certificate"
 
-# --- SIGTERM stops every loop --------------------------------------------------
+# --- SIGTERM drains, then stops every loop -----------------------------------
 term_wait "$GW_PID" "the gateway"
 assert_eq "exit status after SIGTERM" "0" "$RC"
-assert_contains "stop logged" "received SIGTERM, stopping" "$(cat "$T/gateway.log")"
+assert_contains "drain logged" "received SIGTERM, draining" "$(cat "$T/gateway.log")"
+assert_contains "drain over" "every connection finished" "$(cat "$T/gateway.log")"
 grep -q ' stopped$' "$T/gateway.log" || fail "no 'stopped' line in the gateway log"
 grep -q 'AddressSanitizer\|LeakSanitizer\|ThreadSanitizer\|runtime error' "$T/gateway.log" &&
 	fail "sanitizer report in the gateway log"

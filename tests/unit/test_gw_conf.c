@@ -69,6 +69,7 @@ test_builtin(void **state)
 	assert_int_equal(cf->cf_upstream_idle, 5000);
 	assert_int_equal(cf->cf_ws_idle_timeout, 3600000);
 	assert_int_equal(cf->cf_ws_fin_timeout, 30000);
+	assert_int_equal(cf->cf_drain_timeout, 30000);
 	assert_string_equal(cf->cf_auth_cookie, "akgw_token");
 	assert_null(cf->cf_auth_secrets);
 	assert_int_equal(cf->cf_nauth_secrets, 0);
@@ -100,6 +101,7 @@ test_full(void **state)
 		       "  keepalive: 1m\n"
 		       "  upstream_idle: 0\n"
 		       "  upstream_response: 1h\n"
+		       "  drain: 2m\n"
 		       "limits:\n"
 		       "  max_connections: 100\n"
 		       "  max_header_size: 16KiB\n"
@@ -138,6 +140,7 @@ test_full(void **state)
 	assert_int_equal(cf->cf_keepalive_timeout, 60000);
 	assert_int_equal(cf->cf_upstream_idle, 0);
 	assert_int_equal(cf->cf_response_timeout, 3600000);
+	assert_int_equal(cf->cf_drain_timeout, 120000);
 	assert_int_equal(cf->cf_max_connections, 100);
 	assert_int_equal(cf->cf_max_header_size, 16384);
 	assert_int_equal(cf->cf_max_headers, 50);
@@ -215,6 +218,10 @@ test_errors(void **state)
 		     "timeouts:\n  keepalive: 2d\n",
 	    "t.yaml:3:14: timeouts.keepalive must be between 100ms and "
 	    "86400s, not 2d");
+	expect_error("listen: [{address: 127.0.0.1:80}]\n"
+		     "timeouts:\n  drain: 2d\n",
+	    "t.yaml:3:10: timeouts.drain must be between 0s and 86400s, "
+	    "not 2d");
 	expect_error("listen: [{address: 127.0.0.1:80}]\n"
 		     "limits:\n  max_headers: 0\n",
 	    "t.yaml:3:16: limits.max_headers must be between 1 and 1000, "

@@ -525,6 +525,57 @@ test_keepalive_close(void **state)
 	t_done(&t);
 }
 
+/*
+ * A drain: an idle connection closes at once; a request in progress, or
+ * one whose head is still coming, is answered with Connection: close and
+ * the connection then closes; a pipelined request behind it is not read.
+ */
+static void
+test_drain(void **state)
+{
+	struct t t;
+
+	(void)state;
+	/* Idle, between requests. */
+	t_open(&t, 0, 1);
+	t_send(&t, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_int_equal(h1s_state(t.h), H1S_S_IDLE);
+	assert_int_equal(h1s_drain(t.h, "draining"), 1);
+	assert_int_equal(t.closes, 1);
+	t_done(&t);
+
+	/* In an exchange, a pipelined request waiting behind it. */
+	t_open(&t, 0, 1);
+	t.mode = T_HOLD;
+	t_send(&t,
+	    "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n"
+	    "GET /3 HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_int_equal(h1s_drain(t.h, "draining"), 0);
+	assert_false(h1s_keeps(t.h));
+	t_answer(&t, t.h, 200, "x");
+	t_spin(&t, 10);
+	t_expect_has(&t, "Connection: close\r\n\r\nx");
+	assert_int_equal(t.heads, 1);
+	t_sleep(&t, 150);
+	assert_int_equal(t.frees, 1);
+	t_done(&t);
+
+	/* Half a head: the request is answered, with Connection: close. */
+	t_open(&t, 0, 1);
+	t.mode = T_HOLD;
+	t_send(&t, "GET /4 HTTP/1.1\r\n");
+	assert_int_equal(h1s_state(t.h), H1S_S_HEAD);
+	assert_int_equal(h1s_drain(t.h, "draining"), 0);
+	t_send(&t, "Host: x\r\n\r\n");
+	assert_int_equal(t.heads, 1);
+	t_answer(&t, t.h, 200, "y");
+	t_spin(&t, 10);
+	t_expect_has(&t, "Connection: close\r\n\r\ny");
+	t_sleep(&t, 150);
+	assert_int_equal(t.frees, 1);
+	t_done(&t);
+}
+
 /* A request that makes the parser refuse with err. */
 struct t_bad {
 	enum http1_err tb_err;
@@ -1180,6 +1231,7 @@ main(void)
 		cmocka_unit_test(test_http10),
 		cmocka_unit_test(test_pipelining),
 		cmocka_unit_test(test_keepalive_close),
+		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_timeouts),
 		cmocka_unit_test(test_continue),

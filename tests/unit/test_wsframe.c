@@ -708,6 +708,138 @@ test_utf8_check(void **state)
 	}
 }
 
+/*
+ * A stream of frames of every length form, masked and not, with RSV1 (a
+ * compressed message), empty, control and fragmented: ws_track finds
+ * each boundary, however the stream is split, and only those.
+ */
+static void
+test_track(void **state)
+{
+	static const size_t lens[] = { 0, 1, 2, 125, 126, 127, 1000, 65535,
+		65536, 70000 };
+	static const uint8_t b0s[] = { 0x81, 0x82, 0xc1, 0x01, 0x80, 0x89,
+		0x8a };
+	struct evbuffer *eb = evbuffer_new();
+	uint8_t *buf, *payload;
+	size_t bounds[64], nb = 0, i, len, pos, n, cut, step;
+	struct ws_track t;
+
+	(void)state;
+	payload = calloc(1, 70000);
+	assert_non_null(payload);
+	for (i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		/* Control frames are short; the rest take any length. */
+		uint8_t b0 = b0s[i % (sizeof b0s / sizeof b0s[0])];
+
+		if ((b0 & 0x08) && lens[i] > 125)
+			b0 = 0x82;
+		frame_add(eb, b0, payload, lens[i], (int)(i & 1));
+		bounds[nb++] = evbuffer_get_length(eb);
+	}
+	len = evbuffer_get_length(eb);
+	buf = evbuffer_pullup(eb, -1);
+
+	/* Whole, or one byte at a time: between frames at the end only. */
+	memset(&t, 0, sizeof t);
+	assert_true(ws_track_between(&t));
+	assert_int_equal(ws_track(&t, buf, len, 0), len);
+	assert_true(ws_track_between(&t));
+	memset(&t, 0, sizeof t);
+	for (pos = 0, i = 0; pos < len; pos++) {
+		assert_int_equal(ws_track(&t, buf + pos, 1, 0), 1);
+		if (pos + 1 == bounds[i]) {
+			assert_true(ws_track_between(&t));
+			i++;
+		} else
+			assert_false(ws_track_between(&t));
+	}
+
+	/*
+	 * With stop, in pieces of every size: each boundary in turn.  At a
+	 * boundary (the start too) it follows nothing; the next frame's
+	 * first byte goes without stop.
+	 */
+	for (step = 1; step <= 70001; step = step * 3 + 1) {
+		memset(&t, 0, sizeof t);
+		for (pos = 0, i = 0; pos < len; i++) {
+			assert_int_equal(
+			    ws_track(&t, buf + pos, len - pos, 1), 0);
+			assert_int_equal(ws_track(&t, buf + pos, 1, 0), 1);
+			pos++;
+			while (!ws_track_between(&t)) {
+				cut = len - pos < step ? len - pos : step;
+				assert_true(cut > 0);
+				n = ws_track(&t, buf + pos, cut, 1);
+				if (!ws_track_between(&t))
+					assert_int_equal(n, cut);
+				pos += n;
+			}
+			assert_int_equal(pos, bounds[i]);
+		}
+		assert_int_equal(i, nb);
+	}
+
+	/* Over an evbuffer of many small chains, boundary by boundary. */
+	for (step = 1; step <= 4097; step = step * 4 + 1) {
+		struct evbuffer *chains = evbuffer_new();
+
+		for (pos = 0; pos < len; pos += cut) {
+			cut = len - pos < step ? len - pos : step;
+			evbuffer_add_reference(
+			    chains, buf + pos, cut, NULL, NULL);
+		}
+		memset(&t, 0, sizeof t);
+		for (i = 0; evbuffer_get_length(chains) > 0; i++) {
+			n = evbuffer_get_length(chains);
+			assert_int_equal(
+			    ws_track_evbuffer(&t, chains, n, 1), 0);
+			assert_int_equal(
+			    ws_track(&t, evbuffer_pullup(chains, 1), 1, 0), 1);
+			evbuffer_drain(chains, 1);
+			n = ws_track_evbuffer(
+			    &t, chains, evbuffer_get_length(chains), 1);
+			assert_true(ws_track_between(&t));
+			evbuffer_drain(chains, n);
+			assert_int_equal(
+			    len - evbuffer_get_length(chains), bounds[i]);
+		}
+		assert_int_equal(i, nb);
+		evbuffer_free(chains);
+	}
+	free(payload);
+	evbuffer_free(eb);
+}
+
+/* The close frame a relay puts in: the parser reads its code and reason. */
+static void
+test_close_put(void **state)
+{
+	uint8_t f[WS_CLOSE_FRAME_MAX];
+	struct evbuffer *in = evbuffer_new();
+	struct wsframe_event ev;
+	struct wsframe_rx rx;
+	char reason[200];
+	size_t n;
+
+	(void)state;
+	n = ws_close_put(f, WS_CLOSE_GOING_AWAY, "going away");
+	assert_int_equal(n, 2 + 2 + 10);
+	wsframe_rx_init(&rx, 0, TEST_MAX);
+	evbuffer_add(in, f, n);
+	assert_int_equal(wsframe_rx_next(&rx, in, &ev), WSFRAME_EV_CONTROL);
+	assert_int_equal(ev.e_op, WS_OP_CLOSE);
+	assert_int_equal(ev.e_code, 1001);
+	assert_int_equal(ev.e_reason_len, 10);
+	assert_memory_equal(ev.e_reason, "going away", 10);
+	/* A reason too long is cut to what a control frame carries. */
+	memset(reason, 'r', sizeof reason - 1);
+	reason[sizeof reason - 1] = '\0';
+	n = ws_close_put(f, 1012, reason);
+	assert_int_equal(n, 2 + WS_CONTROL_MAX);
+	evbuffer_free(in);
+}
+
 int
 main(void)
 {
@@ -720,6 +852,8 @@ main(void)
 		cmocka_unit_test(test_header_put),
 		cmocka_unit_test(test_mask_words),
 		cmocka_unit_test(test_utf8_check),
+		cmocka_unit_test(test_track),
+		cmocka_unit_test(test_close_put),
 	};
 
 	return (cmocka_run_group_tests(tests, NULL, NULL));
