@@ -412,24 +412,26 @@ upgrade_child_cb(evutil_socket_t fd, short events, void *arg)
 		up.drain(g);
 		return;
 	}
-	/* Closed without a word: it failed; its exit status follows. */
+	/* Closed without a word: it failed.  Its exit status is logged
+	 * here, or by SIGCHLD when it comes a moment later. */
 	upgrade_reap();
-	if (up.child != 0) {
-		log_error("upgrade: the new process %ld closed its pipe before "
-			  "it was ready; this one goes on serving",
-		    (long)up.child);
-		up.child = 0;
-	}
 }
 
-/* SIGCHLD: reap a new process that failed. */
+/*
+ * SIGCHLD: reap a new process that failed (and say so), or one that took
+ * over and then died while this one drains.
+ */
 static void
 upgrade_sigchld_cb(evutil_socket_t sig, short events, void *arg)
 {
+	int status;
+
 	(void)sig;
 	(void)events;
 	(void)arg;
 	upgrade_reap();
+	while (waitpid(-1, &status, WNOHANG) > 0)
+		/* nothing */;
 }
 
 /* Append "fd kind key;" for socket fd to f, and fd to the list. */

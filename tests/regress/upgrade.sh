@@ -182,3 +182,26 @@ sys.exit(0 if 2.5 <= held <= 8 else 1)
 PYEOF
 done
 ok "the WebSockets stayed on the old process until its drain deadline"
+
+# An upgrade whose new process cannot start (a broken file): the running
+# one says why and goes on serving, and the next upgrade works.
+cp "$T/gateway.yaml" "$T/gateway.yaml.good"
+printf 'bogus_key: 1\n' >>"$T/gateway.yaml"
+kill -USR2 "$GW_PID"
+wait_log "$T/gateway.log" "upgrade: the new process [0-9]* exited with status 1 before it was ready; this one goes on serving"
+grep -q "gateway.yaml:[0-9]*:[0-9]*: unknown key 'bogus_key'" "$T/gateway.log" ||
+	fail "the failed process did not say what is wrong with the file"
+kill -0 "$GW_PID" 2>/dev/null || fail "the running process left after a failed upgrade"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GW/web/$ECHO/echo")
+assert_eq "served after a failed upgrade" 200 "$code"
+cp "$T/gateway.yaml.good" "$T/gateway.yaml"
+old=$GW_PID
+kill -USR2 "$old"
+i=0
+while kill -0 "$old" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 "$old" 2>/dev/null && fail "the upgrade after a failed one did not hand over"
+new=$(sed -n 's/.*upgrade: started process \([0-9]*\).*/\1/p' "$T/gateway.log" | tail -n 1)
+PIDS="$PIDS $new"
+code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GW/web/$ECHO/echo")
+assert_eq "served after the next upgrade" 200 "$code"
+ok "a failed upgrade leaves the running process serving, and the next one works"
