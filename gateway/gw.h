@@ -327,6 +327,7 @@ struct gw {
 	struct http1_limits g_limits;
 	struct event *g_sigint;
 	struct event *g_sigterm;
+	struct event *g_sigquit; /* drains as SIGTERM does */
 	struct event *g_sighup;
 	struct event *g_sigusr1; /* reopen the log file */
 	struct event *g_sigusr2; /* upgrade the binary (upgrade.c) */

@@ -119,6 +119,7 @@ main_stop(struct gw *g)
 	workers_post(g, GW_CMD_STOP); /* joined once this loop is left */
 	event_del(g->g_sigint);
 	event_del(g->g_sigterm);
+	event_del(g->g_sigquit);
 	event_del(g->g_sighup);
 	event_del(g->g_sigusr1);
 	event_del(g->g_sigusr2);
@@ -126,16 +127,30 @@ main_stop(struct gw *g)
 	event_base_loopexit(g->g_base, NULL);
 }
 
+/* The name of a stopping signal, for the log. */
+static const char *
+main_signame(int sig)
+{
+	switch (sig) {
+	case SIGINT:
+		return ("SIGINT");
+	case SIGQUIT:
+		return ("SIGQUIT");
+	default:
+		return ("SIGTERM");
+	}
+}
+
 /*
- * SIGTERM: drain (drain.c), for up to timeouts.drain; a second SIGTERM,
- * or SIGINT, stops at once.
+ * SIGTERM (or SIGQUIT): drain (drain.c), for up to timeouts.drain; a
+ * second one, or SIGINT, stops at once.
  */
 static void
 main_signal_cb(evutil_socket_t sig, short events, void *arg)
 {
 	struct gw *g = arg;
 	uint64_t ms = g->g_conf->cf_drain_timeout;
-	const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+	const char *name = main_signame(sig);
 
 	(void)events;
 	if (gw_draining(g)) {
@@ -150,7 +165,7 @@ main_signal_cb(evutil_socket_t sig, short events, void *arg)
 		main_stop(g);
 		return;
 	}
-	log_info("received SIGTERM, draining (up to %llu%s)",
+	log_info("received %s, draining (up to %llu%s)", name,
 	    (unsigned long long)(ms % 1000 == 0 ? ms / 1000 : ms),
 	    ms % 1000 == 0 ? "s" : "ms");
 	sdnotify_stopping();
@@ -168,8 +183,8 @@ main_handover(struct gw *g)
 	if (g->g_conf->cf_drain_timeout == 0)
 		main_stop(g);
 	else
-		drain_start(g, g->g_conf->cf_drain_timeout, DRAIN_F_UPGRADE,
-		    main_stop);
+		drain_start(
+		    g, g->g_conf->cf_drain_timeout, DRAIN_F_UPGRADE, main_stop);
 }
 
 int
@@ -259,6 +274,9 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	g.g_sigint = evsignal_new(g.g_base, SIGINT, main_signal_cb, &g);
 	g.g_sigterm = evsignal_new(g.g_base, SIGTERM, main_signal_cb, &g);
+	/* SIGQUIT drains too (nginx's graceful stop), rather than dumping. */
+	g.g_sigquit = evsignal_new(g.g_base, SIGQUIT, main_signal_cb, &g);
+	evsignal_add(g.g_sigquit, NULL);
 	evsignal_add(g.g_sigint, NULL);
 	evsignal_add(g.g_sigterm, NULL);
 	g.g_sighup = evsignal_new(g.g_base, SIGHUP, main_sighup_cb, &g);
@@ -306,6 +324,7 @@ main(int argc, char **argv)
 
 	event_free(g.g_sigint);
 	event_free(g.g_sigterm);
+	event_free(g.g_sigquit);
 	event_free(g.g_sighup);
 	event_free(g.g_sigusr1);
 	event_free(g.g_sigusr2);
