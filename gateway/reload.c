@@ -236,6 +236,14 @@ reload_run(struct gw *g, const char *why, char **cause)
 	SSL_CTX **ctx = NULL;
 	size_t late;
 
+	if (gw_draining(g)) {
+		xasprintf(cause, "the gateway is draining to stop or hand over; "
+				 "a reload would open what the drain closed");
+		g->g_reload_failures++;
+		g->g_reload_failed = 1;
+		log_warn("%s: configuration not reloaded: %s", why, *cause);
+		return (-1);
+	}
 	log_info("%s: reloading the configuration from %s", why, old->cf_file);
 	sdnotify_reloading();
 	if (strcmp(old->cf_file, CONF_BUILTIN_NAME) == 0)

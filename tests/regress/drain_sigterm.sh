@@ -226,7 +226,11 @@ out=$(curl -sS "http://127.0.0.1:$ADM/metrics")
 assert_contains "metrics while draining" "akgw_draining 1" "$out"
 until_ok "the public listener refusing" refused curl "http://127.0.0.1:$GW/sbx/$BE/"
 until_ok "Port B refusing" refused ip netns exec "$NS" curl http://127.0.0.1:8766/
-ok "draining: readyz 503 draining, akgw_draining 1, new connections refused (listener and Port B)"
+# A reload now would open what the drain closed: it is refused.
+kill -HUP "$GW_PID"
+wait_log "$T/gateway.log" "SIGHUP: configuration not reloaded: the gateway is draining"
+until_ok "the public listener still refusing after SIGHUP" refused curl "http://127.0.0.1:$GW/sbx/$BE/"
+ok "draining: readyz 503 draining, akgw_draining 1, new connections refused (listener and Port B), a reload refused"
 
 wait "$idle"
 out=$(cat "$T/idle.out")
