@@ -834,12 +834,9 @@ admin_listen(
 	int fd;
 
 	/* A socket an old process (SIGUSR2) or systemd passed, else ours. */
-	if ((fd = upgrade_take_admin(&l->l_ss, l->l_sslen)) != -1) {
-		(void)evutil_make_socket_nonblocking(fd);
-		(void)evutil_make_socket_closeonexec(fd);
-		lev = evconnlistener_new(g->g_base, admin_accept_cb, a,
-		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-	} else
+	if ((fd = upgrade_take_admin(&l->l_ss, l->l_sslen)) != -1)
+		lev = listener_wrap(g->g_base, admin_accept_cb, a, fd);
+	else
 		lev = evconnlistener_new_bind(g->g_base, admin_accept_cb, a,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
 			LEV_OPT_CLOSE_ON_EXEC,

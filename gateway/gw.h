@@ -748,6 +748,10 @@ route_find_port(const struct gw *, const struct gw_sandbox *, int port);
 #define LISTENER_PAUSE_MS 1000
 int listener_start(struct gw *, char **cause);
 struct event *listener_pause_new(struct event_base *, struct evconnlistener *);
+struct evconnlistener *listener_wrap(struct event_base *,
+    void (*)(struct evconnlistener *, evutil_socket_t, struct sockaddr *, int,
+	void *),
+    void *, int fd);
 int listener_backoff(struct evconnlistener *, struct event *pause,
     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void listener_stop(struct gw *);

@@ -217,20 +217,33 @@ listener_init(struct gw *g, struct gw_listener *gl, struct gw_config *cf,
 	gl->gl_port = addr_port((const struct sockaddr *)&gl->gl_conf->l_ss);
 }
 
+/*
+ * A listener on fd, a socket already listening (inherited, or bound by the
+ * caller), calling cb with arg; it owns fd.  NULL (fd closed) on failure.
+ */
+struct evconnlistener *
+listener_wrap(struct event_base *base, evconnlistener_cb cb, void *arg, int fd)
+{
+	struct evconnlistener *lev;
+
+	(void)evutil_make_socket_nonblocking(fd);
+	(void)evutil_make_socket_closeonexec(fd);
+	lev = evconnlistener_new(
+	    base, cb, arg, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (lev == NULL)
+		close(fd);
+	return (lev);
+}
+
 /* Accept on fd, a listening socket, for gl in loop g. */
 static void
 listener_attach(struct gw *g, struct gw_listener *gl, int fd)
 {
 	int one = 1;
 
-	(void)evutil_make_socket_nonblocking(fd);
-	(void)evutil_make_socket_closeonexec(fd);
-	gl->gl_lev = evconnlistener_new(g->g_base, listener_accept_cb, gl,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-	if (gl->gl_lev == NULL) {
-		close(fd);
+	gl->gl_lev = listener_wrap(g->g_base, listener_accept_cb, gl, fd);
+	if (gl->gl_lev == NULL)
 		return;
-	}
 	/* Accepted sockets inherit it: no setsockopt per connection. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	evconnlistener_set_error_cb(gl->gl_lev, listener_error_cb);

@@ -914,14 +914,10 @@ tunnel_bind(struct tunnel *t)
 	 * are ours now, and wait for the client. */
 	fd = upgrade_take_tunnel(t->t_name, t->t_port,
 	    t->t_netns != NULL ? t->t_netns : t->t_addr_str);
-	if (fd != -1) {
-		(void)evutil_make_socket_nonblocking(fd);
-		t->t_lev = evconnlistener_new(t->t_gw->g_base, tunnel_accept_cb,
-		    t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-		if (t->t_lev != NULL)
-			goto bound;
-		close(fd);
-	}
+	if (fd != -1 &&
+	    (t->t_lev = listener_wrap(
+		 t->t_gw->g_base, tunnel_accept_cb, t, fd)) != NULL)
+		goto bound;
 	if (t->t_netns != NULL)
 		fd = netns_socket(t->t_netns, family,
 		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &cause);
@@ -940,14 +936,9 @@ tunnel_bind(struct tunnel *t)
 			fd = -1;
 		}
 	}
-	if (fd != -1) {
-		t->t_lev = evconnlistener_new(t->t_gw->g_base, tunnel_accept_cb,
-		    t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-		if (t->t_lev == NULL) {
-			xasprintf(&cause, "cannot listen on %s", t->t_addr_str);
-			close(fd);
-		}
-	}
+	if (fd != -1 && (t->t_lev = listener_wrap(t->t_gw->g_base,
+			     tunnel_accept_cb, t, fd)) == NULL)
+		xasprintf(&cause, "cannot listen on %s", t->t_addr_str);
 	if (t->t_lev == NULL) {
 		if (t->t_bind_failures++ % 30 == 0)
 			log_warn("tunnel %s:%d: %s; retrying every %dms",
